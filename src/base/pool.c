@@ -1,0 +1,143 @@
+/*
+ * pool.c — see pool.h.
+ *
+ * Protocol: the owner bumps `gen` under the mutex with the job fields set and
+ * broadcasts; each helper runs its static share of tasks, then increments
+ * `n_done`; the owner runs share 0 and waits until n_done == n_threads-1.
+ * `stop` ends the helpers at destroy.
+ */
+#define _GNU_SOURCE
+#include "base/pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+
+struct ea_pool {
+    int n_threads;
+    pthread_t *threads; /* owns: n_threads-1 helpers */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_job;
+    pthread_cond_t cv_done;
+    unsigned long gen; /* guarded by mu */
+    int n_done;        /* guarded by mu */
+    int stop;          /* guarded by mu */
+    ea_pool_fn fn;
+    void *ctx;
+    int n_tasks;
+};
+
+typedef struct {
+    ea_pool *p;
+    int id;
+} ea__worker_arg;
+
+static void ea__run_share(ea_pool *p, int id) {
+    for (int t = id; t < p->n_tasks; t += p->n_threads) p->fn(p->ctx, t, id);
+}
+
+static void *ea__worker(void *arg) {
+    ea__worker_arg *wa = arg;
+    ea_pool *p = wa->p;
+    int id = wa->id;
+    ea_free(wa);
+    unsigned long seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->gen == seen) pthread_cond_wait(&p->cv_job, &p->mu);
+        if (p->stop) break;
+        seen = p->gen;
+        pthread_mutex_unlock(&p->mu);
+        ea__run_share(p, id);
+        pthread_mutex_lock(&p->mu);
+        if (++p->n_done == p->n_threads - 1) pthread_cond_signal(&p->cv_done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int ea_cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+ea_status ea_pool_create(int n_threads, ea_pool **out) {
+    *out = NULL;
+    if (n_threads <= 0) n_threads = ea_cpu_count();
+    if (n_threads > 1024) return ea_err(EA_ERR_INVALID_ARG, "thread count %d is too large", n_threads);
+    ea_pool *p = ea_calloc(1, sizeof *p);
+    if (!p) return ea_err(EA_ERR_NOMEM, "thread pool");
+    p->n_threads = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_job, NULL);
+    pthread_cond_init(&p->cv_done, NULL);
+    if (n_threads > 1) {
+        p->threads = ea_calloc((size_t)n_threads - 1, sizeof(pthread_t));
+        if (!p->threads) {
+            ea_pool_destroy(p);
+            return ea_err(EA_ERR_NOMEM, "thread pool");
+        }
+    }
+    for (int i = 1; i < n_threads; i++) {
+        ea__worker_arg *wa = ea_malloc(sizeof *wa);
+        if (!wa) {
+            p->n_threads = i;
+            ea_pool_destroy(p);
+            return ea_err(EA_ERR_NOMEM, "thread pool");
+        }
+        wa->p = p;
+        wa->id = i;
+        if (pthread_create(&p->threads[i - 1], NULL, ea__worker, wa) != 0) {
+            ea_free(wa);
+            p->n_threads = i;
+            ea_pool_destroy(p);
+            return ea_err(EA_ERR_INTERNAL, "pthread_create failed for worker %d", i);
+        }
+    }
+    *out = p;
+    return EA_OK;
+}
+
+void ea_pool_destroy(ea_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv_job);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n_threads; i++) pthread_join(p->threads[i - 1], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv_job);
+    pthread_cond_destroy(&p->cv_done);
+    ea_free(p->threads);
+    ea_free(p);
+}
+
+int ea_pool_size(const ea_pool *p) { return p ? p->n_threads : 1; }
+
+void ea_pool_run(ea_pool *p, ea_pool_fn fn, void *ctx, int n_tasks) {
+    if (n_tasks <= 0) return;
+    if (!p || p->n_threads == 1 || n_tasks == 1) {
+        for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n_tasks = n_tasks;
+    p->n_done = 0;
+    p->gen++;
+    pthread_cond_broadcast(&p->cv_job);
+    pthread_mutex_unlock(&p->mu);
+    ea__run_share(p, 0);
+    pthread_mutex_lock(&p->mu);
+    while (p->n_done < p->n_threads - 1) pthread_cond_wait(&p->cv_done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}

@@ -1,0 +1,31 @@
+/*
+ * pool.h — a fixed thread pool that runs parallel-for loops.
+ *
+ * The calling thread is worker 0 and takes part; n_threads-1 helper threads
+ * wait on a condition variable between jobs. A job is fn(ctx, i) for i in
+ * [0, n_tasks); task i is always run by thread (i % n_threads), so the split
+ * of work never depends on timing — kernels that must be batch-invariant rely
+ * on each task's result depending only on its own inputs, and the static split
+ * keeps runs reproducible for profiling as well.
+ *
+ * One job at a time per pool: ea_pool_run is not reentrant and is called from
+ * the thread that owns the pool (the step loop).
+ */
+#ifndef EA_POOL_H
+#define EA_POOL_H
+
+#include "base/status.h"
+
+typedef struct ea_pool ea_pool;
+typedef void (*ea_pool_fn)(void *ctx, int task, int thread);
+
+/* n_threads <= 0 means the CPU count. */
+ea_status ea_pool_create(int n_threads, ea_pool **out);
+void ea_pool_destroy(ea_pool *p);
+int ea_pool_size(const ea_pool *p);
+/* Run fn(ctx, task, thread) for task in [0, n_tasks) and wait for all. p may be NULL (serial). */
+void ea_pool_run(ea_pool *p, ea_pool_fn fn, void *ctx, int n_tasks);
+/* Online CPUs of this process (sched affinity), at least 1. */
+int ea_cpu_count(void);
+
+#endif

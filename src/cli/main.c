@@ -1,0 +1,71 @@
+/*
+ * main.c — `eaas <subcommand> [flags]`: finds the subcommand in one table and
+ * runs it. Global flag: --log-level error|warn|info|debug (also EAAS_LOG).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "cli/commands.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} ea_command;
+
+static const ea_command commands[] = {
+    {"make-model", ea_cmd_make_model, "write a random-weight test model (HF or GGUF)"},
+    {"inspect", ea_cmd_inspect, "describe a model: architecture, sizes, parameters, file problems"},
+    {"tokenize", ea_cmd_tokenize, "print the token ids of a text as a JSON array"},
+    {"detokenize", ea_cmd_detokenize, "print the text of token ids"},
+    {"chat-template", ea_cmd_chat_template, "render a conversation with the model's chat template"},
+    {"generate", ea_cmd_generate, "generate text from a prompt"},
+    {"perplexity", ea_cmd_perplexity, "measure perplexity on a text file"},
+    {"eplb", ea_cmd_eplb, "expert placement: place, score"},
+};
+
+int ea_cli_fail(const char *cmd, ea_status s) {
+    const char *m = ea_errmsg();
+    fprintf(stderr, "eaas %s: %s%s%s\n", cmd, ea_status_text(s), m[0] ? ": " : "", m);
+    return 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: eaas [--log-level L] <command> [flags]\n\n"
+               "Serves Mixture-of-Experts models; experts local, over MPI, or on expert servers.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'eaas <command> --help' describes a command's flags.\n");
+}
+
+int main(int argc, char **argv) {
+    int i = 1;
+    while (i < argc && strncmp(argv[i], "--", 2) == 0) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
+            int l = ea_log_parse_level(argv[i + 1]);
+            if (l < 0) {
+                fprintf(stderr, "eaas: unknown log level '%s'\n", argv[i + 1]);
+                return 2;
+            }
+            ea_log_set_level((ea_log_level)l);
+            i += 2;
+        } else {
+            fprintf(stderr, "eaas: unknown flag %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
+        if (strcmp(argv[i], commands[c].name) == 0) return commands[c].run(argc - i, argv + i);
+    fprintf(stderr, "eaas: unknown command '%s'\n\n", argv[i]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,85 @@
+/*
+ * model.h — an opened model: its config, and views of every weight, from an
+ * HF safetensors directory or a GGUF file, with one layout.
+ *
+ * Weights are views into read-only file mappings (zero copy) except where the
+ * loader must change the bytes to reach the one internal layout — e.g. GGUF
+ * "llama" (Mixtral) files store wq/wk rows permuted for interleaved RoPE; the
+ * loader un-permutes them into owned buffers so both formats feed the forward
+ * pass the same values (HF layout: rotate-half RoPE, PyTorch shapes).
+ *
+ * Routed experts are described per expert whatever the storage: for HF
+ * (model.layers.L.mlp.experts.E.gate_proj.weight) each view is its own tensor;
+ * for GGUF stacked tensors (blk.L.ffn_gate_exps.weight, shape (E, ff, hidden))
+ * each view points at expert E's rows inside the stacked tensor. A caller that
+ * needs only some experts (expert parallelism, expert servers) calls
+ * ea_model_load_experts with a mask: the pages of those experts are read in,
+ * the others are never touched, so resident memory follows the subset.
+ *
+ * Shapes (PyTorch order, see tensor.h):
+ *   tok_embd   (vocab, hidden)         lm_head (vocab, hidden) — same view when tied
+ *   out_norm   (hidden)
+ *   attn_norm, ffn_norm (hidden)
+ *   wq (n_heads*head_dim, hidden)   wk, wv (n_kv_heads*head_dim, hidden)   wo (hidden, n_heads*head_dim)
+ *   bq, bk, bv (out) when attention_bias; q_norm/k_norm (head_dim) per head or (out) full
+ *   MLA: wq_a (q_lora_rank, hidden), q_a_norm (q_lora_rank), wq_b (n_heads*(nope+rope), q_lora_rank)
+ *        or wq (n_heads*(nope+rope), hidden) when q_lora_rank == 0;
+ *        wkv_a (kv_lora_rank+rope, hidden), kv_a_norm (kv_lora_rank),
+ *        wkv_b (n_heads*(nope+v), kv_lora_rank), wo (hidden, n_heads*v)
+ *   router (n_experts, hidden), router_bias (n_experts) = e_score_correction_bias
+ *   ffn gate/up (ff, hidden), down (hidden, ff)
+ *   shared_gate (1, hidden) — qwen2_moe's sigmoid gate of the shared expert
+ */
+#ifndef EA_MODEL_H
+#define EA_MODEL_H
+
+#include <stdint.h>
+
+#include "base/status.h"
+#include "model/config.h"
+#include "tensor/tensor.h"
+
+typedef struct {
+    ea_tensor gate, up, down;
+} ea_ffn_weights;
+
+typedef struct {
+    ea_tensor attn_norm, ffn_norm;
+    /* standard attention */
+    ea_tensor wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm;
+    /* MLA */
+    ea_tensor wq_a, q_a_norm, wq_b, wkv_a, kv_a_norm, wkv_b;
+    /* feed-forward: dense layers use `dense`; MoE layers the rest */
+    ea_ffn_weights dense;
+    ea_tensor router, router_bias;
+    ea_ffn_weights shared;   /* n_shared_experts fused as one FFN (deepseek), or qwen2_moe's one */
+    ea_tensor shared_gate;
+    ea_ffn_weights *experts; /* owns the array (n_experts views); NULL on dense layers */
+} ea_layer_weights;
+
+typedef enum { EA_FORMAT_HF = 0, EA_FORMAT_GGUF = 1 } ea_model_format;
+
+typedef struct ea_model {
+    ea_model_config cfg;
+    ea_model_format format;
+    char *path;              /* owns */
+    ea_tensor tok_embd, out_norm, lm_head;
+    ea_layer_weights *layers; /* owns: cfg.n_layers */
+    int64_t weight_bytes;     /* all tensors */
+    void *files;              /* owns: the open safetensors set or GGUF file (reader-private) */
+    void *owned;              /* owns: buffers the loader had to write (reader-private) */
+} ea_model;
+
+/* Open `path`: a directory with config.json + *.safetensors, or a .gguf file.
+ * Checks every tensor the config needs exists with the right shape and a
+ * supported dtype; errors name the file and tensor. Nothing is read beyond
+ * headers: weights are paged in on first use or by the load functions below. */
+ea_status ea_model_open(const char *path, ea_model **out);
+void ea_model_close(ea_model *m);
+
+/* Page in (read) the non-expert weights, and the routed experts of `layer` whose
+ * mask byte is non-zero (mask has cfg.n_experts bytes; NULL = all). */
+ea_status ea_model_load_dense(ea_model *m);
+ea_status ea_model_load_experts(ea_model *m, int layer, const uint8_t *mask);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * dtype.h — the element types of weights, as one traits table.
+ *
+ * A dtype is a row in ea_dtype_traits: block size in elements, bytes per
+ * block, and a row conversion to f32. Kernels read the same table (ggml's
+ * pattern): there is no copy of a driver per dtype.
+ *
+ *   dtype   block  bytes/block  layout of one block
+ *   F32       1       4         IEEE binary32, little-endian
+ *   F16       1       2         IEEE binary16
+ *   BF16      1       2         upper 16 bits of binary32
+ *   Q8_0     32      34         f16 scale d, then 32 x int8 q; x[i] = d * q[i]
+ *
+ * A row of a quantised tensor must hold a whole number of blocks; readers
+ * check this (K % 32 == 0 for Q8_0) before building a view.
+ */
+#ifndef EA_DTYPE_H
+#define EA_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum { EA_F32 = 0, EA_F16 = 1, EA_BF16 = 2, EA_Q8_0 = 3, EA_N_DTYPES } ea_dtype;
+
+#define EA_QK8_0 32
+typedef struct {
+    uint16_t d; /* f16 scale */
+    int8_t qs[EA_QK8_0];
+} ea_block_q8_0;
+
+typedef struct {
+    const char *name; /* "f32", "f16", "bf16", "q8_0" */
+    int block;        /* elements per block */
+    int block_bytes;  /* bytes per block */
+    /* dst[0..n) = src row of n elements (n % block == 0) */
+    void (*to_f32)(const void *src, float *dst, size_t n);
+    /* src[0..n) f32 -> dst row (round to nearest even); n % block == 0 */
+    void (*from_f32)(const float *src, void *dst, size_t n);
+} ea_dtype_traits;
+
+extern const ea_dtype_traits ea_dtypes[EA_N_DTYPES];
+
+/* Bytes of a row of n elements; 0 if n is not a whole number of blocks. */
+size_t ea_dtype_row_bytes(ea_dtype t, size_t n);
+/* "bf16" -> EA_BF16 (also accepts "BF16", "F32", "Q8_0"); -1 if unknown. */
+int ea_dtype_parse(const char *name);
+
+static inline float ea_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t ea_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);                                           /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+float ea_f16_to_f32(uint16_t h);
+uint16_t ea_f32_to_f16(float f);
+
+#endif

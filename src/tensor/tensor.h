@@ -1,0 +1,44 @@
+/*
+ * tensor.h — a tensor is a view: name, dtype, shape, and a pointer it does
+ * not own (usually into a read-only file mapping).
+ *
+ * Shapes are in PyTorch / safetensors order: shape[0] is the outermost
+ * dimension, shape[n_dims-1] the contiguous one. A linear layer's weight is
+ * (out_features, in_features), so row r of the matrix is output r. GGUF stores
+ * ne[] innermost-first; the GGUF reader reverses it so every tensor here has
+ * one convention. Views are dense (row-major, no strides).
+ */
+#ifndef EA_TENSOR_H
+#define EA_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/dtype.h"
+
+#define EA_MAX_DIMS 4
+
+typedef struct {
+    const char *name;    /* borrows: owned by the file reader */
+    ea_dtype dtype;
+    int n_dims;
+    int64_t shape[EA_MAX_DIMS];
+    const void *data;    /* views: file mapping or owned buffer of the loader */
+    size_t nbytes;
+} ea_tensor;
+
+static inline int64_t ea_tensor_nelem(const ea_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->n_dims; i++) n *= t->shape[i];
+    return n;
+}
+
+/* Rows = product of all but the last dim; cols = the last dim. */
+static inline int64_t ea_tensor_cols(const ea_tensor *t) { return t->n_dims ? t->shape[t->n_dims - 1] : 1; }
+static inline int64_t ea_tensor_rows(const ea_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i + 1 < t->n_dims; i++) n *= t->shape[i];
+    return n;
+}
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * harness.h — the test harness: TEST functions, CHECK macros, a summary line.
+ *
+ *   TEST(parses_header) { CHECK_EQ(1 + 1, 2); }
+ *   int main(void) { RUN(parses_header); return TEST_SUMMARY(); }
+ *
+ * Prints "N passed, N failed" and returns non-zero if any check failed.
+ * A failed CHECK reports file:line and the expression, and ends that test.
+ */
+#ifndef EA_HARNESS_H
+#define EA_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int ea_t_passed, ea_t_failed, ea_t_cur_failed;
+
+#define TEST(name) static void test_##name(void)
+#define RUN(name)                                                          \
+    do {                                                                   \
+        ea_t_cur_failed = 0;                                               \
+        test_##name();                                                     \
+        if (ea_t_cur_failed) { ea_t_failed++; fprintf(stderr, "FAIL %s\n", #name); } \
+        else { ea_t_passed++; fprintf(stderr, "ok   %s\n", #name); }     \
+    } while (0)
+#define FAIL_(...)                                                         \
+    do {                                                                   \
+        fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);                 \
+        fprintf(stderr, __VA_ARGS__);                                      \
+        fprintf(stderr, "\n");                                             \
+        ea_t_cur_failed = 1;                                               \
+        return;                                                            \
+    } while (0)
+#define CHECK(c) do { if (!(c)) FAIL_("CHECK(%s)", #c); } while (0)
+#define CHECK_EQ(a, b)                                                     \
+    do {                                                                   \
+        long long ea_a_ = (long long)(a), ea_b_ = (long long)(b);          \
+        if (ea_a_ != ea_b_) FAIL_("CHECK_EQ(%s, %s): %lld != %lld", #a, #b, ea_a_, ea_b_); \
+    } while (0)
+#define CHECK_STREQ(a, b)                                                  \
+    do {                                                                   \
+        const char *ea_a_ = (a), *ea_b_ = (b);                             \
+        if (!ea_a_ || !ea_b_ || strcmp(ea_a_, ea_b_))                      \
+            FAIL_("CHECK_STREQ(%s, %s): \"%s\" != \"%s\"", #a, #b, ea_a_ ? ea_a_ : "(null)", ea_b_ ? ea_b_ : "(null)"); \
+    } while (0)
+#define CHECK_NEAR(a, b, tol)                                              \
+    do {                                                                   \
+        double ea_a_ = (a), ea_b_ = (b);                                   \
+        if (!(fabs(ea_a_ - ea_b_) <= (tol)))                               \
+            FAIL_("CHECK_NEAR(%s, %s): %.9g vs %.9g (tol %g)", #a, #b, ea_a_, ea_b_, (double)(tol)); \
+    } while (0)
+#define TEST_SUMMARY() \
+    (printf("%d passed, %d failed\n", ea_t_passed, ea_t_failed), ea_t_failed ? 1 : 0)
+
+#endif
