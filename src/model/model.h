@@ -37,11 +37,8 @@
 
 #include "base/status.h"
 #include "model/config.h"
+#include "moe/moe.h" /* ea_ffn_weights */
 #include "tensor/tensor.h"
-
-typedef struct {
-    ea_tensor gate, up, down;
-} ea_ffn_weights;
 
 typedef struct {
     ea_tensor attn_norm, ffn_norm;
