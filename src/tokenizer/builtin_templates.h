@@ -1,0 +1,18 @@
+/*
+ * builtin_templates.h — the published chat templates of model families whose
+ * tokenizer files we cannot ship (no download here), kept as data so that
+ * `eaas make-model` can write a realistic tokenizer_config.json.
+ *
+ *   const char *t = ea_builtin_chat_template("mixtral");
+ *
+ * Families: "mixtral" (Mixtral-8x7B-Instruct-v0.1) and "olmoe"
+ * (OLMoE-1B-7B-0924-Instruct). Qwen3 and DeepSeek-V3 templates are not here:
+ * they ship inside the npm tokenizer packages (tokenizer_config.json).
+ * Returns a static NUL-terminated string, or NULL for an unknown family.
+ */
+#ifndef EA_BUILTIN_TEMPLATES_H
+#define EA_BUILTIN_TEMPLATES_H
+
+const char *ea_builtin_chat_template(const char *family);
+
+#endif
