@@ -1,0 +1,43 @@
+/*
+ * ops.h — the row-wise kernels of a forward pass (everything but matmul).
+ *
+ * Each works on one row at a time, so its result for a row never depends on
+ * other rows (batch invariance for free); reductions run left to right in a
+ * fixed order. Math on the first line of each.
+ */
+#ifndef EA_OPS_H
+#define EA_OPS_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* y = x * rsqrt(mean(x²) + eps) * w          x, y, w: (n); y may alias x */
+void ea_k_rmsnorm(const float *x, const float *w, float eps, int n, float *y);
+
+/* RoPE, rotate-half (GPT-NeoX / HF) layout on one head of dim d, rotating the
+ * first `rot` dims: for i < rot/2, (x[i], x[i+rot/2]) rotated by angle i.
+ * cs holds cos[0..rot/2) then sin[0..rot/2) for this position. In place. */
+void ea_k_rope_half(float *x, int rot, const float *cs);
+
+/* RoPE, interleaved layout: pairs (x[2i], x[2i+1]) rotated by angle i. In place. */
+void ea_k_rope_interleaved(float *x, int rot, const float *cs);
+
+/* x = softmax(x) over n, max-subtracted, sums left to right. */
+void ea_k_softmax(float *x, int n);
+
+/* g = silu(g) * u                              g, u: (n) */
+void ea_k_silu_mul(float *g, const float *u, int n);
+
+static inline float ea_k_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* y += a * x                                   (n) */
+void ea_k_axpy(float a, const float *x, float *y, int n);
+
+/* dot(a, b) over n, left to right in f32 with a fixed 16-lane split. */
+float ea_k_dot_f32(const float *a, const float *b, int n);
+
+/* Index of the largest value (lowest index on ties). */
+int ea_k_argmax(const float *x, int n);
+
+#endif

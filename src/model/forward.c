@@ -1,0 +1,433 @@
+/*
+ * forward.c — the forward pass; see forward.h for the contract.
+ *
+ * Reading order: ea_forward_run() at the bottom is the whole data path; each
+ * step it calls is a function above it, in the same order. All buffers are
+ * allocated in ea_forward_create(), sized by max_tokens and max_ctx; a run
+ * allocates nothing.
+ *
+ * Family differences live in small switches on the config: q/k norm (none,
+ * per head, full width), qkv bias, shared expert and its sigmoid gate, dense
+ * leading layers, routing rule (moe/router.h), MLA (deepseek; attention_mla).
+ *
+ * Buffer shapes (T = max_tokens, H = hidden, Q = n_heads*head_dim,
+ * KV = n_kv_heads*head_dim, E = n_experts, K = top-k):
+ *   h (T,H) residual stream      xn (T,H) normed input      y (T,H) block output
+ *   q (T,Q)  k,v (T,KV)  att (T,Q)     rl (T,E) router logits
+ *   ids (T,K) w (T,K)                  g,u (T,Fmax) dense/shared FFN
+ *   scores (threads, max_ctx)          rope (max_ctx, rot) cos|sin per position
+ */
+#include "model/forward.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "kernels/ops.h"
+#include "moe/moe_local.h"
+#include "moe/router.h"
+
+typedef struct {
+    float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *router_bias;
+    float *q_a_norm, *kv_a_norm;
+} ea__layer_vecs;
+
+struct ea_forward {
+    const ea_model *m;
+    const ea_model_config *c;
+    ea_kctx *kctx;
+    ea_pool *pool;
+    ea_moe_backend *be;
+    ea_kv_cache *kv;
+    ea_forward_opts o;
+    ea_router router;
+    int rot;          /* rotary dims per head */
+    float attn_scale; /* softmax scale */
+    int q_dim, kv_dim, ffn_max;
+
+    ea__layer_vecs *lv; /* owns: per layer f32 copies of 1-D weights */
+    float *out_norm;    /* owns */
+    float *rope;        /* owns: (max_ctx, rot) */
+
+    /* per-run scratch, owns (see the header comment) */
+    float *h, *xn, *y, *q, *k, *v, *att, *rl, *w, *g, *u, *sgate, *route_scratch, *scores, *lm_x;
+    int32_t *ids;
+    int n_threads;
+
+    /* current run (read by pool tasks) */
+    int run_n, run_layer;
+    const int32_t *run_pos, *run_seq;
+};
+
+/* ---------------------------------------------------------------- set-up */
+
+static ea_status ea__vec_f32(const ea_tensor *t, float **out) {
+    *out = NULL;
+    if (!t->data) return EA_OK;
+    int64_t n = ea_tensor_nelem(t);
+    *out = ea_malloc((size_t)n * sizeof(float));
+    if (!*out) return ea_err(EA_ERR_NOMEM, "%s", t->name ? t->name : "vector");
+    ea_dtypes[t->dtype].to_f32(t->data, *out, (size_t)n);
+    return EA_OK;
+}
+
+static double ea__yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
+
+/* inv_freq[i] for i < rot/2 under the config's rope scaling; returns the cos/sin factor. */
+static double ea__rope_inv_freq(const ea_model_config *c, int rot, double *inv) {
+    double base = c->rope_theta, factor = c->rope_factor > 0 ? c->rope_factor : 1.0;
+    for (int i = 0; i < rot / 2; i++) inv[i] = 1.0 / pow(base, (double)(2 * i) / rot);
+    switch (c->rope_scaling) {
+    case EA_ROPE_NONE:
+    case EA_ROPE_DYNAMIC: /* identical to none within the original context; see docs/decisions.md */
+        return 1.0;
+    case EA_ROPE_LINEAR:
+        for (int i = 0; i < rot / 2; i++) inv[i] /= factor;
+        return 1.0;
+    case EA_ROPE_LLAMA3: {
+        double old = c->rope_orig_max_pos, lf = c->llama3_low_freq_factor, hf = c->llama3_high_freq_factor;
+        double low_wl = old / lf, high_wl = old / hf;
+        for (int i = 0; i < rot / 2; i++) {
+            double wl = 2 * M_PI / inv[i];
+            if (wl > low_wl) {
+                inv[i] /= factor;
+            } else if (wl >= high_wl) {
+                double s = (old / wl - lf) / (hf - lf);
+                inv[i] = (1 - s) * inv[i] / factor + s * inv[i];
+            }
+        }
+        return 1.0;
+    }
+    case EA_ROPE_YARN: {
+        double orig = c->rope_orig_max_pos > 0 ? c->rope_orig_max_pos : c->max_position_embeddings;
+        double bf = c->yarn_beta_fast > 0 ? c->yarn_beta_fast : 32, bs = c->yarn_beta_slow > 0 ? c->yarn_beta_slow : 1;
+        double lo = floor(rot * log(orig / (bf * 2 * M_PI)) / (2 * log(base)));
+        double hi = ceil(rot * log(orig / (bs * 2 * M_PI)) / (2 * log(base)));
+        if (lo < 0) lo = 0;
+        if (hi > rot - 1) hi = rot - 1;
+        if (lo == hi) hi += 0.001;
+        for (int i = 0; i < rot / 2; i++) {
+            double ramp = (i - lo) / (hi - lo);
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            double extrap = 1 - ramp;
+            inv[i] = inv[i] / factor * (1 - extrap) + inv[i] * extrap;
+        }
+        if (c->yarn_attn_factor > 0) return c->yarn_attn_factor;
+        if (c->yarn_mscale > 0 && c->yarn_mscale_all_dim > 0)
+            return ea__yarn_mscale(factor, c->yarn_mscale) / ea__yarn_mscale(factor, c->yarn_mscale_all_dim);
+        return ea__yarn_mscale(factor, 1.0);
+    }
+    }
+    return 1.0;
+}
+
+static void ea__router_from_config(const ea_model_config *c, ea_router *r) {
+    memset(r, 0, sizeof *r);
+    r->n_experts = c->n_experts;
+    r->k = c->n_experts_per_tok;
+    r->scoring = c->scoring == EA_SCORE_SIGMOID ? EA_ROUTE_SIGMOID : EA_ROUTE_SOFTMAX;
+    r->method = c->topk_method == EA_TOPK_NOAUX_TC        ? EA_ROUTE_GROUP_TOP2
+                : c->topk_method == EA_TOPK_GROUP_LIMITED ? EA_ROUTE_GROUP_MAX
+                                                          : EA_ROUTE_GREEDY;
+    r->n_group = c->n_group > 0 ? c->n_group : 1;
+    r->topk_group = c->topk_group > 0 ? c->topk_group : 1;
+    r->norm_topk_prob = c->arch == EA_ARCH_MIXTRAL ? 1 : c->norm_topk_prob;
+    r->scale = 1.0f;
+    if (c->arch == EA_ARCH_DEEPSEEK_V2 || c->arch == EA_ARCH_DEEPSEEK_V3) {
+        r->denom_eps = 1e-20f;
+        /* V2 scales only when it does not normalise; V3 always scales. */
+        if (c->arch == EA_ARCH_DEEPSEEK_V3 || !(r->norm_topk_prob && r->k > 1)) r->scale = c->routed_scaling_factor;
+    }
+}
+
+void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim) {
+    if (c->kv_lora_rank > 0) {
+        *k_dim = c->kv_lora_rank + c->qk_rope_head_dim;
+        *v_dim = 0;
+    } else {
+        *k_dim = c->n_kv_heads * c->head_dim;
+        *v_dim = c->n_kv_heads * c->head_dim;
+    }
+}
+
+void ea_forward_destroy(ea_forward *f) {
+    if (!f) return;
+    if (f->lv) {
+        for (int l = 0; l < f->c->n_layers; l++) {
+            ea__layer_vecs *v = &f->lv[l];
+            float *all[] = {v->attn_norm, v->ffn_norm, v->q_norm, v->k_norm, v->bq, v->bk, v->bv,
+                            v->router_bias, v->q_a_norm, v->kv_a_norm};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ea_free(all[i]);
+        }
+        ea_free(f->lv);
+    }
+    float *bufs[] = {f->out_norm, f->rope, f->h, f->xn, f->y, f->q, f->k, f->v, f->att, f->rl, f->w, f->g,
+                     f->u, f->sgate, f->route_scratch, f->scores, f->lm_x};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ea_aligned_free(bufs[i]);
+    ea_free(f->ids);
+    ea_free(f);
+}
+
+static float *ea__buf(size_t n_floats, int *ok) {
+    float *p = ea_aligned_alloc(64, (n_floats ? n_floats : 1) * sizeof(float));
+    if (!p) *ok = 0;
+    return p;
+}
+
+ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_moe_backend *be,
+                            ea_kv_cache *kv, const ea_forward_opts *o, ea_forward **out) {
+    *out = NULL;
+    const ea_model_config *c = &m->cfg;
+    if (c->kv_lora_rank > 0 && c->arch != EA_ARCH_DEEPSEEK_V2 && c->arch != EA_ARCH_DEEPSEEK_V3)
+        return ea_err(EA_ERR_UNSUPPORTED, "MLA outside the deepseek families");
+    if (c->kv_lora_rank > 0)
+        return ea_err(EA_ERR_UNSUPPORTED, "%s: multi-head latent attention is not in this build yet",
+                      ea_arch_names[c->arch]);
+    ea_forward *f = ea_calloc(1, sizeof *f);
+    if (!f) return ea_err(EA_ERR_NOMEM, "forward");
+    f->m = m;
+    f->c = c;
+    f->kctx = kctx;
+    f->pool = pool;
+    f->be = be;
+    f->kv = kv;
+    f->o = *o;
+    f->n_threads = ea_pool_size(pool);
+    ea__router_from_config(c, &f->router);
+    f->q_dim = c->n_heads * c->head_dim;
+    f->kv_dim = c->n_kv_heads * c->head_dim;
+    f->rot = c->head_dim;
+    f->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+    f->ffn_max = c->moe_intermediate_size;
+    if (c->intermediate_size > f->ffn_max) f->ffn_max = c->intermediate_size;
+    int shared_ff = c->shared_expert_intermediate_size + c->n_shared_experts * c->moe_intermediate_size;
+    if (shared_ff > f->ffn_max) f->ffn_max = shared_ff;
+
+    ea_status s = EA_OK;
+    f->lv = ea_calloc((size_t)c->n_layers, sizeof *f->lv);
+    if (!f->lv) s = ea_err(EA_ERR_NOMEM, "forward");
+    for (int l = 0; s == EA_OK && l < c->n_layers; l++) {
+        const ea_layer_weights *L = &m->layers[l];
+        ea__layer_vecs *v = &f->lv[l];
+        if ((s = ea__vec_f32(&L->attn_norm, &v->attn_norm)) || (s = ea__vec_f32(&L->ffn_norm, &v->ffn_norm)) ||
+            (s = ea__vec_f32(&L->q_norm, &v->q_norm)) || (s = ea__vec_f32(&L->k_norm, &v->k_norm)) ||
+            (s = ea__vec_f32(&L->bq, &v->bq)) || (s = ea__vec_f32(&L->bk, &v->bk)) ||
+            (s = ea__vec_f32(&L->bv, &v->bv)) || (s = ea__vec_f32(&L->router_bias, &v->router_bias)) ||
+            (s = ea__vec_f32(&L->q_a_norm, &v->q_a_norm)) || (s = ea__vec_f32(&L->kv_a_norm, &v->kv_a_norm)))
+            break;
+    }
+    if (s == EA_OK) s = ea__vec_f32(&m->out_norm, &f->out_norm);
+
+    int ok = 1;
+    size_t T = (size_t)o->max_tokens, H = (size_t)c->hidden_size, E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
+    size_t K = (size_t)(c->n_experts_per_tok > 0 ? c->n_experts_per_tok : 1);
+    f->h = ea__buf(T * H, &ok);
+    f->xn = ea__buf(T * H, &ok);
+    f->y = ea__buf(T * H, &ok);
+    f->q = ea__buf(T * f->q_dim, &ok);
+    f->k = ea__buf(T * f->kv_dim, &ok);
+    f->v = ea__buf(T * f->kv_dim, &ok);
+    f->att = ea__buf(T * f->q_dim, &ok);
+    f->rl = ea__buf(T * E, &ok);
+    f->w = ea__buf(T * K, &ok);
+    f->g = ea__buf(T * f->ffn_max, &ok);
+    f->u = ea__buf(T * f->ffn_max, &ok);
+    f->sgate = ea__buf(T, &ok);
+    f->route_scratch = ea__buf(2 * E, &ok);
+    f->scores = ea__buf((size_t)f->n_threads * o->max_ctx, &ok);
+    f->lm_x = ea__buf(T * H, &ok);
+    f->rope = ea__buf((size_t)o->max_ctx * f->rot, &ok);
+    f->ids = ea_calloc(T * K, sizeof(int32_t));
+    if (s == EA_OK && (!ok || !f->ids)) s = ea_err(EA_ERR_NOMEM, "forward buffers for %zu tokens", T);
+    if (s != EA_OK) {
+        ea_forward_destroy(f);
+        return s;
+    }
+
+    double inv[512];
+    if (f->rot / 2 > 512) {
+        ea_forward_destroy(f);
+        return ea_err(EA_ERR_UNSUPPORTED, "rotary dimension %d", f->rot);
+    }
+    double mscale = ea__rope_inv_freq(c, f->rot, inv);
+    for (int p = 0; p < o->max_ctx; p++) {
+        float *cs = f->rope + (size_t)p * f->rot;
+        for (int i = 0; i < f->rot / 2; i++) {
+            double a = (double)p * inv[i];
+            cs[i] = (float)(cos(a) * mscale);
+            cs[f->rot / 2 + i] = (float)(sin(a) * mscale);
+        }
+    }
+    *out = f;
+    return EA_OK;
+}
+
+/* ---------------------------------------------------------------- steps */
+
+static void ea__add_bias(float *x, const float *b, int n_rows, int dim) {
+    if (!b) return;
+    for (int t = 0; t < n_rows; t++)
+        for (int i = 0; i < dim; i++) x[(size_t)t * dim + i] += b[i];
+}
+
+/* embed: h[t] = tok_embd[tokens[t]] */
+static ea_status ea__embed(ea_forward *f, int n, const int32_t *tokens) {
+    const ea_tensor *e = &f->m->tok_embd;
+    int H = f->c->hidden_size;
+    size_t row = ea_dtype_row_bytes(e->dtype, (size_t)H);
+    for (int t = 0; t < n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= f->c->vocab_size)
+            return ea_err(EA_ERR_RANGE, "token id %d outside the vocabulary of %d", tokens[t], f->c->vocab_size);
+        ea_dtypes[e->dtype].to_f32((const uint8_t *)e->data + (size_t)tokens[t] * row, f->h + (size_t)t * H, (size_t)H);
+    }
+    return EA_OK;
+}
+
+static void ea__norm_rows(const float *x, const float *w, float eps, int n, int dim, float *y) {
+    for (int t = 0; t < n; t++) ea_k_rmsnorm(x + (size_t)t * dim, w, eps, dim, y + (size_t)t * dim);
+}
+
+/* One (token, head) of attention: att[t][h] = softmax(q·K / sqrt(d)) · V over positions 0..pos[t]. */
+static void ea__attn_task(void *ctx, int task, int thread) {
+    ea_forward *f = ctx;
+    const ea_model_config *c = f->c;
+    int nh = c->n_heads, hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
+    int t = task / nh, h = task % nh, kvh = h / group;
+    int p_end = f->run_pos[t], s = f->run_seq[t];
+    const float *q = f->q + (size_t)t * f->q_dim + (size_t)h * hd;
+    float *sc = f->scores + (size_t)thread * f->o.max_ctx;
+    for (int p = 0; p <= p_end; p++)
+        sc[p] = ea_k_dot_f32(q, ea_kv_k(f->kv, f->run_layer, s, p) + (size_t)kvh * hd, hd) * f->attn_scale;
+    ea_k_softmax(sc, p_end + 1);
+    float *o = f->att + (size_t)t * f->q_dim + (size_t)h * hd;
+    memset(o, 0, sizeof(float) * hd);
+    for (int p = 0; p <= p_end; p++) ea_k_axpy(sc[p], ea_kv_v(f->kv, f->run_layer, s, p) + (size_t)kvh * hd, o, hd);
+}
+
+/* attention: y = wo · attend(rope(qk_norm(wq·xn + bq)), rope(...k...), v) */
+static ea_status ea__attention(ea_forward *f, int l, int n) {
+    const ea_model_config *c = f->c;
+    const ea_layer_weights *L = &f->m->layers[l];
+    const ea__layer_vecs *v = &f->lv[l];
+    int hd = c->head_dim;
+    ea_k_matmul(f->kctx, &L->wq, f->xn, n, f->q);
+    ea_k_matmul(f->kctx, &L->wk, f->xn, n, f->k);
+    ea_k_matmul(f->kctx, &L->wv, f->xn, n, f->v);
+    ea__add_bias(f->q, v->bq, n, f->q_dim);
+    ea__add_bias(f->k, v->bk, n, f->kv_dim);
+    ea__add_bias(f->v, v->bv, n, f->kv_dim);
+    for (int t = 0; t < n; t++) {
+        float *q = f->q + (size_t)t * f->q_dim, *k = f->k + (size_t)t * f->kv_dim;
+        if (c->qk_norm == EA_QKNORM_FULL) {
+            ea_k_rmsnorm(q, v->q_norm, c->rms_norm_eps, f->q_dim, q);
+            ea_k_rmsnorm(k, v->k_norm, c->rms_norm_eps, f->kv_dim, k);
+        } else if (c->qk_norm == EA_QKNORM_PER_HEAD) {
+            for (int h = 0; h < c->n_heads; h++) ea_k_rmsnorm(q + h * hd, v->q_norm, c->rms_norm_eps, hd, q + h * hd);
+            for (int h = 0; h < c->n_kv_heads; h++) ea_k_rmsnorm(k + h * hd, v->k_norm, c->rms_norm_eps, hd, k + h * hd);
+        }
+        if (f->run_pos[t] >= f->o.max_ctx)
+            return ea_err(EA_ERR_RANGE, "position %d beyond the context of %d", f->run_pos[t], f->o.max_ctx);
+        const float *cs = f->rope + (size_t)f->run_pos[t] * f->rot;
+        for (int h = 0; h < c->n_heads; h++) ea_k_rope_half(q + h * hd, f->rot, cs);
+        for (int h = 0; h < c->n_kv_heads; h++) ea_k_rope_half(k + h * hd, f->rot, cs);
+        memcpy(ea_kv_k(f->kv, l, f->run_seq[t], f->run_pos[t]), k, sizeof(float) * f->kv_dim);
+        memcpy(ea_kv_v(f->kv, l, f->run_seq[t], f->run_pos[t]), f->v + (size_t)t * f->kv_dim, sizeof(float) * f->kv_dim);
+    }
+    f->run_layer = l;
+    ea_pool_run(f->pool, ea__attn_task, f, n * c->n_heads);
+    ea_k_matmul(f->kctx, &L->wo, f->att, n, f->y);
+    return EA_OK;
+}
+
+/* A SiLU-gated FFN over n rows of xn, result in out (n, H). */
+static void ea__ffn(ea_forward *f, const ea_ffn_weights *w, int n, float *out) {
+    int ff = (int)w->gate.shape[0];
+    ea_k_matmul(f->kctx, &w->gate, f->xn, n, f->g);
+    ea_k_matmul(f->kctx, &w->up, f->xn, n, f->u);
+    for (int t = 0; t < n; t++) ea_k_silu_mul(f->g + (size_t)t * ff, f->u + (size_t)t * ff, ff);
+    ea_k_matmul(f->kctx, &w->down, f->g, n, out);
+}
+
+/* moe: y = backend(route(router · xn)) (+ shared expert, gated for qwen2_moe) */
+static ea_status ea__moe(ea_forward *f, int l, int n) {
+    const ea_model_config *c = f->c;
+    const ea_layer_weights *L = &f->m->layers[l];
+    int E = c->n_experts, K = c->n_experts_per_tok, H = c->hidden_size;
+    ea_k_matmul(f->kctx, &L->router, f->xn, n, f->rl);
+    ea_router r = f->router;
+    r.bias = f->lv[l].router_bias;
+    for (int t = 0; t < n; t++)
+        ea_route_token(&r, f->rl + (size_t)t * E, f->ids + (size_t)t * K, f->w + (size_t)t * K, f->route_scratch);
+    EA_TRY(ea_moe_backend_forward(f->be, l, f->xn, n, K, f->ids, f->w, f->y));
+    if (L->shared.gate.data) {
+        /* the shared expert's output goes to att (free at this point), then adds in */
+        ea__ffn(f, &L->shared, n, f->att);
+        if (L->shared_gate.data) ea_k_matmul(f->kctx, &L->shared_gate, f->xn, n, f->sgate);
+        for (int t = 0; t < n; t++) {
+            float gsc = L->shared_gate.data ? ea_k_sigmoid(f->sgate[t]) : 1.0f;
+            float *y = f->y + (size_t)t * H;
+            const float *s = f->att + (size_t)t * H;
+            if (L->shared_gate.data)
+                for (int i = 0; i < H; i++) y[i] += gsc * s[i];
+            else
+                for (int i = 0; i < H; i++) y[i] += s[i];
+        }
+    }
+    return EA_OK;
+}
+
+static void ea__residual(float *h, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) h[i] += y[i];
+}
+
+ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int32_t *pos,
+                         const int32_t *seq, int n_out, const int32_t *out_rows, float *logits) {
+    const ea_model_config *c = f->c;
+    int H = c->hidden_size;
+    if (n <= 0 || n > f->o.max_tokens)
+        return ea_err(EA_ERR_RANGE, "batch of %d tokens (limit %d)", n, f->o.max_tokens);
+    f->run_n = n;
+    f->run_pos = pos;
+    f->run_seq = seq;
+
+    EA_TRY(ea__embed(f, n, tokens));
+    for (int l = 0; l < c->n_layers; l++) {
+        ea__norm_rows(f->h, f->lv[l].attn_norm, c->rms_norm_eps, n, H, f->xn);
+        EA_TRY(ea__attention(f, l, n));
+        ea__residual(f->h, f->y, (size_t)n * H);
+        ea__norm_rows(f->h, f->lv[l].ffn_norm, c->rms_norm_eps, n, H, f->xn);
+        if (c->layer_is_moe[l])
+            EA_TRY(ea__moe(f, l, n));
+        else
+            ea__ffn(f, &f->m->layers[l].dense, n, f->y);
+        ea__residual(f->h, f->y, (size_t)n * H);
+    }
+    if (f->be->vt->end_step) f->be->vt->end_step(f->be);
+
+    for (int i = 0; i < n_out; i++) {
+        if (out_rows[i] < 0 || out_rows[i] >= n) return ea_err(EA_ERR_RANGE, "logits row %d of %d", out_rows[i], n);
+        ea_k_rmsnorm(f->h + (size_t)out_rows[i] * H, f->out_norm, c->rms_norm_eps, H, f->lm_x + (size_t)i * H);
+    }
+    if (n_out > 0) ea_k_matmul(f->kctx, &f->m->lm_head, f->lm_x, n_out, logits);
+    return EA_OK;
+}
+
+ea_status ea_forward_local_backend(const ea_model *m, ea_kctx *kctx, int max_tokens, ea_moe_backend **out) {
+    const ea_model_config *c = &m->cfg;
+    static ea_ffn_weights *const none = NULL;
+    ea_ffn_weights **per_layer = ea_calloc((size_t)c->n_layers, sizeof *per_layer);
+    if (!per_layer) return ea_err(EA_ERR_NOMEM, "backend");
+    for (int l = 0; l < c->n_layers; l++) per_layer[l] = c->layer_is_moe[l] ? m->layers[l].experts : none;
+    ea_moe_local_opts o = {.n_layers = c->n_layers,
+                           .hidden = c->hidden_size,
+                           .ff = c->moe_intermediate_size,
+                           .n_experts = c->n_experts,
+                           .max_tokens = max_tokens,
+                           .max_k = c->n_experts_per_tok,
+                           .experts = (ea_ffn_weights *const *)per_layer,
+                           .kctx = kctx};
+    ea_status s = ea_moe_local_create(&o, out);
+    ea_free(per_layer);
+    return s;
+}

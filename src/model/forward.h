@@ -1,0 +1,55 @@
+/*
+ * forward.h — the forward pass of an MoE transformer over a ragged batch.
+ *
+ * One call takes n tokens from any number of sequences at any positions
+ * (prefill chunks and decode tokens mixed) and produces logits for the rows
+ * the caller asks for. Per token t: tokens[t] at position pos[t] of sequence
+ * slot seq[t]; the KV cache must already cover pos[t] for that slot
+ * (ea_kv_seq_reserve). K/V of every token in the call are written before
+ * attention runs, and token t attends to positions 0..pos[t] of its own
+ * sequence, so a call may hold a whole prompt.
+ *
+ * The data path (DESIGN.md section 3), each arrow one function in forward.c:
+ *   embed -> for each layer: attn_norm -> attention (KV cache) -> residual
+ *         -> ffn_norm -> router -> moe backend (+ shared expert) -> residual
+ *   -> out_norm -> lm_head
+ *
+ * Batch invariance: every step is row-wise or a batch-invariant matmul, and
+ * the MoE combine adds slots in order, so the logits of a token depend only on
+ * its own sequence — not on what else is in the batch, nor on thread count.
+ */
+#ifndef EA_FORWARD_H
+#define EA_FORWARD_H
+
+#include <stdint.h>
+
+#include "base/pool.h"
+#include "kernels/matmul.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "moe/moe.h"
+
+typedef struct ea_forward ea_forward;
+
+typedef struct {
+    int max_tokens;  /* largest n per call */
+    int max_ctx;     /* positions per sequence (RoPE table, attention scratch) */
+} ea_forward_opts;
+
+/* model, kctx, pool, backend and kv are borrowed and must outlive the forward. */
+ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_moe_backend *be,
+                            ea_kv_cache *kv, const ea_forward_opts *o, ea_forward **out);
+void ea_forward_destroy(ea_forward *f);
+
+/* Run n tokens. out_rows (n_out indices into 0..n-1) say which rows' logits
+ * to write into logits (n_out, vocab). */
+ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int32_t *pos,
+                         const int32_t *seq, int n_out, const int32_t *out_rows, float *logits);
+
+/* The KV widths this model needs per token per layer (k_dim, v_dim). */
+void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim);
+
+/* A local backend over all of the model's routed experts. */
+ea_status ea_forward_local_backend(const ea_model *m, ea_kctx *kctx, int max_tokens, ea_moe_backend **out);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * kv_cache.c — see kv_cache.h. Invariants: a block is on the free list iff
+ * its refcnt is 0; a sequence's table holds seq_blocks[s] valid block ids.
+ */
+#include "model/kv_cache.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+
+size_t ea_kv_bytes_per_block(int n_layers, int k_dim, int v_dim, int block_size) {
+    return (size_t)n_layers * (size_t)block_size * (size_t)(k_dim + v_dim) * sizeof(float);
+}
+
+ea_status ea_kv_init(ea_kv_cache *kv, int n_layers, int k_dim, int v_dim, int n_blocks,
+                     int block_size, int max_seqs, int max_ctx) {
+    memset(kv, 0, sizeof *kv);
+    if (n_blocks <= 0 || block_size <= 0 || max_seqs <= 0 || max_ctx <= 0)
+        return ea_err(EA_ERR_INVALID_ARG, "kv cache: blocks %d, block size %d, seqs %d, ctx %d", n_blocks,
+                      block_size, max_seqs, max_ctx);
+    kv->n_layers = n_layers;
+    kv->n_blocks = n_blocks;
+    kv->block_size = block_size;
+    kv->k_dim = k_dim;
+    kv->v_dim = v_dim;
+    kv->max_seqs = max_seqs;
+    kv->max_blocks_per_seq = (max_ctx + block_size - 1) / block_size;
+    size_t per = (size_t)n_layers * n_blocks * block_size;
+    kv->k = ea_aligned_alloc(64, per * (size_t)k_dim * sizeof(float));
+    kv->v = v_dim ? ea_aligned_alloc(64, per * (size_t)v_dim * sizeof(float)) : NULL;
+    kv->refcnt = ea_calloc((size_t)n_blocks, sizeof(int32_t));
+    kv->free_list = ea_calloc((size_t)n_blocks, sizeof(int32_t));
+    kv->tables = ea_calloc((size_t)max_seqs * kv->max_blocks_per_seq, sizeof(int32_t));
+    kv->seq_blocks = ea_calloc((size_t)max_seqs, sizeof(int32_t));
+    if (!kv->k || (v_dim && !kv->v) || !kv->refcnt || !kv->free_list || !kv->tables || !kv->seq_blocks) {
+        ea_kv_deinit(kv);
+        return ea_err(EA_ERR_NOMEM, "kv cache of %d blocks x %d tokens", n_blocks, block_size);
+    }
+    for (int i = 0; i < n_blocks; i++) kv->free_list[i] = n_blocks - 1 - i; /* pop gives block 0 first */
+    kv->n_free = n_blocks;
+    return EA_OK;
+}
+
+void ea_kv_deinit(ea_kv_cache *kv) {
+    ea_aligned_free(kv->k);
+    ea_aligned_free(kv->v);
+    ea_free(kv->refcnt);
+    ea_free(kv->free_list);
+    ea_free(kv->tables);
+    ea_free(kv->seq_blocks);
+    memset(kv, 0, sizeof *kv);
+}
+
+ea_status ea_kv_seq_reserve(ea_kv_cache *kv, int s, int n_pos) {
+    EA_ASSERT(s >= 0 && s < kv->max_seqs);
+    int need = (n_pos + kv->block_size - 1) / kv->block_size;
+    if (need > kv->max_blocks_per_seq)
+        return ea_err(EA_ERR_RANGE, "sequence of %d positions exceeds the context of %d", n_pos,
+                      kv->max_blocks_per_seq * kv->block_size);
+    int have = kv->seq_blocks[s];
+    if (need - have > kv->n_free)
+        return ea_err(EA_ERR_BUSY, "kv cache full: need %d blocks, %d free", need - have, kv->n_free);
+    int32_t *t = kv->tables + (size_t)s * kv->max_blocks_per_seq;
+    for (int i = have; i < need; i++) {
+        int32_t b = kv->free_list[--kv->n_free];
+        kv->refcnt[b] = 1;
+        t[i] = b;
+    }
+    if (need > have) kv->seq_blocks[s] = need;
+    return EA_OK;
+}
+
+ea_status ea_kv_seq_share(ea_kv_cache *kv, int s, int32_t block) {
+    EA_ASSERT(s >= 0 && s < kv->max_seqs && block >= 0 && block < kv->n_blocks && kv->refcnt[block] > 0);
+    if (kv->seq_blocks[s] >= kv->max_blocks_per_seq) return ea_err(EA_ERR_RANGE, "sequence table full");
+    kv->tables[(size_t)s * kv->max_blocks_per_seq + kv->seq_blocks[s]++] = block;
+    kv->refcnt[block]++;
+    return EA_OK;
+}
+
+void ea_kv_seq_release(ea_kv_cache *kv, int s) {
+    EA_ASSERT(s >= 0 && s < kv->max_seqs);
+    int32_t *t = kv->tables + (size_t)s * kv->max_blocks_per_seq;
+    for (int i = 0; i < kv->seq_blocks[s]; i++) {
+        int32_t b = t[i];
+        EA_ASSERT(kv->refcnt[b] > 0);
+        if (--kv->refcnt[b] == 0) kv->free_list[kv->n_free++] = b;
+    }
+    kv->seq_blocks[s] = 0;
+}

@@ -1,0 +1,38 @@
+/*
+ * moe_local.h — the `local` MoE backend: every expert in this process.
+ *
+ * For one layer it sorts the (token, slot) pairs by expert, runs each
+ * expert once over all its tokens (gate/up/down matmuls on the gathered rows:
+ * a grouped GEMM that reads each expert's weights once per step), writes each
+ * (token, slot) output to its own row, then adds a token's k rows in slot
+ * order (moe.h's contract). Experts are looked up by the id the caller
+ * passes, so with EPLB the ids are physical slots and `experts[layer]` holds
+ * one entry per physical slot (replicas point at the same weights).
+ */
+#ifndef EA_MOE_LOCAL_H
+#define EA_MOE_LOCAL_H
+
+#include "kernels/matmul.h"
+#include "moe/moe.h"
+
+typedef struct {
+    int n_layers;
+    int hidden;
+    int ff;                        /* expert FFN width */
+    int n_experts;                 /* entries per layer in experts[] */
+    int max_tokens;                /* largest n_tokens per call */
+    int max_k;
+    ea_ffn_weights *const *experts; /* borrows: [n_layers] -> array of n_experts, NULL for dense layers;
+                                       an entry whose gate.data is NULL is not held here */
+    ea_kctx *kctx;                 /* borrows */
+} ea_moe_local_opts;
+
+ea_status ea_moe_local_create(const ea_moe_local_opts *o, ea_moe_backend **out);
+
+/* Run the experts of one layer for rows already grouped: used by the local backend
+ * and by remote/EP servers. pairs (n_pairs) are (token row in x, expert id);
+ * out gets one row (hidden) per pair, in the order given. */
+ea_status ea_moe_run_pairs(ea_moe_backend *be, int layer, const float *x, int n_pairs,
+                           const int32_t *pair_row, const int32_t *pair_expert, float *out);
+
+#endif
