@@ -1,0 +1,170 @@
+/*
+ * sampler.c — see sampler.h. Scratch (probabilities and candidate ids) is
+ * allocated once per vocabulary; ea_sample allocates nothing.
+ */
+#include "serve/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+struct ea_sampler {
+    int vocab;
+    float *p;     /* (vocab) */
+    int32_t *idx; /* (vocab) candidate ids */
+};
+
+void ea_sampling_defaults(ea_sampling_params *p) {
+    memset(p, 0, sizeof *p);
+    p->temperature = 1.0f;
+    p->top_p = 1.0f;
+    p->repetition_penalty = 1.0f;
+}
+
+static uint64_t ea__splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void ea_rng_seed(ea_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = ea__splitmix(&seed);
+}
+
+static uint64_t ea__rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t ea_rng_next(ea_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t out = ea__rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = ea__rotl(s[3], 45);
+    return out;
+}
+
+float ea_rng_uniform(ea_rng *r) { return (float)(ea_rng_next(r) >> 40) * (1.0f / 16777216.0f); }
+
+ea_status ea_sampler_create(int vocab, ea_sampler **out) {
+    ea_sampler *s = ea_calloc(1, sizeof *s);
+    if (!s) return ea_err(EA_ERR_NOMEM, "sampler");
+    s->vocab = vocab;
+    s->p = ea_malloc(sizeof(float) * (size_t)vocab);
+    s->idx = ea_malloc(sizeof(int32_t) * (size_t)vocab);
+    if (!s->p || !s->idx) {
+        ea_sampler_destroy(s);
+        return ea_err(EA_ERR_NOMEM, "sampler for %d tokens", vocab);
+    }
+    *out = s;
+    return EA_OK;
+}
+
+void ea_sampler_destroy(ea_sampler *s) {
+    if (!s) return;
+    ea_free(s->p);
+    ea_free(s->idx);
+    ea_free(s);
+}
+
+static const float *ea__cmp_p;
+/* descending probability, then ascending id — a total order, so qsort is deterministic */
+static int ea__by_p_desc(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    float px = ea__cmp_p[x], py = ea__cmp_p[y];
+    if (px != py) return px > py ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Sort ids[0..n) by (p desc, id asc). The comparator reads a file-static pointer; the
+ * sampler runs on the step-loop thread only. */
+static void ea__sort_desc(const float *p, int32_t *ids, int n) {
+    ea__cmp_p = p;
+    qsort(ids, (size_t)n, sizeof *ids, ea__by_p_desc);
+}
+
+int ea_sample(ea_sampler *s, const ea_sampling_params *p, ea_rng *rng, float *logits,
+              const int32_t *out_counts, const uint8_t *prompt_seen) {
+    int V = s->vocab;
+    if (p->repetition_penalty != 1.0f && (out_counts || prompt_seen))
+        for (int i = 0; i < V; i++)
+            if ((out_counts && out_counts[i] > 0) || (prompt_seen && prompt_seen[i]))
+                logits[i] = logits[i] > 0 ? logits[i] / p->repetition_penalty : logits[i] * p->repetition_penalty;
+    if (out_counts && (p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f))
+        for (int i = 0; i < V; i++)
+            if (out_counts[i] > 0)
+                logits[i] -= p->frequency_penalty * (float)out_counts[i] + p->presence_penalty;
+
+    if (p->temperature <= 0.0f) {
+        int best = 0;
+        for (int i = 1; i < V; i++)
+            if (logits[i] > logits[best]) best = i;
+        return best;
+    }
+
+    float m = logits[0];
+    for (int i = 1; i < V; i++) m = logits[i] > m ? logits[i] : m;
+    float inv_t = 1.0f / p->temperature, sum = 0.0f;
+    for (int i = 0; i < V; i++) {
+        s->p[i] = expf((logits[i] - m) * inv_t);
+        sum += s->p[i];
+    }
+    for (int i = 0; i < V; i++) s->p[i] /= sum;
+
+    /* candidates: min_p filter first (cheap), then sort only if top_k/top_p need an order */
+    float pmax = expf(0.0f) / sum; /* the max token's probability */
+    float floor_p = p->min_p > 0.0f ? p->min_p * pmax : 0.0f;
+    int n = 0;
+    for (int i = 0; i < V; i++)
+        if (s->p[i] >= floor_p && s->p[i] > 0.0f) s->idx[n++] = i;
+    int need_order = (p->top_k > 0 && p->top_k < n) || p->top_p < 1.0f;
+    if (need_order) {
+        ea__sort_desc(s->p, s->idx, n);
+        if (p->top_k > 0 && p->top_k < n) n = p->top_k;
+        if (p->top_p < 1.0f) {
+            float cum = 0.0f;
+            int keep = n;
+            for (int i = 0; i < n; i++) {
+                cum += s->p[s->idx[i]];
+                if (cum >= p->top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            n = keep;
+        }
+    }
+    float mass = 0.0f;
+    for (int i = 0; i < n; i++) mass += s->p[s->idx[i]];
+    float u = ea_rng_uniform(rng) * mass, cum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        cum += s->p[s->idx[i]];
+        if (u < cum) return s->idx[i];
+    }
+    return s->idx[n - 1];
+}
+
+float ea_logprob(const float *logits, int vocab, int token, int n_top, int32_t *top_ids, float *top_lp) {
+    float m = logits[0];
+    for (int i = 1; i < vocab; i++) m = logits[i] > m ? logits[i] : m;
+    double sum = 0.0;
+    for (int i = 0; i < vocab; i++) sum += exp((double)(logits[i] - m));
+    float lse = m + (float)log(sum);
+    /* one pass keeping the n_top best in a sorted array (value desc, id asc) */
+    int have = 0;
+    for (int i = 0; i < vocab && n_top > 0; i++) {
+        if (have == n_top && !(logits[i] > logits[top_ids[have - 1]])) continue;
+        int at = have < n_top ? have++ : have - 1;
+        while (at > 0 && logits[i] > logits[top_ids[at - 1]]) {
+            top_ids[at] = top_ids[at - 1];
+            at--;
+        }
+        top_ids[at] = i;
+    }
+    for (int j = 0; j < have; j++) top_lp[j] = logits[top_ids[j]] - lse;
+    return logits[token] - lse;
+}

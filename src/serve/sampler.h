@@ -1,0 +1,62 @@
+/*
+ * sampler.h — from logits to the next token, per request, reproducibly.
+ *
+ * Order of operations (the same as vLLM's sampler):
+ *   1. penalties on the logits: repetition (divide positive / multiply
+ *      negative logits of seen tokens), frequency (−f·count of the token in
+ *      the output so far), presence (−p if it appeared in the output)
+ *   2. temperature == 0: greedy argmax (lowest id on ties); stop here
+ *   3. logits / temperature -> probabilities (softmax)
+ *   4. min_p: drop tokens with p < min_p · p_max
+ *   5. top_k: keep the k most probable (ties: lower id first)
+ *   6. top_p: keep the smallest prefix (by descending p) whose mass >= top_p
+ *   7. draw u in [0,1) from the request's own RNG, walk the kept tokens
+ *      (descending p, then id) until the cumulative mass passes u·mass
+ * The RNG is xoshiro256** seeded by splitmix64 from the request's seed, so a
+ * seed gives the same tokens whatever else runs beside it.
+ * Logprobs are of the raw model distribution (log_softmax of the logits
+ * before step 1), as vLLM reports by default.
+ */
+#ifndef EA_SAMPLER_H
+#define EA_SAMPLER_H
+
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef struct {
+    float temperature;        /* 0 = greedy */
+    float top_p;              /* 1 = off */
+    int top_k;                /* <= 0 = off */
+    float min_p;              /* 0 = off */
+    float presence_penalty;   /* 0 = off */
+    float frequency_penalty;  /* 0 = off */
+    float repetition_penalty; /* 1 = off */
+    uint64_t seed;
+} ea_sampling_params;
+
+void ea_sampling_defaults(ea_sampling_params *p);
+
+typedef struct {
+    uint64_t s[4];
+} ea_rng;
+void ea_rng_seed(ea_rng *r, uint64_t seed);
+uint64_t ea_rng_next(ea_rng *r);
+/* Uniform in [0, 1) with 24 bits. */
+float ea_rng_uniform(ea_rng *r);
+
+typedef struct ea_sampler ea_sampler; /* scratch for one vocabulary; one per step loop */
+
+ea_status ea_sampler_create(int vocab, ea_sampler **out);
+void ea_sampler_destroy(ea_sampler *s);
+
+/* Sample from logits (vocab), modified in place. out_counts (vocab) holds how many times each
+ * token appeared in this request's output (NULL if no penalties); prompt_seen (vocab) marks prompt
+ * tokens for the repetition penalty (NULL ok). Returns the token. */
+int ea_sample(ea_sampler *s, const ea_sampling_params *p, ea_rng *rng, float *logits,
+              const int32_t *out_counts, const uint8_t *prompt_seen);
+
+/* log_softmax(logits)[token], and optionally the n best (ids, logprobs), descending. */
+float ea_logprob(const float *logits, int vocab, int token, int n_top, int32_t *top_ids, float *top_lp);
+
+#endif
