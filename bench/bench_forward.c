@@ -1,0 +1,158 @@
+/*
+ * bench_forward.c — decode and prefill speed of the forward pass, as JSON lines.
+ *
+ *   bench_forward --model M [--threads N] [--batches 1,4,16,64] [--steps S]
+ *                 [--prefill 512] [--membw-gbs X]
+ *
+ * decode at batch B: B sequences, each with a 16-token prompt already in the
+ * cache, then S steps of one token per sequence in one forward call per step;
+ * tokens/s = B*S / time. prefill: one sequence, a P-token prompt in calls of
+ * up to --chunk tokens. Token ids are fixed pseudo-random values (speed does
+ * not depend on them beyond routing, which random ids exercise).
+ * "bw_frac" is the decode speed at batch 1 relative to the memory-bandwidth
+ * bound: active weight bytes per token / bandwidth (pass the bandwidth measured
+ * by bench_membw with --membw-gbs). The last line reports peak RSS against
+ * weights + KV cache + activations.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/args.h"
+#include "base/util.h"
+#include "serve/engine.h"
+
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    while (*s && n < max) {
+        out[n++] = atoi(s);
+        const char *c = strchr(s, ',');
+        if (!c) break;
+        s = c + 1;
+    }
+    return n;
+}
+
+/* Active weight bytes per token: everything but the routed experts, plus k experts per MoE layer,
+ * minus the embedding table (one row is read). */
+static double active_bytes(const ea_model *m) {
+    const ea_model_config *c = &m->cfg;
+    double total = (double)m->weight_bytes, experts_all = 0, experts_active = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->layer_is_moe[l]) continue;
+        const ea_ffn_weights *e = &m->layers[l].experts[0];
+        double one = (double)(e->gate.nbytes + e->up.nbytes + e->down.nbytes);
+        experts_all += one * c->n_experts;
+        experts_active += one * c->n_experts_per_tok;
+    }
+    return total - experts_all + experts_active - (double)m->tok_embd.nbytes;
+}
+
+int main(int argc, char **argv) {
+    const char *model = NULL, *batches = "1,4,16,64";
+    int threads = 0, steps = 16, prefill = 512, chunk = 512;
+    double membw = 0;
+    ea_arg spec[] = {{"model", EA_ARG_STR, &model, "PATH", "model directory or .gguf"},
+                     {"threads", EA_ARG_INT, &threads, "N", "threads (default: CPU count)"},
+                     {"batches", EA_ARG_STR, &batches, "LIST", "decode batch sizes"},
+                     {"steps", EA_ARG_INT, &steps, "S", "decode steps per batch size"},
+                     {"prefill", EA_ARG_INT, &prefill, "P", "prefill prompt length (0 = skip)"},
+                     {"chunk", EA_ARG_INT, &chunk, "C", "prefill tokens per forward call"},
+                     {"membw-gbs", EA_ARG_DOUBLE, &membw, "X", "memory bandwidth for bw_frac"},
+                     {0}};
+    ea_args_rest rest;
+    if (ea_args_parse(spec, argc, argv, &rest) != EA_OK || rest.help || !model) {
+        fprintf(stderr, "%s\nusage: bench_forward --model M [flags]\n", ea_errmsg());
+        ea_args_usage(stderr, spec);
+        return 2;
+    }
+    int bl[16];
+    int nb = parse_list(batches, bl, 16);
+    int max_b = 1;
+    for (int i = 0; i < nb; i++) max_b = bl[i] > max_b ? bl[i] : max_b;
+    int max_tokens = chunk > max_b ? chunk : max_b;
+    ea_engine_opts eo = {.model_path = model, .threads = threads, .max_tokens = max_tokens,
+                         .max_ctx = (prefill > 64 ? prefill : 64) + steps + 32, .max_seqs = max_b};
+    ea_engine *e;
+    ea_status s = ea_engine_create(&eo, &e);
+    if (s != EA_OK) {
+        fprintf(stderr, "bench_forward: %s: %s\n", ea_status_text(s), ea_errmsg());
+        return 1;
+    }
+    const ea_model_config *c = &e->m->cfg;
+    double abytes = active_bytes(e->m);
+    const char *dtype = ea_dtypes[e->m->layers[0].wq.data ? e->m->layers[0].wq.dtype : e->m->tok_embd.dtype].name;
+    int V = c->vocab_size;
+    int32_t *tok = malloc(sizeof(int32_t) * max_tokens), *pos = malloc(sizeof(int32_t) * max_tokens),
+            *seq = malloc(sizeof(int32_t) * max_tokens), *rows = malloc(sizeof(int32_t) * max_tokens);
+    float *logits = malloc(sizeof(float) * (size_t)V * max_b);
+    uint64_t r = 12345;
+#define NEXT_TOK() (int32_t)((r = r * 6364136223846793005ull + 1442695040888963407ull) >> 33) % V
+
+    if (prefill > 0) {
+        ea_kv_seq_release(&e->kv, 0);
+        ea_kv_seq_reserve(&e->kv, 0, prefill);
+        double t0 = ea_now_s();
+        for (int at = 0; at < prefill; at += chunk) {
+            int n = prefill - at < chunk ? prefill - at : chunk;
+            for (int i = 0; i < n; i++) {
+                tok[i] = NEXT_TOK();
+                pos[i] = at + i;
+                seq[i] = 0;
+            }
+            rows[0] = n - 1;
+            s = ea_forward_run(e->fw, n, tok, pos, seq, at + n == prefill ? 1 : 0, rows, logits);
+            if (s != EA_OK) break;
+        }
+        double dt = ea_now_s() - t0;
+        printf("{\"bench\":\"prefill\",\"arch\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"isa\":\"%s\","
+               "\"prompt\":%d,\"chunk\":%d,\"seconds\":%.4f,\"tok_s\":%.2f}\n",
+               ea_arch_names[c->arch], dtype, ea_pool_size(e->pool), ea_kctx_isa(e->kctx), prefill, chunk, dt,
+               prefill / dt);
+        fflush(stdout);
+    }
+    for (int bi = 0; bi < nb && s == EA_OK; bi++) {
+        int B = bl[bi];
+        for (int b = 0; b < B; b++) {
+            ea_kv_seq_release(&e->kv, b);
+            ea_kv_seq_reserve(&e->kv, b, 16 + steps + 1);
+        }
+        /* prompts of 16 tokens, one call per 16*B tokens (bounded by max_tokens) */
+        for (int b = 0; b < B && s == EA_OK; b++) {
+            for (int i = 0; i < 16; i++) {
+                tok[i] = NEXT_TOK();
+                pos[i] = i;
+                seq[i] = b;
+            }
+            s = ea_forward_run(e->fw, 16, tok, pos, seq, 0, rows, logits);
+        }
+        for (int b = 0; b < B; b++) rows[b] = b;
+        double t0 = ea_now_s();
+        for (int st = 0; st < steps && s == EA_OK; st++) {
+            for (int b = 0; b < B; b++) {
+                tok[b] = NEXT_TOK();
+                pos[b] = 16 + st;
+                seq[b] = b;
+            }
+            s = ea_forward_run(e->fw, B, tok, pos, seq, B, rows, logits);
+        }
+        double dt = ea_now_s() - t0;
+        double tps = (double)B * steps / dt;
+        printf("{\"bench\":\"decode\",\"arch\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"batch\":%d,"
+               "\"steps\":%d,\"seconds\":%.4f,\"tok_s\":%.2f,\"active_bytes_per_token\":%.0f",
+               ea_arch_names[c->arch], dtype, ea_pool_size(e->pool), ea_kctx_isa(e->kctx), B, steps, dt, tps, abytes);
+        if (membw > 0 && B == 1) printf(",\"bw_limit_tok_s\":%.2f,\"bw_frac\":%.3f", membw * 1e9 / abytes, tps * abytes / (membw * 1e9));
+        printf("}\n");
+        fflush(stdout);
+    }
+    if (s != EA_OK) fprintf(stderr, "bench_forward: %s: %s\n", ea_status_text(s), ea_errmsg());
+    int kd, vd;
+    ea_forward_kv_dims(c, &kd, &vd);
+    double kv_bytes = (double)ea_kv_bytes_per_block(c->n_layers, kd, vd, e->kv.block_size) * e->kv.n_blocks;
+    printf("{\"bench\":\"memory\",\"weights_bytes\":%lld,\"kv_bytes\":%.0f,\"kv_values_per_token_per_layer\":%d,"
+           "\"peak_rss_bytes\":%zu}\n",
+           (long long)e->m->weight_bytes, kv_bytes, kd + vd, ea_peak_rss_bytes());
+    ea_engine_destroy(e);
+    free(tok); free(pos); free(seq); free(rows); free(logits);
+    return s == EA_OK ? 0 : 1;
+}

@@ -1,0 +1,70 @@
+/*
+ * engine.c — see engine.h. Order matters for error messages: the model is
+ * opened first (its errors name files and tensors), then the runtime parts
+ * are sized from its config.
+ */
+#include "serve/engine.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+
+void ea_engine_destroy(ea_engine *e) {
+    if (!e) return;
+    ea_forward_destroy(e->fw);
+    ea_kv_deinit(&e->kv);
+    ea_moe_backend_destroy(e->be);
+    ea_kctx_destroy(e->kctx);
+    ea_pool_destroy(e->pool);
+    ea_model_close(e->m);
+    ea_free(e);
+}
+
+ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
+    *out = NULL;
+    ea_engine *e = ea_calloc(1, sizeof *e);
+    if (!e) return ea_err(EA_ERR_NOMEM, "engine");
+    e->o = *o;
+    ea_engine_opts *eo = &e->o;
+    ea_status s = ea_model_open(o->model_path, &e->m);
+    if (s != EA_OK) goto fail;
+    const ea_model_config *c = &e->m->cfg;
+    if (eo->max_tokens <= 0) eo->max_tokens = 512;
+    if (eo->max_seqs <= 0) eo->max_seqs = 1;
+    if (eo->block_size <= 0) eo->block_size = 16;
+    if (eo->max_ctx <= 0) eo->max_ctx = c->max_position_embeddings > 0 && c->max_position_embeddings < 4096
+                                            ? c->max_position_embeddings : 4096;
+    if ((s = ea_pool_create(eo->threads, &e->pool)) != EA_OK) goto fail;
+
+    int max_k = c->hidden_size;
+    int dims[] = {c->n_heads * c->head_dim, c->intermediate_size, c->moe_intermediate_size,
+                  c->shared_expert_intermediate_size, c->n_shared_experts * c->moe_intermediate_size,
+                  c->kv_lora_rank, c->q_lora_rank, c->n_heads * c->v_head_dim};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i] > max_k) max_k = dims[i];
+    if ((s = ea_kctx_create(e->pool, eo->max_tokens, max_k, &e->kctx)) != EA_OK) goto fail;
+    if ((s = ea_forward_local_backend(e->m, e->kctx, eo->max_tokens, &e->be)) != EA_OK) goto fail;
+
+    int kd, vd;
+    ea_forward_kv_dims(c, &kd, &vd);
+    size_t per_block = ea_kv_bytes_per_block(c->n_layers, kd, vd, eo->block_size);
+    int blocks_full = eo->max_seqs * ((eo->max_ctx + eo->block_size - 1) / eo->block_size);
+    int n_blocks = eo->kv_mib ? (int)((eo->kv_mib << 20) / per_block) : blocks_full;
+    if (n_blocks < 1) {
+        s = ea_err(EA_ERR_INVALID_ARG, "KV cache of %zu MiB holds no block of %zu bytes", eo->kv_mib, per_block);
+        goto fail;
+    }
+    if ((s = ea_kv_init(&e->kv, c->n_layers, kd, vd, n_blocks, eo->block_size, eo->max_seqs, eo->max_ctx)) != EA_OK)
+        goto fail;
+    ea_forward_opts fo = {.max_tokens = eo->max_tokens, .max_ctx = eo->max_ctx};
+    if ((s = ea_forward_create(e->m, e->kctx, e->pool, e->be, &e->kv, &fo, &e->fw)) != EA_OK) goto fail;
+    EA_LOGD("engine: %s, %d threads, isa %s, kv %d blocks x %d tokens (%.1f MiB)", ea_arch_names[c->arch],
+            ea_pool_size(e->pool), ea_kctx_isa(e->kctx), n_blocks, eo->block_size,
+            (double)per_block * n_blocks / (1 << 20));
+    *out = e;
+    return EA_OK;
+fail:
+    ea_engine_destroy(e);
+    return s;
+}
