@@ -1,0 +1,246 @@
+/*
+ * test_forward.c — the forward pass against the NumPy reference, and its
+ * determinism guarantees, on tiny random models made by `eaas make-model`.
+ *
+ * For each family:
+ *   1. f32: logits of a 64-token prompt (every position) within 1e-4 of the
+ *      reference, relative to the largest |logit| of that row; 32 greedy tokens
+ *      identical to the reference's.
+ *   2. bf16 / f16: the same comparison against the reference run on the same
+ *      (rounded) weights, within the documented bound (docs/forward.md).
+ *   3. the same weights from HF safetensors and from GGUF: bit-identical logits.
+ *   4. batch invariance: sequence A's logits alone == inside a batch with 1, 7
+ *      and 31 other sequences of other lengths, with 1 and 2 threads, for every
+ *      kernel ISA this CPU has (EAAS_ISA), and for every weight dtype.
+ * Needs EAAS_BIN, EA_SRC, EA_BUILD (set by CTest).
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "harness.h"
+#include "serve/engine.h"
+
+#define NP 64
+#define NG 32
+
+static const char *families[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v2", "deepseek_v3"};
+static char work[1024];
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    if (rc != 0) fprintf(stderr, "  command failed (%d): %s\n", rc, cmd);
+    return rc;
+}
+
+static void prompt(int32_t *tok, int n, int vocab, uint64_t seed) {
+    for (int i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int32_t)((seed >> 33) % (uint64_t)(vocab < 5000 ? vocab : 5000));
+    }
+}
+
+static int make_model(const char *fam, const char *dtype, const char *fmt, char *out, size_t outsz) {
+    snprintf(out, outsz, "%s/%s-%s%s", work, fam, dtype, strcmp(fmt, "gguf") == 0 ? ".gguf" : "");
+    if (ea_file_exists(out) || ea_is_dir(out)) return 0;
+    return sh("\"%s\" make-model --family %s --preset tiny --seed 3 --format %s --dtype %s --out %s >/dev/null",
+              getenv("EAAS_BIN"), fam, fmt, dtype, out);
+}
+
+/* Logits of every prompt position, and greedy continuation, from the C engine. */
+static ea_status run_c(const char *model, int threads, const int32_t *tok, float **logits, int *vocab, int32_t *greedy) {
+    ea_engine_opts o = {.model_path = model, .threads = threads, .max_tokens = 128, .max_ctx = 256, .max_seqs = 40};
+    ea_engine *e;
+    EA_TRY(ea_engine_create(&o, &e));
+    int V = e->m->cfg.vocab_size;
+    *vocab = V;
+    int32_t pos[NP], seq[NP], rows[NP];
+    for (int i = 0; i < NP; i++) pos[i] = i, seq[i] = 0, rows[i] = i;
+    *logits = malloc(sizeof(float) * (size_t)V * NP);
+    ea_status s = ea_kv_seq_reserve(&e->kv, 0, NP + NG + 1);
+    if (s == EA_OK) s = ea_forward_run(e->fw, NP, tok, pos, seq, NP, rows, *logits);
+    float *row = malloc(sizeof(float) * (size_t)V);
+    int32_t cur = 0;
+    if (s == EA_OK) cur = 0;
+    const float *last = *logits + (size_t)(NP - 1) * V;
+    int best = 0;
+    for (int i = 1; i < V; i++) best = last[i] > last[best] ? i : best;
+    cur = best;
+    for (int g = 0; g < NG && s == EA_OK; g++) {
+        greedy[g] = cur;
+        int32_t p = NP + g, sq = 0, r0 = 0;
+        s = ea_forward_run(e->fw, 1, &cur, &p, &sq, 1, &r0, row);
+        best = 0;
+        for (int i = 1; i < V; i++) best = row[i] > row[best] ? i : best;
+        cur = best;
+    }
+    free(row);
+    ea_engine_destroy(e);
+    return s;
+}
+
+static int read_ref(const char *dir, const int32_t *tok, float **logits, int V, int32_t *greedy) {
+    char toks[NP * 8] = "", *p = toks;
+    for (int i = 0; i < NP; i++) p += sprintf(p, "%s%d", i ? "," : "", tok[i]);
+    char lf[1200], jf[1200];
+    snprintf(lf, sizeof lf, "%s.ref.f32", dir);
+    snprintf(jf, sizeof jf, "%s.ref.json", dir);
+    if (!ea_file_exists(jf) &&
+        sh("/usr/bin/python3 %s/tests/reference/ref_forward.py --model %s --tokens %s --logits-out %s --greedy %d > %s",
+           getenv("EA_SRC"), dir, toks, lf, NG, jf))
+        return -1;
+    char *data;
+    size_t n;
+    if (ea_read_file(lf, &data, &n) != EA_OK || n != sizeof(float) * (size_t)V * NP) return -1;
+    *logits = (float *)data;
+    json_t *j;
+    if (ea_json_load_file(jf, &j) != EA_OK) return -1;
+    json_t *g = json_object_get(j, "greedy");
+    for (int i = 0; i < NG; i++) greedy[i] = (int32_t)json_integer_value(json_array_get(g, (size_t)i));
+    json_decref(j);
+    return 0;
+}
+
+/* max over rows of max|a-b| / max|b| */
+static double rel_err(const float *a, const float *b, int rows, int V) {
+    double worst = 0;
+    for (int r = 0; r < rows; r++) {
+        double md = 0, mb = 0;
+        for (int i = 0; i < V; i++) {
+            double d = fabs((double)a[(size_t)r * V + i] - b[(size_t)r * V + i]);
+            md = d > md ? d : md;
+            mb = fabs(b[(size_t)r * V + i]) > mb ? fabs(b[(size_t)r * V + i]) : mb;
+        }
+        if (md / mb > worst) worst = md / mb;
+    }
+    return worst;
+}
+
+static void check_family_vs_reference(const char *fam, const char *dtype, double tol, int check_greedy) {
+    char dir[1200];
+    if (make_model(fam, dtype, "hf", dir, sizeof dir)) {
+        ea_t_cur_failed = 1;
+        return;
+    }
+    int32_t tok[NP], g_c[NG], g_ref[NG];
+    float *lc = NULL, *lr = NULL;
+    int V = 0;
+    prompt(tok, NP, 1000, 99);
+    ea_status s = run_c(dir, 2, tok, &lc, &V, g_c);
+    if (s != EA_OK) fprintf(stderr, "  %s %s: %s\n", fam, dtype, ea_errmsg());
+    CHECK_EQ(s, EA_OK);
+    CHECK_EQ(read_ref(dir, tok, &lr, V, g_ref), 0);
+    double err = rel_err(lc, lr, NP, V);
+    fprintf(stderr, "  %s %s: max relative logit error %.3g (bound %.1g)\n", fam, dtype, err, tol);
+    CHECK(err <= tol);
+    if (check_greedy)
+        for (int i = 0; i < NG; i++) CHECK_EQ(g_c[i], g_ref[i]);
+    free(lc);
+    free(lr);
+}
+
+#define FAMILY_TESTS(X) X(qwen3_moe) X(qwen2_moe) X(mixtral) X(olmoe)
+#define DEF(F)                                                                  \
+    TEST(F##_f32_matches_reference) { check_family_vs_reference(#F, "f32", 1e-4, 1); } \
+    TEST(F##_bf16_within_bound) { check_family_vs_reference(#F, "bf16", 3e-2, 0); }
+FAMILY_TESTS(DEF)
+
+static void check_hf_gguf_identical(const char *fam, const char *dtype) {
+    char hf[1200], gg[1200];
+    CHECK_EQ(make_model(fam, dtype, "hf", hf, sizeof hf), 0);
+    CHECK_EQ(make_model(fam, dtype, "gguf", gg, sizeof gg), 0);
+    int32_t tok[NP], g1[NG], g2[NG];
+    float *a = NULL, *b = NULL;
+    int V;
+    prompt(tok, NP, 1000, 5);
+    CHECK_EQ(run_c(hf, 2, tok, &a, &V, g1), EA_OK);
+    CHECK_EQ(run_c(gg, 2, tok, &b, &V, g2), EA_OK);
+    CHECK(memcmp(a, b, sizeof(float) * (size_t)V * NP) == 0);
+    CHECK(memcmp(g1, g2, sizeof g1) == 0);
+    free(a);
+    free(b);
+}
+
+TEST(hf_and_gguf_bit_identical) {
+    for (size_t i = 0; i < 4; i++) {
+        check_hf_gguf_identical(families[i], "f32");
+        check_hf_gguf_identical(families[i], "bf16");
+    }
+}
+
+/* Sequence A (40 tokens) alone, then with `others` other sequences of other lengths in one call. */
+static void batch_invariance(const char *model, int threads, const char *isa) {
+    if (isa) setenv("EAAS_ISA", isa, 1);
+    ea_engine_opts o = {.model_path = model, .threads = threads, .max_tokens = 1024, .max_ctx = 64, .max_seqs = 32};
+    ea_engine *e;
+    ea_status s = ea_engine_create(&o, &e);
+    if (isa) unsetenv("EAAS_ISA");
+    CHECK_EQ(s, EA_OK);
+    fprintf(stderr, "  batch invariance: %s, %d thread(s), isa %s\n", model, threads, ea_kctx_isa(e->kctx));
+    int V = e->m->cfg.vocab_size;
+    int32_t a[40];
+    prompt(a, 40, 1000, 11);
+    float *alone = malloc(sizeof(float) * (size_t)V * 40), *in = malloc(sizeof(float) * (size_t)V * 40);
+    int32_t *tok = malloc(sizeof(int32_t) * 1024), *pos = malloc(sizeof(int32_t) * 1024),
+            *seq = malloc(sizeof(int32_t) * 1024), *rows = malloc(sizeof(int32_t) * 1024);
+    int others[] = {0, 1, 7, 31};
+    for (size_t oi = 0; oi < 4; oi++) {
+        int n = 0;
+        for (int q = 0; q <= others[oi]; q++) {
+            int len = q == 0 ? 40 : 3 + (q * 7) % 29;
+            ea_kv_seq_release(&e->kv, q);
+            CHECK_EQ(ea_kv_seq_reserve(&e->kv, q, len), EA_OK);
+            int32_t other[40];
+            prompt(other, len, 1000, 100 + (uint64_t)q);
+            for (int i = 0; i < len; i++) {
+                tok[n] = q == 0 ? a[i] : other[i];
+                pos[n] = i;
+                seq[n] = q;
+                if (q == 0) rows[i] = n;
+                n++;
+            }
+        }
+        CHECK_EQ(ea_forward_run(e->fw, n, tok, pos, seq, 40, rows, oi == 0 ? alone : in), EA_OK);
+        if (oi > 0 && memcmp(alone, in, sizeof(float) * (size_t)V * 40) != 0) {
+            fprintf(stderr, "  %s threads=%d isa=%s: differs with %d others\n", model, threads,
+                    ea_kctx_isa(e->kctx), others[oi]);
+            ea_t_cur_failed = 1;
+        }
+    }
+    free(alone); free(in); free(tok); free(pos); free(seq); free(rows);
+    ea_engine_destroy(e);
+}
+
+TEST(batch_invariance_all_paths) {
+    const char *isas[] = {"scalar", "avx2", "avx512", "amx"};
+    const char *dtypes[] = {"f32", "bf16", "f16"};
+    char dir[1200];
+    for (size_t d = 0; d < 3; d++) {
+        CHECK_EQ(make_model("qwen3_moe", dtypes[d], "hf", dir, sizeof dir), 0);
+        for (int th = 1; th <= 2; th++)
+            for (size_t i = 0; i < 4; i++) batch_invariance(dir, th, isas[i]);
+    }
+    CHECK_EQ(make_model("qwen3_moe", "q8_0", "gguf", dir, sizeof dir), 0);
+    for (int th = 1; th <= 2; th++)
+        for (size_t i = 0; i < 4; i++) batch_invariance(dir, th, isas[i]);
+}
+
+int main(void) {
+    snprintf(work, sizeof work, "%s/golden-models", getenv("EA_BUILD") ? getenv("EA_BUILD") : ".");
+    sh("mkdir -p %s", work);
+#define RUNF(F) RUN(F##_f32_matches_reference); RUN(F##_bf16_within_bound);
+    FAMILY_TESTS(RUNF)
+    RUN(hf_and_gguf_bit_identical);
+    RUN(batch_invariance_all_paths);
+    return TEST_SUMMARY();
+}
