@@ -27,38 +27,7 @@
 #include "kernels/ops.h"
 #include "moe/moe_local.h"
 #include "moe/router.h"
-
-typedef struct {
-    float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *router_bias;
-    float *q_a_norm, *kv_a_norm;
-} ea__layer_vecs;
-
-struct ea_forward {
-    const ea_model *m;
-    const ea_model_config *c;
-    ea_kctx *kctx;
-    ea_pool *pool;
-    ea_moe_backend *be;
-    ea_kv_cache *kv;
-    ea_forward_opts o;
-    ea_router router;
-    int rot;          /* rotary dims per head */
-    float attn_scale; /* softmax scale */
-    int q_dim, kv_dim, ffn_max;
-
-    ea__layer_vecs *lv; /* owns: per layer f32 copies of 1-D weights */
-    float *out_norm;    /* owns */
-    float *rope;        /* owns: (max_ctx, rot) */
-
-    /* per-run scratch, owns (see the header comment) */
-    float *h, *xn, *y, *q, *k, *v, *att, *rl, *w, *g, *u, *sgate, *route_scratch, *scores, *lm_x;
-    int32_t *ids;
-    int n_threads;
-
-    /* current run (read by pool tasks) */
-    int run_n, run_layer;
-    const int32_t *run_pos, *run_seq;
-};
+#include "model/forward_impl.h"
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -153,6 +122,7 @@ void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim) {
 
 void ea_forward_destroy(ea_forward *f) {
     if (!f) return;
+    if (f->mla) ea__mla_destroy(f);
     if (f->lv) {
         for (int l = 0; l < f->c->n_layers; l++) {
             ea__layer_vecs *v = &f->lv[l];
@@ -181,9 +151,6 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     const ea_model_config *c = &m->cfg;
     if (c->kv_lora_rank > 0 && c->arch != EA_ARCH_DEEPSEEK_V2 && c->arch != EA_ARCH_DEEPSEEK_V3)
         return ea_err(EA_ERR_UNSUPPORTED, "MLA outside the deepseek families");
-    if (c->kv_lora_rank > 0)
-        return ea_err(EA_ERR_UNSUPPORTED, "%s: multi-head latent attention is not in this build yet",
-                      ea_arch_names[c->arch]);
     ea_forward *f = ea_calloc(1, sizeof *f);
     if (!f) return ea_err(EA_ERR_NOMEM, "forward");
     f->m = m;
@@ -205,9 +172,12 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     if (shared_ff > f->ffn_max) f->ffn_max = shared_ff;
 
     ea_status s = EA_OK;
-    f->lv = ea_calloc((size_t)c->n_layers, sizeof *f->lv);
-    if (!f->lv) s = ea_err(EA_ERR_NOMEM, "forward");
-    for (int l = 0; s == EA_OK && l < c->n_layers; l++) {
+    if (c->kv_lora_rank > 0) s = ea__mla_create(f); /* sets q_dim, kv_dim, rot, attn_scale */
+    int att_dim = f->q_dim;
+    if (f->mla && c->n_heads * c->v_head_dim > att_dim) att_dim = c->n_heads * c->v_head_dim;
+    if (s == EA_OK) f->lv = ea_calloc((size_t)c->n_layers, sizeof *f->lv);
+    if (s == EA_OK && !f->lv) s = ea_err(EA_ERR_NOMEM, "forward");
+    for (int l = 0; s == EA_OK && f->lv && l < c->n_layers; l++) {
         const ea_layer_weights *L = &m->layers[l];
         ea__layer_vecs *v = &f->lv[l];
         if ((s = ea__vec_f32(&L->attn_norm, &v->attn_norm)) || (s = ea__vec_f32(&L->ffn_norm, &v->ffn_norm)) ||
@@ -228,7 +198,7 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     f->q = ea__buf(T * f->q_dim, &ok);
     f->k = ea__buf(T * f->kv_dim, &ok);
     f->v = ea__buf(T * f->kv_dim, &ok);
-    f->att = ea__buf(T * f->q_dim, &ok);
+    f->att = ea__buf(T * (size_t)att_dim, &ok);
     f->rl = ea__buf(T * E, &ok);
     f->w = ea__buf(T * K, &ok);
     f->g = ea__buf(T * f->ffn_max, &ok);
@@ -394,7 +364,7 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
     EA_TRY(ea__embed(f, n, tokens));
     for (int l = 0; l < c->n_layers; l++) {
         ea__norm_rows(f->h, f->lv[l].attn_norm, c->rms_norm_eps, n, H, f->xn);
-        EA_TRY(ea__attention(f, l, n));
+        EA_TRY(f->mla ? ea__mla_attention(f, l, n) : ea__attention(f, l, n));
         ea__residual(f->h, f->y, (size_t)n * H);
         ea__norm_rows(f->h, f->lv[l].ffn_norm, c->rms_norm_eps, n, H, f->xn);
         if (c->layer_is_moe[l])

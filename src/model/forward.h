@@ -34,6 +34,8 @@ typedef struct ea_forward ea_forward;
 typedef struct {
     int max_tokens;  /* largest n per call */
     int max_ctx;     /* positions per sequence (RoPE table, attention scratch) */
+    int mla_expanded; /* MLA models: attend through expanded K/V (the published form) instead of
+                         the absorbed form over the latent cache; for checking, slower */
 } ea_forward_opts;
 
 /* model, kctx, pool, backend and kv are borrowed and must outlive the forward. */

@@ -57,7 +57,7 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     }
     if ((s = ea_kv_init(&e->kv, c->n_layers, kd, vd, n_blocks, eo->block_size, eo->max_seqs, eo->max_ctx)) != EA_OK)
         goto fail;
-    ea_forward_opts fo = {.max_tokens = eo->max_tokens, .max_ctx = eo->max_ctx};
+    ea_forward_opts fo = {.max_tokens = eo->max_tokens, .max_ctx = eo->max_ctx, .mla_expanded = eo->mla_expanded};
     if ((s = ea_forward_create(e->m, e->kctx, e->pool, e->be, &e->kv, &fo, &e->fw)) != EA_OK) goto fail;
     EA_LOGD("engine: %s, %d threads, isa %s, kv %d blocks x %d tokens (%.1f MiB)", ea_arch_names[c->arch],
             ea_pool_size(e->pool), ea_kctx_isa(e->kctx), n_blocks, eo->block_size,

@@ -24,6 +24,7 @@ typedef struct {
     int max_seqs;       /* sequence slots */
     size_t kv_mib;      /* KV cache size; 0: enough for max_seqs full contexts */
     int block_size;     /* KV block size in tokens; <= 0: 16 */
+    int mla_expanded;   /* MLA models: expanded-form attention (checking only) */
 } ea_engine_opts;
 
 typedef struct {

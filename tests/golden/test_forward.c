@@ -58,8 +58,11 @@ static int make_model(const char *fam, const char *dtype, const char *fmt, char 
 }
 
 /* Logits of every prompt position, and greedy continuation, from the C engine. */
+static int mla_expanded;
+
 static ea_status run_c(const char *model, int threads, const int32_t *tok, float **logits, int *vocab, int32_t *greedy) {
-    ea_engine_opts o = {.model_path = model, .threads = threads, .max_tokens = 128, .max_ctx = 256, .max_seqs = 40};
+    ea_engine_opts o = {.model_path = model, .threads = threads, .max_tokens = 128, .max_ctx = 256, .max_seqs = 40,
+                        .mla_expanded = mla_expanded};
     ea_engine *e;
     EA_TRY(ea_engine_create(&o, &e));
     int V = e->m->cfg.vocab_size;
@@ -149,7 +152,7 @@ static void check_family_vs_reference(const char *fam, const char *dtype, double
     free(lr);
 }
 
-#define FAMILY_TESTS(X) X(qwen3_moe) X(qwen2_moe) X(mixtral) X(olmoe)
+#define FAMILY_TESTS(X) X(qwen3_moe) X(qwen2_moe) X(mixtral) X(olmoe) X(deepseek_v2) X(deepseek_v3)
 #define DEF(F)                                                                  \
     TEST(F##_f32_matches_reference) { check_family_vs_reference(#F, "f32", 1e-4, 1); } \
     TEST(F##_bf16_within_bound) { check_family_vs_reference(#F, "bf16", 3e-2, 0); }
@@ -171,8 +174,30 @@ static void check_hf_gguf_identical(const char *fam, const char *dtype) {
     free(b);
 }
 
+/* DeepSeek: the absorbed form (default) and the expanded form agree within 1e-5. */
+TEST(mla_absorbed_matches_expanded) {
+    for (int v = 0; v < 2; v++) {
+        char dir[1200];
+        CHECK_EQ(make_model(v ? "deepseek_v3" : "deepseek_v2", "f32", "hf", dir, sizeof dir), 0);
+        int32_t tok[NP], g1[NG], g2[NG];
+        float *a = NULL, *b = NULL;
+        int V;
+        prompt(tok, NP, 1000, 77);
+        CHECK_EQ(run_c(dir, 2, tok, &a, &V, g1), EA_OK);
+        mla_expanded = 1;
+        ea_status s = run_c(dir, 2, tok, &b, &V, g2);
+        mla_expanded = 0;
+        CHECK_EQ(s, EA_OK);
+        double err = rel_err(a, b, NP, V);
+        fprintf(stderr, "  %s absorbed vs expanded: %.3g\n", dir, err);
+        CHECK(err <= 1e-5);
+        free(a);
+        free(b);
+    }
+}
+
 TEST(hf_and_gguf_bit_identical) {
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 6; i++) {
         check_hf_gguf_identical(families[i], "f32");
         check_hf_gguf_identical(families[i], "bf16");
     }
@@ -233,6 +258,8 @@ TEST(batch_invariance_all_paths) {
     CHECK_EQ(make_model("qwen3_moe", "q8_0", "gguf", dir, sizeof dir), 0);
     for (int th = 1; th <= 2; th++)
         for (size_t i = 0; i < 4; i++) batch_invariance(dir, th, isas[i]);
+    CHECK_EQ(make_model("deepseek_v3", "bf16", "hf", dir, sizeof dir), 0);
+    for (int th = 1; th <= 2; th++) batch_invariance(dir, th, NULL);
 }
 
 int main(void) {
@@ -240,6 +267,7 @@ int main(void) {
     sh("mkdir -p %s", work);
 #define RUNF(F) RUN(F##_f32_matches_reference); RUN(F##_bf16_within_bound);
     FAMILY_TESTS(RUNF)
+    RUN(mla_absorbed_matches_expanded);
     RUN(hf_and_gguf_bit_identical);
     RUN(batch_invariance_all_paths);
     return TEST_SUMMARY();

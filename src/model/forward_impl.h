@@ -1,0 +1,62 @@
+/*
+ * forward_impl.h — the forward pass's state, shared by forward.c (the data
+ * path and standard attention) and mla.c (DeepSeek's multi-head latent
+ * attention). Internal to src/model/.
+ */
+#ifndef EA_FORWARD_IMPL_H
+#define EA_FORWARD_IMPL_H
+
+#include "model/forward.h"
+#include "moe/router.h"
+
+typedef struct {
+    float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *router_bias;
+    float *q_a_norm, *kv_a_norm;
+} ea__layer_vecs;
+
+struct ea_forward {
+    const ea_model *m;
+    const ea_model_config *c;
+    ea_kctx *kctx;
+    ea_pool *pool;
+    ea_moe_backend *be;
+    ea_kv_cache *kv;
+    ea_forward_opts o;
+    ea_router router;
+    int rot;          /* rotary dims per head */
+    float attn_scale; /* softmax scale */
+    int q_dim, kv_dim, ffn_max;
+
+    ea__layer_vecs *lv; /* owns: per layer f32 copies of 1-D weights */
+    float *out_norm;    /* owns */
+    float *rope;        /* owns: (max_ctx, rot) */
+
+    /* per-run scratch, owns (see the header comment) */
+    float *h, *xn, *y, *q, *k, *v, *att, *rl, *w, *g, *u, *sgate, *route_scratch, *scores, *lm_x;
+    int32_t *ids;
+    int n_threads;
+
+    /* MLA (deepseek): see mla.c */
+    int mla, mla_expanded; /* expanded: attention through expanded K/V instead of the absorbed form */
+    float *qa;             /* (T, q_lora_rank) */
+    float *mla_qabs;       /* (n_heads, T, kv_lora) q_nope absorbed into latent space */
+    float *mla_ctx;        /* (n_heads, T, kv_lora) attention output in latent space */
+    float *mla_tmp;        /* (T, max(nope, v)) gather/scatter of one head */
+    float **mla_ukt;       /* (n_layers) -> (n_heads, kv_lora, nope) f32: W_UK transposed per head */
+    float *mla_lat;        /* expanded form: (max_ctx, kv_lora) latents of one sequence */
+    float *mla_kv;         /* expanded form: (max_ctx, n_heads*(nope+v)) K_nope|V of one sequence */
+    int32_t *mla_tok_of;   /* expanded form: (T) token rows of the current sequence */
+    int mla_cur_seq, mla_cur_n;
+
+    /* current run (read by pool tasks) */
+    int run_n, run_layer;
+    const int32_t *run_pos, *run_seq;
+};
+
+
+/* mla.c */
+ea_status ea__mla_create(ea_forward *f);
+void ea__mla_destroy(ea_forward *f);
+ea_status ea__mla_attention(ea_forward *f, int l, int n);
+
+#endif
