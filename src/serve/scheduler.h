@@ -1,0 +1,116 @@
+/*
+ * scheduler.h — continuous batching over one engine, on one step-loop thread.
+ *
+ * Threads: the step loop (ea_sched_start) is the only thread that touches the
+ * engine, the KV cache and the sampler. Any other thread (HTTP handlers)
+ * submits requests and reads their events; each request has its own mutex +
+ * condition variable guarding its event queue, and the scheduler's waiting
+ * queue has one mutex. Nothing blocks the step loop on a client.
+ *
+ * Each step: admit waiting requests while KV blocks and --max-running allow;
+ * build one batch: every running decode sequence contributes 1 token, then
+ * prefill chunks fill the rest of --max-batch-tokens (chunked prefill, oldest
+ * first); run the forward pass once; sample for every sequence whose prompt is
+ * complete; emit events; end requests on EOS, stop string, max tokens, cancel.
+ * When the KV cache runs out, the newest running request is preempted (its
+ * blocks freed, its tokens kept) and recomputed later — never failed.
+ * Prefix cache: full KV blocks are keyed by a hash chain of their tokens;
+ * a new request reuses the longest cached chain and skips that prefill.
+ *
+ * Event stream of a request: TOKEN events (text delta — whole UTF-8 only —
+ * the token id, optional logprobs), then exactly one DONE (finish reason,
+ * usage) or ERROR event. Stop strings are never emitted: text that might be
+ * the start of a stop string is held back until it cannot be.
+ */
+#ifndef EA_SCHEDULER_H
+#define EA_SCHEDULER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "serve/engine.h"
+#include "serve/sampler.h"
+
+typedef struct ea_sched ea_sched;
+typedef struct ea_request ea_request;
+struct ea_tokenizer;
+
+#define EA_MAX_STOP 8
+#define EA_MAX_TOP_LOGPROBS 20
+
+typedef struct {
+    const int32_t *prompt;     /* copied at submit */
+    int n_prompt;
+    int max_tokens;            /* > 0 */
+    int ignore_eos;
+    ea_sampling_params sp;
+    const char *stop[EA_MAX_STOP]; /* copied at submit */
+    int n_stop;
+    int logprobs;              /* report the chosen token's logprob */
+    int top_logprobs;          /* 0..EA_MAX_TOP_LOGPROBS */
+} ea_req_params;
+
+typedef enum { EA_FINISH_NONE = 0, EA_FINISH_STOP, EA_FINISH_LENGTH, EA_FINISH_CANCELLED } ea_finish;
+
+typedef enum { EA_EV_TOKEN = 1, EA_EV_DONE = 2, EA_EV_ERROR = 3 } ea_event_kind;
+
+typedef struct {
+    ea_event_kind kind;
+    /* TOKEN */
+    char text[256];            /* UTF-8 delta (may be empty while held back); NUL-terminated */
+    int text_len;
+    int32_t token;
+    float logprob;
+    int n_top;
+    int32_t top_ids[EA_MAX_TOP_LOGPROBS];
+    float top_lp[EA_MAX_TOP_LOGPROBS];
+    /* DONE */
+    ea_finish finish;
+    int prompt_tokens, completion_tokens, cached_tokens;
+    /* ERROR */
+    ea_status status;
+    char message[256];
+} ea_event;
+
+typedef struct {
+    int max_running;           /* sequences decoding at once */
+    int max_queue;             /* waiting requests; submit beyond it -> EA_ERR_BUSY */
+    int max_batch_tokens;      /* tokens per forward call (<= engine max_tokens) */
+    int prefix_cache;          /* 1 = on */
+} ea_sched_opts;
+
+typedef struct {
+    int running, waiting;
+    int kv_blocks_used, kv_blocks_total;
+    uint64_t steps;            /* forward steps so far */
+    double last_step_time;     /* ea_now_s() of the last completed step (or start) */
+    uint64_t prompt_tokens, generation_tokens, prefix_hit_tokens, preemptions;
+    uint64_t requests_finished;
+} ea_sched_stats;
+
+/* engine and tok are borrowed. */
+ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea_sched_opts *o, ea_sched **out);
+/* Start the step-loop thread. */
+ea_status ea_sched_start(ea_sched *s);
+/* Stop accepting; finish in-flight requests for up to drain_seconds, cancel the rest; join. */
+void ea_sched_stop(ea_sched *s, double drain_seconds);
+void ea_sched_destroy(ea_sched *s);
+
+/* Queue a request. EA_ERR_BUSY when the waiting queue is full; EA_ERR_INVALID_ARG /
+ * EA_ERR_RANGE with a message for bad parameters (prompt longer than the context, ...). */
+ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out);
+/* Next event; waits up to timeout_ms (EA_ERR_TIMEOUT if none: e.g. send an SSE keep-alive). */
+ea_status ea_req_next(ea_request *r, int timeout_ms, ea_event *ev);
+/* Ask to stop (client went away): the slot is freed at the next step. */
+void ea_req_cancel(ea_request *r);
+/* The caller is done with r (after DONE/ERROR, or after cancel). */
+void ea_req_release(ea_request *r);
+uint64_t ea_req_id(const ea_request *r);
+/* Times (ea_now_s) for metrics: arrival, first token, finish. */
+void ea_req_times(const ea_request *r, double *arrival, double *first_token, double *finished, double *queued);
+
+void ea_sched_get_stats(ea_sched *s, ea_sched_stats *st);
+int ea_sched_context_len(const ea_sched *s);
+
+#endif
