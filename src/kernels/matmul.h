@@ -30,8 +30,18 @@ typedef struct ea_kctx ea_kctx;
 /* pool is borrowed (may be NULL = serial). max_m, max_k bound every later call. */
 ea_status ea_kctx_create(ea_pool *pool, int max_m, int max_k, ea_kctx **out);
 void ea_kctx_destroy(ea_kctx *ctx);
-/* "scalar", "avx2", "avx512", "avx512bf16", "amx" — what this context dispatches to. */
+/* "scalar", "avx2", "avx512", "amx" — what this context dispatches to. Under
+ * "amx" only bf16 weights use the tiles; other dtypes run the avx512 kernels. */
 const char *ea_kctx_isa(const ea_kctx *ctx);
+
+/* Force an ISA on this context ("scalar", "avx2", "avx512", "amx");
+ * EA_ERR_UNSUPPORTED if the CPU (or the OS, for AMX) lacks it. Tests use
+ * this to check every variant. Not thread-safe against a running matmul. */
+ea_status ea_kctx_set_isa(ea_kctx *ctx, const char *isa);
+/* 1 if this CPU/OS can run `isa`. */
+int ea_k_isa_supported(const char *isa);
+/* The ISA a new context picks when EAAS_ISA is not set. */
+const char *ea_k_isa_best(void);
 
 /* Y (m, n) = X (m, k) · Wᵀ where W is a 2-D view (n, k). m <= max_m, k <= max_k. */
 void ea_k_matmul(ea_kctx *ctx, const ea_tensor *w, const float *x, int m, float *y);

@@ -1,0 +1,181 @@
+/*
+ * matmul_amx.c — bf16 weights on AMX tiles, without repacking the weights.
+ *
+ * We compute Yᵀ = W · Xᵀ: W (n, k) bf16 row-major is the A operand as it
+ * lies in the file mapping (a tile is 16 W rows x 32 k, 64 bytes per row, row
+ * stride = the W row size); X is the B operand, rounded to bf16 and packed per
+ * call into VNNI tiles (ea__amx_pack). C tiles (16 W rows x 16 tokens, f32)
+ * accumulate over the k-steps in increasing k, then are stored and written
+ * transposed into Y.
+ *
+ *   packed X: token block tb (16 tokens), k-step s (32 k), one 1 KiB tile each
+ *     xp[((tb * n_ks + s) * 16 + p) * 32 + t * 2 + e] = bf16(X[16 tb + t][32 s + 2 p + e])
+ *     (0 for tokens >= m); n_ks = k / 32 (whole steps only).
+ *
+ * Reduction order of one (i, j): c = 0; for s in 0 .. k/32-1: c = TDPBF16PS
+ * step s (the hardware's fixed order within a step); then for the k%32 tail
+ * c = fmaf(w, bf16(x), c) in increasing k. No step depends on which other
+ * rows or tokens share the tile (each C element reads one A row and one B
+ * column), so the result is the same for m = 1 and m = 512 — the tests
+ * check this bit for bit. W rows past the end of a chunk (< 32) are copied
+ * into zero-padded scratch so the same kernel serves them.
+ *
+ * Tiles: tmm0-3 C (2 W blocks x 2 token blocks), tmm4-5 A (W), tmm6-7 B (X).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "kernels/matmul_impl.h"
+
+#define EA__TA __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#define EA__T5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+
+#define EA__ARCH_REQ_XCOMP_PERM 0x1023
+#define EA__XFEATURE_XTILEDATA 18
+
+int ea__amx_enable(void) {
+    static int state; /* 0 unknown, 1 yes, -1 no; CPU feature detection */
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (s) return s > 0;
+    __builtin_cpu_init();
+    int ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    if (ok) {
+        unsigned a, b, c, d;
+        __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+        ok = (d >> 22 & 1) && (d >> 24 & 1); /* AMX-BF16, AMX-TILE */
+    }
+    if (ok) ok = syscall(SYS_arch_prctl, EA__ARCH_REQ_XCOMP_PERM, EA__XFEATURE_XTILEDATA) == 0;
+    __atomic_store_n(&state, ok ? 1 : -1, __ATOMIC_RELEASE);
+    return ok;
+}
+
+size_t ea__amx_pack_bytes(int m, int k) {
+    size_t ntb = (size_t)(m + EA__AMX_TB - 1) / EA__AMX_TB;
+    return ntb * (size_t)(k / EA__AMX_KS) * 1024 + 64;
+}
+
+/* c (32 x 32 f32) and 32 W rows of k bf16 for a chunk's last rows. */
+size_t ea__amx_scratch_bytes(int k) { return 32 * 32 * 4 + 32 * (size_t)k * 2 + 128; }
+
+EA__T5 void ea__amx_pack(const float *x, int m, int k, int tb0, int tb1, uint16_t *xp) {
+    int nks = k / EA__AMX_KS;
+    for (int tb = tb0; tb < tb1; tb++) {
+        for (int t = 0; t < EA__AMX_TB; t++) {
+            int i = tb * EA__AMX_TB + t;
+            for (int s = 0; s < nks; s++) {
+                uint32_t *tile = (uint32_t *)(xp + ((size_t)tb * nks + s) * 512);
+                if (i >= m) {
+                    for (int pp = 0; pp < 16; pp++) tile[pp * 16 + t] = 0;
+                    continue;
+                }
+                /* 32 floats -> 16 bf16 pairs, round to nearest even (as ea_f32_to_bf16) */
+                const float *xr = x + (size_t)i * k + (size_t)s * EA__AMX_KS;
+                for (int pp = 0; pp < 16; pp++)
+                    tile[pp * 16 + t] = (uint32_t)ea_f32_to_bf16(xr[2 * pp]) | (uint32_t)ea_f32_to_bf16(xr[2 * pp + 1]) << 16;
+            }
+        }
+    }
+}
+
+typedef struct {
+    uint8_t palette;
+    uint8_t start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} ea__tilecfg;
+
+/* C (32 W rows x 16|32 tokens) = W block (32 rows from w, stride ldw) · Xᵀ blocks. */
+EA__TA static void ea__amx_block(const uint8_t *w, size_t ldw, int nks, const uint16_t *xb0, const uint16_t *xb1,
+                                 float *c, const uint8_t *pf) {
+    _tile_zero(0);
+    _tile_zero(2);
+    if (xb1) {
+        _tile_zero(1);
+        _tile_zero(3);
+        for (int s = 0; s < nks; s++) {
+            _tile_loadd(4, w + (size_t)s * 64, ldw);
+            _tile_loadd(5, w + 16 * ldw + (size_t)s * 64, ldw);
+            _tile_loadd(6, xb0 + (size_t)s * 512, 64);
+            _tile_loadd(7, xb1 + (size_t)s * 512, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(1, c + 16, 128);
+        _tile_stored(3, c + 16 * 32 + 16, 128);
+    } else {
+        for (int s = 0; s < nks; s++) {
+            if (pf) /* next W block, 2 KiB per step: the whole block over the k loop */
+                for (int l = 0; l < 32; l++) _mm_prefetch((const char *)pf + ((size_t)s * 32 + l) * 64, _MM_HINT_T0);
+            _tile_loadd(4, w + (size_t)s * 64, ldw);
+            _tile_loadd(5, w + 16 * ldw + (size_t)s * 64, ldw);
+            _tile_loadd(6, xb0 + (size_t)s * 512, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(2, 5, 6);
+        }
+    }
+    _tile_stored(0, c, 128);
+    _tile_stored(2, c + 16 * 32, 128);
+}
+
+EA__TA void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *sc) {
+    int k = p->k, m = p->m, n = p->n;
+    int nks = k / EA__AMX_KS, kmain = nks * EA__AMX_KS;
+    int ntb = (m + EA__AMX_TB - 1) / EA__AMX_TB;
+    size_t ldw = p->row_bytes;
+    float *c = (float *)sc->buf;
+    uint8_t *wt = sc->buf + 32 * 32 * 4;
+
+    ea__tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);
+
+    for (int jb = j0; jb < j1; jb += 32) {
+        int nr = j1 - jb < 32 ? j1 - jb : 32;
+        const uint8_t *w = p->w + (size_t)jb * ldw;
+        if (nr < 32) { /* last rows: zero-padded copy, same kernel */
+            memcpy(wt, w, (size_t)nr * ldw);
+            memset(wt + (size_t)nr * ldw, 0, (size_t)(32 - nr) * ldw);
+            w = wt;
+        }
+        const uint8_t *pf = jb + 64 <= j1 ? p->w + (size_t)(jb + 32) * ldw : NULL;
+        if (nks > 0) {
+            for (int tb = 0; tb < ntb; tb += 2) {
+                const uint16_t *xb0 = p->xp + (size_t)tb * nks * 512;
+                const uint16_t *xb1 = tb + 1 < ntb ? xb0 + (size_t)nks * 512 : NULL;
+                ea__amx_block(w, ldw, nks, xb0, xb1, c, tb == 0 ? pf : NULL);
+                int nt = m - tb * 16 < 32 ? m - tb * 16 : 32;
+                for (int ir = 0; ir < nt; ir++) {
+                    float *yr = p->y + (size_t)(tb * 16 + ir) * n + jb;
+                    for (int jr = 0; jr < nr; jr++) yr[jr] = c[jr * 32 + ir];
+                }
+            }
+        } else {
+            for (int i = 0; i < m; i++)
+                for (int jr = 0; jr < nr; jr++) p->y[(size_t)i * n + jb + jr] = 0.0f;
+        }
+        if (kmain < k) { /* k % 32 tail, scalar, increasing k */
+            for (int i = 0; i < m; i++) {
+                const float *xr = p->x + (size_t)i * k;
+                for (int jr = 0; jr < nr; jr++) {
+                    const uint16_t *wr = (const uint16_t *)(w + (size_t)jr * ldw);
+                    float v = p->y[(size_t)i * n + jb + jr];
+                    for (int kk = kmain; kk < k; kk++)
+                        v = fmaf(ea_bf16_to_f32(wr[kk]), ea_bf16_to_f32(ea_f32_to_bf16(xr[kk])), v);
+                    p->y[(size_t)i * n + jb + jr] = v;
+                }
+            }
+        }
+    }
+    _tile_release();
+}

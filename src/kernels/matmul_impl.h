@@ -1,0 +1,90 @@
+/*
+ * matmul_impl.h — the interface between the matmul driver (matmul.c) and its
+ * ISA variants (matmul_scalar.c, matmul_avx2.c, matmul_avx512.c, matmul_amx.c).
+ * Internal to src/kernels/ (ea__ prefix).
+ *
+ * The driver prepares the activations once per call (q8 blocks for Q8_0
+ * weights, bf16 VNNI tiles for AMX), splits the n output columns into
+ * contiguous chunks, one per pool thread, and calls the variant's `rows`
+ * function on each chunk. A `rows` function computes Y[i][j] for every i < m
+ * and j in [j0, j1); whatever tile shape it uses, every (i, j) goes through
+ * the same sequence of floating-point operations (docs/kernels.md):
+ *
+ *   f32/f16/bf16 (scalar, avx2, avx512): 16 lanes; lane l accumulates, with
+ *     one fused multiply-add per element, the products w[k]*x[k] for
+ *     k = l, l+16, l+32, ... in increasing k (W converted exactly to f32, X
+ *     unrounded); then the tree s8[l]=a[l]+a[l+8], s4[l]=s8[l]+s8[l+4],
+ *     s2[l]=s4[l]+s4[l+2], y=s2[0]+s2[1]. Same bits in all three ISAs.
+ *   q8_0 (all ISAs): X quantised per 32-block (ea__quantize_q8); the block
+ *     dot product is an exact int32 isum_b; lane b%16 accumulates
+ *     fma((float)isum_b, dw_b*dx_b, acc) in increasing b; same tree. Same
+ *     bits in every ISA (the integer part is exact, the float part identical).
+ *   bf16 on AMX: X rounded to bf16 (RNE); per (j,i) the tile accumulator runs
+ *     over k-steps of 32 in increasing k (TDPBF16PS), then the k%32 tail is
+ *     added with scalar fmaf in increasing k.
+ */
+#ifndef EA_MATMUL_IMPL_H
+#define EA_MATMUL_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/dtype.h"
+
+/* One matrix product Y (m, n) = X (m, k) · Wᵀ with its prepared activations. */
+typedef struct {
+    ea_dtype dtype;
+    const uint8_t *w; /* views: n rows of row_bytes */
+    size_t row_bytes;
+    int n, k, m;
+    const float *x; /* borrows: (m, k) */
+    float *y;       /* borrows: (m, n) */
+    /* Q8_0: X quantised, m rows of k int8 plus m rows of k/32 f32 scales. */
+    const int8_t *xq;
+    const float *xd;
+    /* AMX: X in bf16 tiles; see ea__amx_pack. */
+    const uint16_t *xp;
+} ea__mm;
+
+/* Per-thread scratch handed to a rows function (owned by the context). */
+typedef struct {
+    uint8_t *buf; /* bytes, 64-aligned */
+    size_t size;
+} ea__scratch;
+
+typedef void (*ea__rows_fn)(const ea__mm *p, int j0, int j1, ea__scratch *s);
+
+/* Variants. NULL entries mean "not compiled for this ISA". */
+void ea__rows_scalar_f(const ea__mm *p, int j0, int j1, ea__scratch *s); /* f32, f16, bf16 */
+void ea__rows_scalar_q8(const ea__mm *p, int j0, int j1, ea__scratch *s);
+void ea__rows_avx2_f(const ea__mm *p, int j0, int j1, ea__scratch *s);
+void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s);
+void ea__rows_avx512_f(const ea__mm *p, int j0, int j1, ea__scratch *s);
+void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* needs VNNI */
+void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *s);
+
+/* Q8_0 activations: xq (m, k) int8, xd (m, k/32) scales; rows [i0, i1). */
+void ea__quantize_q8(const float *x, int k, int i0, int i1, int8_t *xq, float *xd);
+
+/* AMX: rows of X per token block and k per k-step. */
+#define EA__AMX_TB 16
+#define EA__AMX_KS 32
+/* Bytes of the packed X of (m, k); tiles of 16 tokens x 32 k, 1 KiB each. */
+size_t ea__amx_pack_bytes(int m, int k);
+/* Pack token blocks [tb0, tb1) of X (m, k) into xp (see matmul_amx.c). */
+void ea__amx_pack(const float *x, int m, int k, int tb0, int tb1, uint16_t *xp);
+/* Per-thread scratch the AMX rows function needs for k. */
+size_t ea__amx_scratch_bytes(int k);
+/* Ask Linux for the AMX tile state; 1 if usable. */
+int ea__amx_enable(void);
+
+/* The canonical 16-lane tree reduction (scalar form; SIMD variants match it). */
+static inline float ea__reduce16(const float a[16]) {
+    float s8[8], s4[4];
+    for (int l = 0; l < 8; l++) s8[l] = a[l] + a[l + 8];
+    for (int l = 0; l < 4; l++) s4[l] = s8[l] + s8[l + 4];
+    float s20 = s4[0] + s4[2], s21 = s4[1] + s4[3];
+    return s20 + s21;
+}
+
+#endif

@@ -1,0 +1,244 @@
+/*
+ * test_kernels.c — the matmul kernels against their reference twin, and the
+ * batch-invariance contract bit for bit (src/kernels/matmul.h).
+ *
+ * For every ISA this CPU runs (scalar, avx2, avx512, amx) and every weight
+ * dtype (f32, f16, bf16, q8_0), on odd shapes:
+ *   - Y is within tolerance of ea_k_matmul_ref (f64 accumulation, f32 X):
+ *       f32/f16/bf16, X unrounded:   |err| <= 1e-5 * sum|w x|
+ *       bf16 on AMX, X rounded bf16: |err| <= 2^-8 * sum|w x|   (2 x the rounding bound 2^-9)
+ *       q8_0, X quantised per block: |err| <= sum_b (d_b/2 * sum|w_b|) * 1.01 + 1e-5 * sum|w x|
+ *         with d_b = amax_b / 127 (the quantisation step of X's block b)
+ *   - row i of a 65-row batch on 2 threads == row i computed alone on 1 thread
+ *     == row i inside any other batch size m in {1,2,3,7,16,31,64,65} with
+ *     other neighbours (memcmp of the floats);
+ *   - scalar, avx2 and avx512 give the same bits for every dtype, and q8_0 gives
+ *     the same bits on every ISA (the canonical orders of matmul_impl.h);
+ *   - a call allocates nothing.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "base/alloc.h"
+#include "base/pool.h"
+#include "harness.h"
+#include "kernels/matmul.h"
+
+static const char *const isas[] = {"scalar", "avx2", "avx512", "amx"};
+static const int ms[] = {1, 2, 3, 7, 16, 31, 64, 65};
+#define MAXM 65
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+typedef struct {
+    ea_tensor t;
+    void *data;
+    float *wf; /* W as f32 (dequantised), for the bounds */
+} wmat;
+
+static void wmat_make(wmat *w, ea_dtype dt, int n, int k) {
+    size_t rb = ea_dtype_row_bytes(dt, (size_t)k);
+    float *row = malloc((size_t)k * sizeof(float));
+    w->data = malloc(rb * (size_t)n);
+    w->wf = malloc((size_t)n * k * sizeof(float));
+    for (int j = 0; j < n; j++) {
+        for (int kk = 0; kk < k; kk++) {
+            float v = frand();
+            if (dt == EA_F16 && kk % 13 == 5) v *= 1e-6f; /* f16 subnormals */
+            if (kk % 29 == 3) v = 0.0f;
+            row[kk] = v;
+        }
+        ea_dtypes[dt].from_f32(row, (uint8_t *)w->data + j * rb, (size_t)k);
+        ea_dtypes[dt].to_f32((uint8_t *)w->data + j * rb, w->wf + (size_t)j * k, (size_t)k);
+    }
+    memset(&w->t, 0, sizeof w->t);
+    w->t.name = "w";
+    w->t.dtype = dt;
+    w->t.n_dims = 2;
+    w->t.shape[0] = n;
+    w->t.shape[1] = k;
+    w->t.data = w->data;
+    w->t.nbytes = rb * (size_t)n;
+    free(row);
+}
+
+static void wmat_free(wmat *w) {
+    free(w->data);
+    free(w->wf);
+}
+
+/* Tolerance bound for Y[i][j] (see the header comment). */
+static double bound(const wmat *w, const float *x, int k, int i, int j, int amx) {
+    const float *wr = w->wf + (size_t)j * k, *xr = x + (size_t)i * k;
+    double s = 0.0;
+    for (int kk = 0; kk < k; kk++) s += fabs((double)wr[kk] * xr[kk]);
+    if (w->t.dtype == EA_Q8_0) {
+        double q = 0.0;
+        for (int b = 0; b < k / 32; b++) {
+            double amax = 0.0, sw = 0.0;
+            for (int l = 0; l < 32; l++) {
+                amax = fmax(amax, fabs(xr[b * 32 + l]));
+                sw += fabs(wr[b * 32 + l]);
+            }
+            q += amax / 127.0 / 2.0 * sw;
+        }
+        return q * 1.01 + 1e-5 * s + 1e-30;
+    }
+    return (amx ? 1.0 / 256.0 : 1e-5) * s + 1e-30;
+}
+
+/* One ISA x dtype x shape: tolerance and invariance. Returns 0 on success. */
+static int check_one(ea_kctx *c1, ea_kctx *c2, const char *isa, ea_dtype dt, int n, int k, float *yout) {
+    wmat w;
+    wmat_make(&w, dt, n, k);
+    float *x = malloc((size_t)(2 * MAXM) * k * sizeof(float));
+    for (size_t q = 0; q < (size_t)(2 * MAXM) * k; q++) x[q] = frand() * (q % 7 == 0 ? 4.0f : 1.0f);
+    float *yref = malloc((size_t)MAXM * n * sizeof(float));
+    float *ybig = malloc((size_t)MAXM * n * sizeof(float));
+    float *y = malloc((size_t)2 * MAXM * n * sizeof(float));
+    int bad = 0;
+    int amx = !strcmp(isa, "amx") && dt == EA_BF16;
+
+    ea_k_matmul_ref(&w.t, x, MAXM, yref);
+    uint64_t a0 = ea_alloc_count();
+    ea_k_matmul(c2, &w.t, x, MAXM, ybig);
+    if (ea_alloc_count() != a0) {
+        fprintf(stderr, "  %s %s: ea_k_matmul allocated\n", isa, ea_dtypes[dt].name);
+        bad = 1;
+    }
+    for (int i = 0; i < MAXM && !bad; i++)
+        for (int j = 0; j < n; j++) {
+            double e = fabs((double)ybig[(size_t)i * n + j] - yref[(size_t)i * n + j]);
+            double b = bound(&w, x, k, i, j, amx);
+            if (!(e <= b)) {
+                fprintf(stderr, "  %s %s n=%d k=%d: y[%d][%d] = %.9g, ref %.9g, err %.3g > bound %.3g\n", isa,
+                        ea_dtypes[dt].name, n, k, i, j, ybig[(size_t)i * n + j], yref[(size_t)i * n + j], e, b);
+                bad = 1;
+                break;
+            }
+        }
+    /* each row alone, 1 thread */
+    for (int i = 0; i < MAXM && !bad; i++) {
+        ea_k_matmul(c1, &w.t, x + (size_t)i * k, 1, y);
+        if (memcmp(y, ybig + (size_t)i * n, (size_t)n * sizeof(float))) {
+            fprintf(stderr, "  %s %s n=%d k=%d: row %d alone (1 thread) != in batch of %d (2 threads)\n", isa,
+                    ea_dtypes[dt].name, n, k, i, MAXM);
+            bad = 1;
+        }
+    }
+    /* other batch sizes, other neighbours: rows [off, off+mm) of x, both thread counts */
+    for (size_t q = 0; q < sizeof ms / sizeof ms[0] && !bad; q++) {
+        int mm = ms[q];
+        for (int off = 0; off <= MAXM - mm && !bad; off += (MAXM - mm) / 2 + 1) {
+            ea_k_matmul(q % 2 ? c1 : c2, &w.t, x + (size_t)off * k, mm, y);
+            for (int i = 0; i < mm; i++)
+                if (memcmp(y + (size_t)i * n, ybig + (size_t)(off + i) * n, (size_t)n * sizeof(float))) {
+                    fprintf(stderr, "  %s %s n=%d k=%d: row %d in batch m=%d at offset %d differs\n", isa,
+                            ea_dtypes[dt].name, n, k, off + i, mm, off);
+                    bad = 1;
+                    break;
+                }
+        }
+    }
+    if (yout) memcpy(yout, ybig, (size_t)MAXM * n * sizeof(float));
+    free(x);
+    free(yref);
+    free(ybig);
+    free(y);
+    wmat_free(&w);
+    return bad;
+}
+
+typedef struct {
+    ea_dtype dt;
+    int n, k;
+} shape;
+
+static const shape shapes[] = {
+    {EA_F32, 37, 67},    {EA_F32, 75, 160},   {EA_F16, 37, 67},    {EA_F16, 131, 33},   {EA_BF16, 37, 67},
+    {EA_BF16, 75, 160},  {EA_BF16, 131, 1},   {EA_BF16, 67, 1024}, {EA_BF16, 33, 31},   {EA_Q8_0, 37, 32},
+    {EA_Q8_0, 75, 96},   {EA_Q8_0, 131, 544}, {EA_Q8_0, 33, 1024}, {EA_Q8_0, 9, 416},
+};
+#define NSH (int)(sizeof shapes / sizeof shapes[0])
+
+static ea_pool *pool2;
+static float *ysave[4][NSH]; /* per ISA, per shape: the 65-row result */
+
+TEST(every_isa_matches_ref_and_is_batch_invariant) {
+    int ran = 0;
+    for (int a = 0; a < 4; a++) {
+        if (!ea_k_isa_supported(isas[a])) {
+            fprintf(stderr, "  (skipping %s: not supported here)\n", isas[a]);
+            continue;
+        }
+        ea_kctx *c1 = NULL, *c2 = NULL;
+        CHECK_EQ(ea_kctx_create(NULL, MAXM, 1024, &c1), EA_OK);
+        CHECK_EQ(ea_kctx_create(pool2, MAXM, 1024, &c2), EA_OK);
+        CHECK_EQ(ea_kctx_set_isa(c1, isas[a]), EA_OK);
+        CHECK_EQ(ea_kctx_set_isa(c2, isas[a]), EA_OK);
+        CHECK_STREQ(ea_kctx_isa(c2), isas[a]);
+        for (int s = 0; s < NSH; s++) {
+            ysave[a][s] = malloc((size_t)MAXM * shapes[s].n * sizeof(float));
+            rng = 1234567u + (uint64_t)s; /* same data for every ISA */
+            int bad = check_one(c1, c2, isas[a], shapes[s].dt, shapes[s].n, shapes[s].k, ysave[a][s]);
+            if (bad) {
+                ea_kctx_destroy(c1);
+                ea_kctx_destroy(c2);
+            }
+            CHECK(!bad);
+        }
+        ea_kctx_destroy(c1);
+        ea_kctx_destroy(c2);
+        ran++;
+    }
+    CHECK(ran >= 1);
+}
+
+TEST(scalar_avx2_avx512_same_bits_q8_same_bits_everywhere) {
+    for (int s = 0; s < NSH; s++) {
+        for (int a = 1; a < 4; a++) {
+            if (!ysave[0][s] || !ysave[a][s]) continue;
+            int must = shapes[s].dt == EA_Q8_0 || a < 3 || shapes[s].dt != EA_BF16;
+            if (!must) continue;
+            if (memcmp(ysave[0][s], ysave[a][s], (size_t)MAXM * shapes[s].n * sizeof(float)))
+                FAIL_("%s %s n=%d k=%d: differs from scalar", isas[a], ea_dtypes[shapes[s].dt].name, shapes[s].n,
+                      shapes[s].k);
+        }
+    }
+}
+
+TEST(isa_selection) {
+    ea_kctx *c = NULL;
+    setenv("EAAS_ISA", "scalar", 1);
+    CHECK_EQ(ea_kctx_create(NULL, 4, 64, &c), EA_OK);
+    CHECK_STREQ(ea_kctx_isa(c), "scalar");
+    ea_kctx_destroy(c);
+    setenv("EAAS_ISA", "sse9", 1);
+    CHECK_EQ(ea_kctx_create(NULL, 4, 64, &c), EA_ERR_INVALID_ARG);
+    CHECK(c == NULL);
+    CHECK(strstr(ea_errmsg(), "sse9") != NULL);
+    unsetenv("EAAS_ISA");
+    CHECK_EQ(ea_kctx_create(NULL, 4, 64, &c), EA_OK);
+    CHECK_STREQ(ea_kctx_isa(c), ea_k_isa_best());
+    CHECK_EQ(ea_kctx_set_isa(c, "bogus"), EA_ERR_INVALID_ARG);
+    ea_kctx_destroy(c);
+    ea_kctx_destroy(NULL);
+    CHECK_EQ(ea_kctx_create(NULL, 0, 64, &c), EA_ERR_INVALID_ARG);
+}
+
+int main(void) {
+    if (ea_pool_create(2, &pool2) != EA_OK) return 1;
+    RUN(every_isa_matches_ref_and_is_batch_invariant);
+    RUN(scalar_avx2_avx512_same_bits_q8_same_bits_everywhere);
+    RUN(isa_selection);
+    for (int a = 0; a < 4; a++)
+        for (int s = 0; s < NSH; s++) free(ysave[a][s]);
+    ea_pool_destroy(pool2);
+    return TEST_SUMMARY();
+}
