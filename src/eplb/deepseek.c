@@ -65,8 +65,8 @@ void ea_eplb_ws_destroy(ea_eplb_ws *ws) {
     void *ptrs[] = {ws->wf,     ws->gload, ws->gpack,    ws->grank,    ws->log2mlog, ws->mlog2log,
                     ws->y,      ws->ratio, ws->mcnt,     ws->phy2mlog, ws->prank,    ws->z,
                     ws->pk,     ws->rk,    ws->pphy2phy, ws->sidx,     ws->stmp,     ws->packw,
-                    ws->packn,  ws->w,     ws->sw,       ws->rload,    ws->cand_p2l, ws->cand_cnt,
-                    ws->cand_rank, ws->best_p2l, ws->best_cnt, ws->cnt_tmp, ws->cl};
+                    ws->packn,  ws->w,     ws->sw,       ws->rload,    ws->delta,    ws->p2l,
+                    ws->cnt,    ws->home,  ws->homecnt,  ws->off,      ws->slots,    ws->touched, ws->cursor};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) ea_free(ptrs[i]);
     ea_free(ws);
 }
@@ -91,8 +91,9 @@ ea_status ea_eplb_ws_create(const ea_eplb_shape *s, ea_eplb_ws **out) {
         EA__A(mlog2log, e) || EA__A(y, en) || EA__A(ratio, en) || EA__A(mcnt, e) || EA__A(phy2mlog, pn) ||
         EA__A(prank, pn) || EA__A(z, pn) || EA__A(pk, pn) || EA__A(rk, pn) || EA__A(pphy2phy, pn) ||
         EA__A(sidx, nsort) || EA__A(stmp, nsort) || EA__A(packw, npack) || EA__A(packn, npack) ||
-        EA__A(w, e) || EA__A(sw, p) || EA__A(rload, (size_t)R) || EA__A(cand_p2l, p) || EA__A(cand_cnt, e) ||
-        EA__A(cand_rank, p) || EA__A(best_p2l, p) || EA__A(best_cnt, e) || EA__A(cnt_tmp, e) || EA__A(cl, e)) {
+        EA__A(w, e) || EA__A(sw, p) || EA__A(rload, (size_t)R) || EA__A(delta, (size_t)R) || EA__A(p2l, p) ||
+        EA__A(cnt, e) || EA__A(home, e) || EA__A(homecnt, e) || EA__A(off, e + 1) || EA__A(slots, p) ||
+        EA__A(touched, (size_t)R) || EA__A(cursor, e)) {
         ea_eplb_ws_destroy(ws);
         return ea_err(EA_ERR_NOMEM, "EPLB workspace for %d layers x %d experts x %d slots", s->n_layers, E, P);
     }

@@ -29,13 +29,18 @@ struct ea_eplb_ws {
     float *packw;                /* [max(nodes, Gn)] */
     int32_t *packn;              /* [max(nodes, Gn)] */
     /* refinement, one layer at a time */
-    double *w;                   /* [E] counts as double */
-    double *sw;                  /* [P] slot load */
-    double *rload;               /* [ranks] */
-    int32_t *cand_p2l, *cand_cnt, *cand_rank; /* [P], [E], [P] candidate placement of a layer */
-    int32_t *best_p2l, *best_cnt;             /* [P], [E] */
-    int32_t *cnt_tmp;            /* [E] */
-    int64_t *cl;                 /* [E] counts of one layer with groups permuted */
+    double *w;        /* [E] counts as double */
+    double *sw;       /* [P] slot load w[e] / cnt[e] */
+    double *rload;    /* [ranks] */
+    double *delta;    /* [ranks] load change of a candidate move */
+    int32_t *p2l;     /* [P] candidate phy2log of the layer */
+    int32_t *cnt;     /* [E] candidate replica counts */
+    int32_t *home;    /* [E] node of the expert's replica 0 in the reference */
+    int32_t *homecnt; /* [E] replicas on the home node */
+    int32_t *off;     /* [E + 1] CSR offsets: slots of expert e are slots[off[e] .. off[e+1]) */
+    int32_t *slots;   /* [P] */
+    int32_t *touched; /* [ranks] ranks with a non-zero delta */
+    int32_t *cursor;  /* [E] CSR fill cursor */
 };
 
 /* Stable descending order of x[0..n) into idx (ties: lower index first). */
