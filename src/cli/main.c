@@ -22,6 +22,8 @@ static const ea_command commands[] = {
     {"chat-template", ea_cmd_chat_template, "render a conversation with the model's chat template"},
     {"generate", ea_cmd_generate, "generate text from a prompt"},
     {"perplexity", ea_cmd_perplexity, "measure perplexity on a text file"},
+    {"serve", ea_cmd_serve, "serve a model over an OpenAI-compatible HTTP API"},
+    {"bench", ea_cmd_bench, "benchmarks: 'bench serve' drives an OpenAI-compatible server"},
     {"eplb", ea_cmd_eplb, "expert placement: place, score"},
 };
 

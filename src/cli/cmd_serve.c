@@ -1,0 +1,7 @@
+/* cmd_serve.c — placeholder until the subcommand lands; replaced by its owner. */
+#include "cli/commands.h"
+
+int ea_cmd_serve(int argc, char **argv) {
+    (void)argc;
+    return ea_cli_fail(argv[0], ea_err(EA_ERR_UNSUPPORTED, "not built yet"));
+}
