@@ -92,6 +92,7 @@ typedef struct {
     int n_group, topk_group;    /* 1,1 when not group-limited */
     int first_k_dense_replace;  /* layers [0, k) are dense */
     int moe_layer_freq;         /* deepseek; qwen: decoder_sparse_step */
+    uint8_t mlp_only[EA_MAX_LAYERS]; /* qwen mlp_only_layers: 1 = dense even if the step says MoE */
     uint8_t layer_is_moe[EA_MAX_LAYERS]; /* derived: 1 if layer l has routed experts */
 
     /* MLA (deepseek); 0 when not used. q_lora_rank 0 = plain q projection. */
@@ -114,6 +115,16 @@ typedef struct {
 /* Set defaults, then fill from HF config.json (+ generation_config.json beside it, if present).
  * dir is the model directory. Errors name the file and field. */
 ea_status ea_config_from_hf_dir(const char *dir, ea_model_config *cfg);
+
+/* Set the defaults both loaders start from (arch-independent: -1 ids, scale 1, ...). */
+void ea_config_defaults(ea_model_config *cfg);
+
+/* Fill from GGUF metadata as llama.cpp writes it (<arch>.block_count, ...); the
+ * tensor list decides tie_word_embeddings (no output.weight) and deepseek V3
+ * (exp_probs_b tensors). Unsupported architecture or a missing required key:
+ * one message naming the file and the key. */
+struct ea_gguf;
+ea_status ea_config_from_gguf(const struct ea_gguf *g, ea_model_config *cfg);
 
 /* Derived fields (layer_is_moe, head_dim default, ...) and range checks shared by both
  * loaders; called by them at the end. Errors name the field. */

@@ -461,7 +461,7 @@ static ea_status ea__int_of(const ea_gguf *g, const char *key, ea_gguf_type t, c
 }
 
 ea_status ea_gguf_get_u64(const ea_gguf *g, const char *key, uint64_t *v) {
-    const ea_gguf_kv *kv;
+    const ea_gguf_kv *kv = NULL;
     EA_TRY(ea__lookup(g, key, &kv));
     int64_t lo;
     int neg;
@@ -471,7 +471,7 @@ ea_status ea_gguf_get_u64(const ea_gguf *g, const char *key, uint64_t *v) {
 }
 
 ea_status ea_gguf_get_i64(const ea_gguf *g, const char *key, int64_t *v) {
-    const ea_gguf_kv *kv;
+    const ea_gguf_kv *kv = NULL;
     EA_TRY(ea__lookup(g, key, &kv));
     int64_t lo;
     uint64_t hi;
@@ -506,7 +506,7 @@ ea_status ea_gguf_get_i32(const ea_gguf *g, const char *key, int32_t *v) {
 }
 
 ea_status ea_gguf_get_f32(const ea_gguf *g, const char *key, float *v) {
-    const ea_gguf_kv *kv;
+    const ea_gguf_kv *kv = NULL;
     EA_TRY(ea__lookup(g, key, &kv));
     int64_t iv;
     uint64_t uv;
@@ -527,7 +527,7 @@ ea_status ea_gguf_get_bool(const ea_gguf *g, const char *key, int *v) {
 }
 
 ea_status ea_gguf_get_str(const ea_gguf *g, const char *key, const char **s) {
-    const ea_gguf_kv *kv;
+    const ea_gguf_kv *kv = NULL;
     EA_TRY(ea__lookup(g, key, &kv));
     if (kv->type != EA_GGUF_STRING)
         return ea_err(EA_ERR_FORMAT, "%s: key '%s' is %s, not a string", g->path, key, ea_gguf_type_name(kv->type));
@@ -536,7 +536,7 @@ ea_status ea_gguf_get_str(const ea_gguf *g, const char *key, const char **s) {
 }
 
 ea_status ea_gguf_get_arr(const ea_gguf *g, const char *key, ea_gguf_type *elem, uint64_t *n) {
-    const ea_gguf_kv *kv;
+    const ea_gguf_kv *kv = NULL;
     EA_TRY(ea__lookup(g, key, &kv));
     if (kv->type != EA_GGUF_ARRAY)
         return ea_err(EA_ERR_FORMAT, "%s: key '%s' is %s, not an array", g->path, key, ea_gguf_type_name(kv->type));
@@ -557,7 +557,7 @@ static ea_status ea__arr_elem(const ea_gguf *g, int kvi, uint64_t i, const ea_gg
 }
 
 ea_status ea_gguf_arr_i64(const ea_gguf *g, int kvi, uint64_t i, int64_t *v) {
-    const ea_gguf_kv *kv;
+    const ea_gguf_kv *kv = NULL;
     EA_TRY(ea__arr_elem(g, kvi, i, &kv));
     int64_t lo;
     uint64_t hi;
@@ -572,7 +572,7 @@ ea_status ea_gguf_arr_i64(const ea_gguf *g, int kvi, uint64_t i, int64_t *v) {
 }
 
 ea_status ea_gguf_arr_f32(const ea_gguf *g, int kvi, uint64_t i, float *v) {
-    const ea_gguf_kv *kv;
+    const ea_gguf_kv *kv = NULL;
     EA_TRY(ea__arr_elem(g, kvi, i, &kv));
     ea_gguf_type t = kv->arr_type;
     int64_t iv;
@@ -587,7 +587,7 @@ ea_status ea_gguf_arr_f32(const ea_gguf *g, int kvi, uint64_t i, float *v) {
 }
 
 ea_status ea_gguf_arr_str(const ea_gguf *g, int kvi, uint64_t i, const char **s, size_t *len) {
-    const ea_gguf_kv *kv;
+    const ea_gguf_kv *kv = NULL;
     EA_TRY(ea__arr_elem(g, kvi, i, &kv));
     if (kv->arr_type != EA_GGUF_STRING)
         return ea_err(EA_ERR_FORMAT, "%s: key '%s' is an array of %s, not strings", g->path, kv->key,

@@ -65,6 +65,8 @@ typedef struct ea_model {
     int64_t weight_bytes;     /* all tensors */
     void *files;              /* owns: the open safetensors set or GGUF file (reader-private) */
     void *owned;              /* owns: buffers the loader had to write (reader-private) */
+    char *layout_notes;       /* owns: file layout problems, one per line ("" if none); for inspect */
+    int n_unused;             /* tensors in the files that no weight maps to */
 } ea_model;
 
 /* Open `path`: a directory with config.json + *.safetensors, or a .gguf file.
@@ -78,5 +80,12 @@ void ea_model_close(ea_model *m);
  * mask byte is non-zero (mask has cfg.n_experts bytes; NULL = all). */
 ea_status ea_model_load_dense(ea_model *m);
 ea_status ea_model_load_experts(ea_model *m, int layer, const uint8_t *mask);
+
+/* Every weight view of the model (tok_embd, out_norm, lm_head unless tied, each
+ * layer's tensors, each expert's gate/up/down), once each, in a fixed order:
+ * fn(ctx, t, layer, expert) with layer = -1 outside the layers and expert = -1
+ * for non-expert weights. For sizes and dtype mixes. */
+void ea_model_foreach(const ea_model *m, void (*fn)(void *ctx, const ea_tensor *t, int layer, int expert),
+                      void *ctx);
 
 #endif
