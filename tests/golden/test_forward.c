@@ -95,7 +95,7 @@ static ea_status run_c(const char *model, int threads, const int32_t *tok, float
 static int read_ref(const char *dir, const int32_t *tok, float **logits, int V, int32_t *greedy) {
     char toks[NP * 8] = "", *p = toks;
     for (int i = 0; i < NP; i++) p += sprintf(p, "%s%d", i ? "," : "", tok[i]);
-    char lf[1200], jf[1200];
+    char lf[1300], jf[1300];
     snprintf(lf, sizeof lf, "%s.ref.f32", dir);
     snprintf(jf, sizeof jf, "%s.ref.json", dir);
     if (!ea_file_exists(jf) &&
