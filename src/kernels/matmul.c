@@ -49,9 +49,16 @@ struct ea_kctx {
 
 /* ---- CPU features ---------------------------------------------------------- */
 
+/* F16C is CPUID.1:ECX bit 29 (not every compiler's __builtin_cpu_supports knows it). */
+static int ea__has_f16c(void) {
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+    return (c >> 29) & 1;
+}
+
 static int ea__cpu_has(ea__isa isa, int *vnni) {
     __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && ea__has_f16c();
     int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     if (vnni) *vnni = avx512 && __builtin_cpu_supports("avx512vnni");

@@ -60,22 +60,67 @@ size_t ea__amx_pack_bytes(int m, int k) {
 /* c (32 x 32 f32) and 32 W rows of k bf16 for a chunk's last rows. */
 size_t ea__amx_scratch_bytes(int k) { return 32 * 32 * 4 + 32 * (size_t)k * 2 + 128; }
 
+/* y[i * ldy + j] = c[j * ldc + i] for i < ni, j < nj: a 16 x 16 transpose in
+ * registers (unpack ps, unpack pd, two 128-bit lane shuffles). Moves bits only. */
+EA__T5 static void ea__put_transposed(const float *c, int ldc, float *y, int ldy, int ni, int nj) {
+    __m512 r[16], t[16];
+    for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_ps(c + (size_t)j * ldc);
+    for (int j = 0; j < 16; j += 2) {
+        t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
+        t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
+    }
+    for (int j = 0; j < 16; j += 4) {
+        r[j] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[j]), _mm512_castps_pd(t[j + 2])));
+        r[j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[j]), _mm512_castps_pd(t[j + 2])));
+        r[j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[j + 1]), _mm512_castps_pd(t[j + 3])));
+        r[j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[j + 1]), _mm512_castps_pd(t[j + 3])));
+    }
+    /* r[4g + e] row e (0..3) of group g: in 128-bit lane L, columns 4L..4L+3 of rows 4g..4g+3 */
+    for (int g = 0; g < 2; g++)
+        for (int e = 0; e < 4; e++) {
+            t[8 * g + e] = _mm512_shuffle_f32x4(r[8 * g + e], r[8 * g + 4 + e], 0x88);
+            t[8 * g + 4 + e] = _mm512_shuffle_f32x4(r[8 * g + e], r[8 * g + 4 + e], 0xdd);
+        }
+    for (int e = 0; e < 8; e++) {
+        r[e] = _mm512_shuffle_f32x4(t[e], t[8 + e], 0x88);
+        r[8 + e] = _mm512_shuffle_f32x4(t[e], t[8 + e], 0xdd);
+    }
+    __mmask16 msk = (__mmask16)(nj == 16 ? 0xffffu : (1u << nj) - 1);
+    for (int i = 0; i < ni; i++) _mm512_mask_storeu_ps(y + (size_t)i * ldy, msk, r[i]);
+}
+
+/* 32 floats -> 16 dwords of bf16 pairs (x[2p] low half, x[2p+1] high half),
+ * rounded to nearest even exactly as ea_f32_to_bf16 (NaN made quiet). */
+EA__T5 static __m512i ea__bf16_pairs(const float *x) {
+    __m256i r[2];
+    for (int h = 0; h < 2; h++) {
+        __m512i u = _mm512_castps_si512(_mm512_loadu_ps(x + 16 * h));
+        __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7f800000));
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        __m512i rn = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+        rn = _mm512_mask_or_epi32(rn, nan, u, _mm512_set1_epi32(0x00400000));
+        /* qword = lane 2p (low) | lane 2p+1 (high): keep bits 16-31 and 48-63 */
+        __m512i lo = _mm512_and_si512(_mm512_srli_epi64(rn, 16), _mm512_set1_epi64(0xffff));
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi64(rn, 32), _mm512_set1_epi64(0xffff0000));
+        r[h] = _mm512_cvtepi64_epi32(_mm512_or_si512(lo, hi));
+    }
+    return _mm512_inserti64x4(_mm512_castsi256_si512(r[0]), r[1], 1);
+}
+
 EA__T5 void ea__amx_pack(const float *x, int m, int k, int tb0, int tb1, uint16_t *xp) {
     int nks = k / EA__AMX_KS;
+    float tmp[16 * 16]; /* 16 tokens x 16 dwords, moved as floats (bits only) */
     for (int tb = tb0; tb < tb1; tb++) {
-        for (int t = 0; t < EA__AMX_TB; t++) {
-            int i = tb * EA__AMX_TB + t;
-            for (int s = 0; s < nks; s++) {
-                uint32_t *tile = (uint32_t *)(xp + ((size_t)tb * nks + s) * 512);
-                if (i >= m) {
-                    for (int pp = 0; pp < 16; pp++) tile[pp * 16 + t] = 0;
-                    continue;
-                }
-                /* 32 floats -> 16 bf16 pairs, round to nearest even (as ea_f32_to_bf16) */
-                const float *xr = x + (size_t)i * k + (size_t)s * EA__AMX_KS;
-                for (int pp = 0; pp < 16; pp++)
-                    tile[pp * 16 + t] = (uint32_t)ea_f32_to_bf16(xr[2 * pp]) | (uint32_t)ea_f32_to_bf16(xr[2 * pp + 1]) << 16;
+        int nt = m - tb * EA__AMX_TB < EA__AMX_TB ? m - tb * EA__AMX_TB : EA__AMX_TB;
+        for (int s = 0; s < nks; s++) {
+            for (int t = 0; t < 16; t++) {
+                __m512i v = t < nt ? ea__bf16_pairs(x + (size_t)(tb * EA__AMX_TB + t) * k + (size_t)s * EA__AMX_KS)
+                                   : _mm512_setzero_si512();
+                _mm512_storeu_si512(tmp + 16 * t, v);
             }
+            /* tile[p][t] = tmp[t][p] */
+            ea__put_transposed(tmp, 16, (float *)(xp + ((size_t)tb * nks + s) * 512), 16, 16, 16);
         }
     }
 }
@@ -155,9 +200,11 @@ EA__TA void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *sc) 
                 const uint16_t *xb1 = tb + 1 < ntb ? xb0 + (size_t)nks * 512 : NULL;
                 ea__amx_block(w, ldw, nks, xb0, xb1, c, tb == 0 ? pf : NULL);
                 int nt = m - tb * 16 < 32 ? m - tb * 16 : 32;
-                for (int ir = 0; ir < nt; ir++) {
-                    float *yr = p->y + (size_t)(tb * 16 + ir) * n + jb;
-                    for (int jr = 0; jr < nr; jr++) yr[jr] = c[jr * 32 + ir];
+                for (int q = 0; q < 4; q++) { /* the four 16 x 16 quarters of c */
+                    int jq = (q >> 1) * 16, iq = (q & 1) * 16;
+                    if (iq >= nt || jq >= nr) continue;
+                    int ni = nt - iq < 16 ? nt - iq : 16, nj = nr - jq < 16 ? nr - jq : 16;
+                    ea__put_transposed(c + jq * 32 + iq, 32, p->y + (size_t)(tb * 16 + iq) * n + jb + jq, n, ni, nj);
                 }
             }
         } else {
