@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/util.h"
 #include "harness.h"
 #include "serve/engine.h"
@@ -262,12 +263,39 @@ TEST(batch_invariance_all_paths) {
     for (int th = 1; th <= 2; th++) batch_invariance(dir, th, NULL);
 }
 
+/* The decode loop allocates nothing: every buffer is sized at create. */
+TEST(decode_loop_allocates_nothing) {
+    const char *fams[] = {"qwen3_moe", "deepseek_v3"};
+    for (int fi = 0; fi < 2; fi++) {
+        char dir[1200];
+        CHECK_EQ(make_model(fams[fi], "bf16", "hf", dir, sizeof dir), 0);
+        ea_engine_opts o = {.model_path = dir, .threads = 2, .max_tokens = 64, .max_ctx = 128, .max_seqs = 4};
+        ea_engine *e;
+        CHECK_EQ(ea_engine_create(&o, &e), EA_OK);
+        int V = e->m->cfg.vocab_size;
+        float *logits = malloc(sizeof(float) * (size_t)V * 4);
+        int32_t tok[4] = {1, 2, 3, 4}, pos[4], seq[4] = {0, 1, 2, 3}, rows[4] = {0, 1, 2, 3};
+        for (int q = 0; q < 4; q++) CHECK_EQ(ea_kv_seq_reserve(&e->kv, q, 64), EA_OK);
+        for (int q = 0; q < 4; q++) pos[q] = 0;
+        CHECK_EQ(ea_forward_run(e->fw, 4, tok, pos, seq, 4, rows, logits), EA_OK);
+        uint64_t before = ea_alloc_count();
+        for (int step = 1; step < 40; step++) {
+            for (int q = 0; q < 4; q++) pos[q] = step;
+            CHECK_EQ(ea_forward_run(e->fw, 4, tok, pos, seq, 4, rows, logits), EA_OK);
+        }
+        CHECK_EQ(ea_alloc_count(), before);
+        free(logits);
+        ea_engine_destroy(e);
+    }
+}
+
 int main(void) {
     snprintf(work, sizeof work, "%s/golden-models", getenv("EA_BUILD") ? getenv("EA_BUILD") : ".");
     sh("mkdir -p %s", work);
 #define RUNF(F) RUN(F##_f32_matches_reference); RUN(F##_bf16_within_bound);
     FAMILY_TESTS(RUNF)
     RUN(mla_absorbed_matches_expanded);
+    RUN(decode_loop_allocates_nothing);
     RUN(hf_and_gguf_bit_identical);
     RUN(batch_invariance_all_paths);
     return TEST_SUMMARY();
