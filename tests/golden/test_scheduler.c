@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/util.h"
 #include "harness.h"
@@ -204,7 +205,7 @@ TEST(cancel_and_limits) {
 int main(void) {
     const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
     snprintf(model, sizeof model, "%s/golden-models/sched-qwen3", b ? b : ".");
-    char cmd[2048];
+    char cmd[8192];
     snprintf(cmd, sizeof cmd, "mkdir -p %s/golden-models && [ -d %s ] || \"%s\" make-model --family qwen3_moe --preset tiny --seed 5 --format hf --dtype bf16 --out %s >/dev/null",
              b ? b : ".", model, bin, model);
     if (system(cmd) != 0) {
