@@ -16,7 +16,9 @@
  * load time, then prints balancedness (mean over layers, worst layer) for the
  * placement and for the baseline (contiguous sharding, no replicas).
  */
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -79,6 +81,7 @@ static int ea__place(int argc, char **argv) {
     int rc = 1;
     if ((st = ea_eplb_workload_read(workload, &L, &E, &counts)) != EA_OK) goto fail;
     ea_eplb_shape shape = {L, E, P, G, N, R};
+    ea_eplb_shape_policy(&shape); /* hierarchical iff groups % nodes == 0, else global */
     if ((st = ea_eplb_ws_create(&shape, &ws)) != EA_OK) goto fail;
     if ((st = ea_eplb_placement_init(&pl, L, E, P)) != EA_OK) goto fail;
     if ((st = ea_eplb_rebalance(ws, algo, counts, &pl)) != EA_OK) goto fail;
@@ -156,12 +159,22 @@ static int ea__score(int argc, char **argv) {
     }
     if ((st = ea_eplb_score_placement(&pl, counts, R, NULL, &sc)) != EA_OK) goto fail;
     if ((st = ea_eplb_score_baseline(counts, L, E, R, NULL, &base)) != EA_OK) goto fail;
-    if (json)
-        printf("{\"workload\":\"%s\",\"placement\":\"%s\",\"layers\":%d,\"logical\":%d,\"physical\":%d,\"ranks\":%d,"
-               "\"balancedness\":{\"mean\":%.6f,\"worst\":%.6f,\"worst_layer\":%d},"
-               "\"baseline\":{\"mean\":%.6f,\"worst\":%.6f,\"worst_layer\":%d}}\n",
-               workload, placement, L, E, pl.n_physical, R, sc.mean, sc.worst, sc.worst_layer, base.mean, base.worst,
-               base.worst_layer);
+    if (json) {
+        json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:{s:f, s:f, s:i}, s:{s:f, s:f, s:i}}", "workload",
+                              workload, "placement", placement, "layers", L, "logical", E, "physical", pl.n_physical,
+                              "ranks", R, "balancedness", "mean", sc.mean, "worst", sc.worst, "worst_layer",
+                              sc.worst_layer, "baseline", "mean", base.mean, "worst", base.worst, "worst_layer",
+                              base.worst_layer);
+        char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+        if (!txt) {
+            json_decref(o);
+            st = ea_err(EA_ERR_NOMEM, "JSON output");
+            goto fail;
+        }
+        printf("%s\n", txt);
+        free(txt);
+        json_decref(o);
+    }
     else
         printf("placement  balancedness mean %.6f  worst %.6f (layer %d)\n"
                "baseline   balancedness mean %.6f  worst %.6f (layer %d)  [contiguous, no replicas]\n",

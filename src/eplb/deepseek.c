@@ -35,6 +35,14 @@ ea_status ea_eplb_algo_parse(const char *name, ea_eplb_algo *out) {
 
 const char *ea_eplb_algo_name(ea_eplb_algo a) { return a == EA_EPLB_REFINED ? "refined" : "deepseek"; }
 
+int ea_eplb_shape_policy(ea_eplb_shape *s) {
+    if (s->n_groups <= 0 || s->n_nodes <= 0) return 0; /* left for ea_eplb_shape_check to report */
+    if (s->n_groups % s->n_nodes == 0) return s->n_nodes > 1 || s->n_groups > 1;
+    s->n_groups = 1;
+    s->n_nodes = 1;
+    return 0;
+}
+
 ea_status ea_eplb_shape_check(const ea_eplb_shape *s) {
     if (s->n_layers <= 0 || s->n_logical <= 0 || s->n_physical <= 0 || s->n_groups <= 0 ||
         s->n_nodes <= 0 || s->n_ranks <= 0)

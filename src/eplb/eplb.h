@@ -57,6 +57,10 @@ typedef struct {
     int n_ranks;    /* EP ranks ("gpus" in the reference) */
 } ea_eplb_shape;
 
+/* The reference's policy choice: hierarchical iff groups % nodes == 0; otherwise
+ * the global policy, i.e. groups and nodes become 1. Returns 1 if hierarchical. */
+int ea_eplb_shape_policy(ea_eplb_shape *s);
+
 /* Check the preconditions of the algorithm (E % groups, groups % nodes, ranks %
  * nodes, P % ranks, P >= E, P - E <= 128, all > 0); the error names the one that fails. */
 ea_status ea_eplb_shape_check(const ea_eplb_shape *s);
