@@ -139,9 +139,32 @@ static ea_status ea__io(FILE *f) {
     return EA_OK;
 }
 
+/* One row of ints as "a b c\n", formatted by hand (fprintf per value made
+ * writing a 48x128 placement slower than computing it). */
 static void ea__row_out(FILE *f, const int32_t *v, int n) {
-    for (int i = 0; i < n; i++) fprintf(f, i ? " %d" : "%d", (int)v[i]);
-    fputc('\n', f);
+    char buf[4096];
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        if (k > sizeof buf - 16) {
+            fwrite(buf, 1, k, f);
+            k = 0;
+        }
+        if (i) buf[k++] = ' ';
+        int64_t x = v[i];
+        if (x < 0) {
+            buf[k++] = '-';
+            x = -x;
+        }
+        char d[12];
+        int nd = 0;
+        do {
+            d[nd++] = (char)('0' + x % 10);
+            x /= 10;
+        } while (x);
+        while (nd) buf[k++] = d[--nd];
+    }
+    buf[k++] = '\n';
+    fwrite(buf, 1, k, f);
 }
 
 ea_status ea_eplb_workload_write(FILE *f, const char *comment, int n_layers, int n_logical, const int64_t *counts) {
