@@ -291,20 +291,21 @@ ea_status ea_gguf_parse(const uint8_t *data, size_t size, const char *what, ea_g
                    g->version > 0xffff ? "; a big-endian file?" : "");
         goto fail;
     }
-    if ((s = ea__u64(&c, &g->n_tensors, "tensor count", NULL)) != EA_OK) goto fail;
-    if ((s = ea__u64(&c, &g->n_kv, "kv count", NULL)) != EA_OK) goto fail;
-    if (g->n_tensors > EA_GGUF_MAX_TENSORS || g->n_tensors > (size - c.pos) / 32) {
+    /* g->n_kv / g->n_tensors count initialised entries (what deinit frees); the
+     * counts from the file stay in locals until the arrays exist. */
+    uint64_t n_kv, n_t;
+    if ((s = ea__u64(&c, &n_t, "tensor count", NULL)) != EA_OK) goto fail;
+    if ((s = ea__u64(&c, &n_kv, "kv count", NULL)) != EA_OK) goto fail;
+    if (n_t > EA_GGUF_MAX_TENSORS || n_t > (size - c.pos) / 32) {
         s = ea_err(EA_ERR_FORMAT, "%s: tensor count %llu at offset 8 is absurd for a %zu-byte file", what,
-                   (unsigned long long)g->n_tensors, size);
+                   (unsigned long long)n_t, size);
         goto fail;
     }
-    if (g->n_kv > EA_GGUF_MAX_KV || g->n_kv > (size - c.pos) / 13) {
+    if (n_kv > EA_GGUF_MAX_KV || n_kv > (size - c.pos) / 13) {
         s = ea_err(EA_ERR_FORMAT, "%s: kv count %llu at offset 16 is absurd for a %zu-byte file", what,
-                   (unsigned long long)g->n_kv, size);
+                   (unsigned long long)n_kv, size);
         goto fail;
     }
-    uint64_t n_kv = g->n_kv, n_t = g->n_tensors;
-    g->n_kv = g->n_tensors = 0; /* counts of initialised entries while parsing */
     g->kv = ea_calloc((size_t)(n_kv ? n_kv : 1), sizeof *g->kv);
     g->tensors = ea_calloc((size_t)(n_t ? n_t : 1), sizeof *g->tensors);
     if (!g->kv || !g->tensors) {

@@ -57,6 +57,7 @@ typedef struct {
     ea_gguf *gguf;   /* owns (GGUF) */
     uint8_t *used;   /* owns: one byte per tensor of the files */
     int n_tensors;
+    uint8_t *loaded; /* owns: n_layers * n_experts, 1 once ea_model_load_experts chose the expert */
 } ea__files;
 
 typedef struct {
@@ -500,7 +501,8 @@ ea_status ea_model_open(const char *path, ea_model **out) {
         goto fail;
     }
     f->used = ea_calloc((size_t)(f->n_tensors ? f->n_tensors : 1), 1);
-    if (!f->used) {
+    f->loaded = ea_calloc((size_t)m->cfg.n_layers * (size_t)m->cfg.n_experts, 1);
+    if (!f->used || !f->loaded) {
         s = ea_err(EA_ERR_NOMEM, "%s: no memory", path);
         goto fail;
     }
@@ -524,6 +526,7 @@ void ea_model_close(ea_model *m) {
         ea_st_set_close(f->st);
         ea_gguf_close(f->gguf);
         ea_free(f->used);
+        ea_free(f->loaded);
         ea_free(f);
     }
     ea__owned *o = m->owned;
@@ -552,6 +555,34 @@ static void ea__touch(const void *p, size_t n) {
     (void)sink;
 }
 
+/* Unmap the whole pages inside [p, p+n) from this process. The mapping is
+ * private and never written, so this loses nothing: a later read faults the
+ * same bytes back from the page cache. */
+static void ea__zap(const void *p, size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + pg - 1) & ~(uintptr_t)(pg - 1), e = ((uintptr_t)p + n) & ~(uintptr_t)(pg - 1);
+    if (e > a) (void)madvise((void *)a, (size_t)(e - a), MADV_DONTNEED);
+}
+
+/* A read fault may map more than the faulting page: fault-around, and whole
+ * large folios of the page cache (ext4/xfs with large folios map a folio of up
+ * to several MiB at once). So after paging in the chosen experts, the pages
+ * lying wholly inside experts never chosen are unmapped again; resident memory
+ * is then the chosen experts plus at most one shared page at each edge. */
+static void ea__zap_unloaded(ea_model *m) {
+    ea__files *f = m->files;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const ea_layer_weights *L = &m->layers[l];
+        if (!L->experts) continue;
+        for (int e = 0; e < m->cfg.n_experts; e++) {
+            if (f->loaded[(size_t)l * (size_t)m->cfg.n_experts + (size_t)e]) continue;
+            ea__zap(L->experts[e].gate.data, L->experts[e].gate.nbytes);
+            ea__zap(L->experts[e].up.data, L->experts[e].up.nbytes);
+            ea__zap(L->experts[e].down.data, L->experts[e].down.nbytes);
+        }
+    }
+}
+
 static void ea__touch_t(void *ctx, const ea_tensor *t, int layer, int expert) {
     (void)ctx;
     (void)layer;
@@ -560,6 +591,7 @@ static void ea__touch_t(void *ctx, const ea_tensor *t, int layer, int expert) {
 
 ea_status ea_model_load_dense(ea_model *m) {
     ea_model_foreach(m, ea__touch_t, NULL);
+    ea__zap_unloaded(m);
     return EA_OK;
 }
 
@@ -568,12 +600,15 @@ ea_status ea_model_load_experts(ea_model *m, int layer, const uint8_t *mask) {
         return ea_err(EA_ERR_INVALID_ARG, "%s: layer %d out of range (0..%d)", m->path, layer, m->cfg.n_layers - 1);
     const ea_layer_weights *L = &m->layers[layer];
     if (!L->experts) return EA_OK; /* dense layer */
+    ea__files *f = m->files;
     for (int e = 0; e < m->cfg.n_experts; e++) {
         if (mask && !mask[e]) continue;
+        f->loaded[(size_t)layer * (size_t)m->cfg.n_experts + (size_t)e] = 1;
         ea__touch(L->experts[e].gate.data, L->experts[e].gate.nbytes);
         ea__touch(L->experts[e].up.data, L->experts[e].up.nbytes);
         ea__touch(L->experts[e].down.data, L->experts[e].down.nbytes);
     }
+    ea__zap_unloaded(m);
     return EA_OK;
 }
 

@@ -77,7 +77,10 @@ ea_status ea_model_open(const char *path, ea_model **out);
 void ea_model_close(ea_model *m);
 
 /* Page in (read) the non-expert weights, and the routed experts of `layer` whose
- * mask byte is non-zero (mask has cfg.n_experts bytes; NULL = all). */
+ * mask byte is non-zero (mask has cfg.n_experts bytes; NULL = all). Experts chosen
+ * by earlier calls stay in; pages lying wholly inside experts never chosen are
+ * unmapped again (the kernel may map neighbours of a faulting page), so resident
+ * memory follows the chosen subset. */
 ea_status ea_model_load_dense(ea_model *m);
 ea_status ea_model_load_experts(ea_model *m, int layer, const uint8_t *mask);
 
