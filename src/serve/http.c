@@ -1,0 +1,642 @@
+/*
+ * http.c — libmicrohttpd server for the OpenAI API (see http.h).
+ *
+ * One MHD thread per connection, so a handler may block: a non-streaming
+ * request waits for its events in the access handler; a streaming one
+ * returns a callback response whose reader waits for the next event (at most
+ * POLL_MS at a time) and returns SSE bytes. Between waits both check that the
+ * client is still there (a zero-length MSG_PEEK read means it closed) and the
+ * per-request timeout; when the client is gone the request is cancelled at
+ * once and the reader returns END_WITH_ERROR.
+ *
+ * Request body: collected in conn_ctx.body up to max_body_bytes; a declared
+ * Content-Length above the limit is refused before reading it, a chunked body
+ * that grows past it is dropped and refused when complete (413 either way).
+ *
+ * Ownership: conn_ctx belongs to one connection's request (freed in the
+ * completed-callback); stream_ctx belongs to the response (freed in its free
+ * callback, which also cancels and releases the scheduler request). ea_http
+ * fields are written before MHD starts or, for `ready`, `sched`, `ops`,
+ * `ctx_len`, published once by set_ready with a release store on `ready`.
+ */
+#include "serve/http.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "base/util.h"
+
+#define POLL_MS 100
+
+struct ea_http {
+    ea_http_opts o;
+    char *host, *api_key, *model; /* owns copies */
+    ea_metrics *metrics;          /* borrows */
+    struct MHD_Daemon *d;
+    MHD_socket quiesced_fd;
+    int port;
+    /* published by set_ready */
+    ea_sched *sched;
+    const ea_text_ops *ops;
+    int ctx_len;
+    atomic_int ready;
+    atomic_int draining;
+    atomic_int gen_done;          /* generation requests answered */
+    atomic_uint_fast64_t seq;     /* seeds for requests without one, ids of other requests */
+    long start_time;
+};
+
+typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_HEALTH, R_METRICS } route;
+
+typedef struct {
+    ea_sbuf body;
+    int too_large;
+    double t0;
+} conn_ctx;
+
+typedef struct {
+    ea_http *h;
+    ea_request *req;  /* owns (released in stream_free) */
+    ea_oai_output out;
+    ea_sbuf pend;     /* bytes produced, not yet handed to MHD */
+    size_t pend_off;
+    int fd;
+    int ended;        /* the last bytes are in pend */
+    int finished_ok;  /* DONE or ERROR seen (no cancel needed) */
+    int status;       /* for the access log: 200, or the error status sent in-stream */
+    int prompt_tokens, completion_tokens;
+    ea_finish finish;
+    double t0, t_last_send, t_last_tok;
+    char path[32];
+} stream_ctx;
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+static void access_log(const char *method, const char *path, uint64_t id, int status, int ptok, int ctok,
+                       double t0, const char *finish) {
+    EA_LOGI("access id=%llu %s %s status=%d prompt_tokens=%d completion_tokens=%d latency_ms=%.1f%s%s",
+            (unsigned long long)id, method, path, status, ptok, ctok, (ea_now_s() - t0) * 1e3,
+            finish ? " finish=" : "", finish ? finish : "");
+}
+
+static enum MHD_Result send_buf(ea_http *h, struct MHD_Connection *c, int status, const char *ctype,
+                                const char *data, size_t len, int retry_after) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", retry_after);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+    }
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (atomic_load(&h->draining) || status == 413) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    ea_metrics_http_status(h->metrics, status);
+    return ret;
+}
+
+static enum MHD_Result send_json(ea_http *h, struct MHD_Connection *c, int status, ea_sbuf *b) {
+    if (b->failed) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+        return send_buf(h, c, 500, "application/json", oom, sizeof oom - 1, 0);
+    }
+    return send_buf(h, c, status, "application/json", b->data ? b->data : "", b->len, 0);
+}
+
+static enum MHD_Result send_error(ea_http *h, struct MHD_Connection *c, const ea_oai_error *e, const char *method,
+                                  const char *path, double t0) {
+    ea_sbuf b = {0};
+    ea_oai_render_error(e, &b);
+    int retry = e->status == 503 ? 1 : 0;
+    enum MHD_Result r = b.failed ? send_json(h, c, 500, &b)
+                                 : send_buf(h, c, e->status, "application/json", b.data, b.len, retry);
+    ea_sbuf_deinit(&b);
+    access_log(method, path, 0, e->status, 0, 0, t0, NULL);
+    return r;
+}
+
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? (int)ci->connect_fd : -1;
+}
+
+/* 0 once the peer has closed its end (or the socket failed). */
+static int client_alive(int fd) {
+    if (fd < 0) return 1;
+    char ch;
+    ssize_t n = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return 1;
+    if (n == 0) return 0;
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+static uint64_t splitmix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static route find_route(const char *url, const char *method, int *method_ok) {
+    static const struct {
+        const char *path, *method;
+        route r;
+    } table[] = {
+        {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
+        {"/v1/models", "GET", R_MODELS},            {"/tokenize", "POST", R_TOKENIZE},
+        {"/detokenize", "POST", R_DETOKENIZE},      {"/health", "GET", R_HEALTH},
+        {"/metrics", "GET", R_METRICS},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (strcmp(url, table[i].path) != 0) continue;
+        *method_ok = strcmp(method, table[i].method) == 0 || (strcmp(method, "HEAD") == 0 && !strcmp(table[i].method, "GET"));
+        return table[i].r;
+    }
+    *method_ok = 0;
+    return R_NONE;
+}
+
+static int auth_ok(ea_http *h, struct MHD_Connection *c) {
+    if (!h->api_key) return 1;
+    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!a || strncasecmp(a, "Bearer ", 7) != 0) return 0;
+    a += 7;
+    while (*a == ' ') a++;
+    /* compare without an early exit on the first differing byte */
+    size_t n = strlen(h->api_key), m = strlen(a);
+    unsigned diff = (unsigned)(n ^ m);
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)h->api_key[i] ^ (unsigned char)(i < m ? a[i] : 0);
+    return diff == 0;
+}
+
+/* ---- generation ------------------------------------------------------------------- */
+
+static void finish_metrics(ea_http *h, ea_request *req, ea_finish f) {
+    double arrival = 0, first = 0, fin = 0, queued = 0;
+    ea_req_times(req, &arrival, &first, &fin, &queued);
+    if (first > 0 && first >= arrival) ea_metrics_observe(h->metrics, EA_HIST_TTFT, first - arrival);
+    if (fin > 0 && fin >= arrival) ea_metrics_observe(h->metrics, EA_HIST_E2E, fin - arrival);
+    if (queued > 0 && queued >= arrival) ea_metrics_observe(h->metrics, EA_HIST_QUEUE, queued - arrival);
+    ea_metrics_finished(h->metrics, f);
+    atomic_fetch_add(&h->gen_done, 1);
+}
+
+static int timed_out(const ea_http *h, double t0) {
+    return h->o.request_timeout_s > 0 && ea_now_s() - t0 > h->o.request_timeout_s;
+}
+
+static void stream_free(void *cls) {
+    stream_ctx *s = cls;
+    if (!s->finished_ok) {
+        ea_req_cancel(s->req);
+        s->status = 499; /* client closed request (nginx's code), for the log only */
+        s->finish = EA_FINISH_CANCELLED;
+        finish_metrics(s->h, s->req, EA_FINISH_CANCELLED);
+    }
+    access_log("POST", s->path, ea_req_id(s->req), s->status, s->prompt_tokens, s->completion_tokens, s->t0,
+               ea_oai_finish_name(s->finish));
+    ea_req_release(s->req);
+    ea_oai_output_deinit(&s->out);
+    ea_sbuf_deinit(&s->pend);
+    ea_free(s);
+}
+
+/* Produce more bytes into s->pend. -1: the client is gone (the caller cancels). */
+static int stream_step(stream_ctx *s) {
+    ea_event ev;
+    ea_status st = ea_req_next(s->req, POLL_MS, &ev);
+    double now = ea_now_s();
+    if (st == EA_OK && ev.kind == EA_EV_TOKEN) {
+        if (s->completion_tokens > 0) ea_metrics_observe(s->h->metrics, EA_HIST_ITL, now - s->t_last_tok);
+        s->t_last_tok = now;
+        s->completion_tokens++;
+        ea_oai_stream_token(&s->out, &ev, &s->pend);
+    } else if (st == EA_OK && ev.kind == EA_EV_DONE) {
+        s->prompt_tokens = ev.prompt_tokens;
+        s->completion_tokens = ev.completion_tokens;
+        s->finish = ev.finish;
+        ea_oai_stream_end(&s->out, &ev, &s->pend);
+        s->ended = s->finished_ok = 1;
+        finish_metrics(s->h, s->req, ev.finish);
+    } else if (st == EA_OK) {
+        ea_oai_error e;
+        ea_oai_error_from_status(ev.status, ev.message, &e);
+        ea_oai_stream_error(&e, &s->pend);
+        s->status = e.status;
+        s->ended = s->finished_ok = 1;
+        finish_metrics(s->h, s->req, EA_FINISH_NONE);
+    } else if (st == EA_ERR_TIMEOUT) {
+        if (!client_alive(s->fd)) return -1;
+        if (timed_out(s->h, s->t0)) {
+            ea_oai_error e;
+            ea_oai_fail(&e, 504, "server_error", NULL, "timeout", "request timed out after %g s",
+                        s->h->o.request_timeout_s);
+            ea_req_cancel(s->req);
+            ea_oai_stream_error(&e, &s->pend);
+            s->status = 504;
+            s->finish = EA_FINISH_CANCELLED;
+            s->ended = s->finished_ok = 1;
+            finish_metrics(s->h, s->req, EA_FINISH_CANCELLED);
+        } else if (s->h->o.keepalive_s > 0 && now - s->t_last_send >= s->h->o.keepalive_s) {
+            ea_sbuf_puts(&s->pend, ": keep-alive\n\n");
+        }
+    } else {
+        ea_oai_error e;
+        ea_oai_error_from_status(st, ea_errmsg(), &e);
+        ea_oai_stream_error(&e, &s->pend);
+        s->status = e.status;
+        s->ended = 1;
+    }
+    return 0;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    stream_ctx *s = cls;
+    (void)pos;
+    for (;;) {
+        if (s->pend.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (s->pend_off < s->pend.len) {
+            size_t n = s->pend.len - s->pend_off;
+            if (n > max) n = max;
+            memcpy(buf, s->pend.data + s->pend_off, n);
+            s->pend_off += n;
+            if (s->pend_off == s->pend.len) {
+                ea_sbuf_reset(&s->pend);
+                s->pend_off = 0;
+            }
+            s->t_last_send = ea_now_s();
+            return (ssize_t)n;
+        }
+        if (s->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (stream_step(s) < 0) return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels */
+    }
+}
+
+static enum MHD_Result start_stream(ea_http *h, struct MHD_Connection *c, ea_oai_request *r, ea_request *req,
+                                    const char *path, double t0) {
+    stream_ctx *s = ea_calloc(1, sizeof *s);
+    struct MHD_Response *resp = NULL;
+    if (s) {
+        s->h = h;
+        s->req = req;
+        s->fd = conn_fd(c);
+        s->status = 200;
+        s->t0 = t0;
+        s->t_last_send = s->t_last_tok = ea_now_s();
+        snprintf(s->path, sizeof s->path, "%s", path);
+        ea_oai_output_init(&s->out, r, ea_req_id(req), h->model, (long)time(NULL), h->ops);
+        ea_oai_stream_start(&s->out, &s->pend);
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, s, stream_free);
+    }
+    if (!resp) {
+        if (s) stream_free(s); /* cancels and releases */
+        else {
+            ea_req_cancel(req);
+            ea_req_release(req);
+        }
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    ea_metrics_http_status(h->metrics, 200);
+    return ret;
+}
+
+/* Wait for the whole answer, then send it. */
+static enum MHD_Result run_blocking(ea_http *h, struct MHD_Connection *c, ea_oai_request *r, ea_request *req,
+                                    const char *path, double t0) {
+    ea_oai_output out;
+    ea_oai_output_init(&out, r, ea_req_id(req), h->model, (long)time(NULL), h->ops);
+    int fd = conn_fd(c);
+    ea_oai_error e = {0};
+    ea_event ev;
+    int ok = 0, ntok = 0;
+    double t_last = ea_now_s();
+    for (;;) {
+        ea_status st = ea_req_next(req, POLL_MS, &ev);
+        if (st == EA_ERR_TIMEOUT) {
+            if (!client_alive(fd)) {
+                ea_req_cancel(req);
+                finish_metrics(h, req, EA_FINISH_CANCELLED);
+                access_log("POST", path, ea_req_id(req), 499, r->n_prompt, ntok, t0, "abort");
+                ea_req_release(req);
+                ea_oai_output_deinit(&out);
+                return MHD_NO; /* nobody to answer: MHD closes the connection */
+            }
+            if (timed_out(h, t0)) {
+                ea_req_cancel(req);
+                ea_oai_fail(&e, 504, "server_error", NULL, "timeout", "request timed out after %g s",
+                            h->o.request_timeout_s);
+                finish_metrics(h, req, EA_FINISH_CANCELLED);
+                break;
+            }
+            continue;
+        }
+        if (st != EA_OK) {
+            ea_oai_error_from_status(st, ea_errmsg(), &e);
+            ea_req_cancel(req);
+            finish_metrics(h, req, EA_FINISH_NONE);
+            break;
+        }
+        if (ev.kind == EA_EV_TOKEN) {
+            double now = ea_now_s();
+            if (ntok > 0) ea_metrics_observe(h->metrics, EA_HIST_ITL, now - t_last);
+            t_last = now;
+            ntok++;
+            ea_oai_output_add(&out, &ev);
+            continue;
+        }
+        if (ev.kind == EA_EV_ERROR) {
+            ea_oai_error_from_status(ev.status, ev.message, &e);
+            finish_metrics(h, req, EA_FINISH_NONE);
+            break;
+        }
+        ok = 1; /* DONE */
+        finish_metrics(h, req, ev.finish);
+        break;
+    }
+    uint64_t id = ea_req_id(req);
+    ea_req_release(req);
+    enum MHD_Result ret;
+    if (ok) {
+        ea_sbuf b = {0};
+        ea_oai_render_final(&out, &ev, &b);
+        ret = send_json(h, c, 200, &b);
+        ea_sbuf_deinit(&b);
+        access_log("POST", path, id, b.failed ? 500 : 200, ev.prompt_tokens, ev.completion_tokens, t0,
+                   ea_oai_finish_name(ev.finish));
+    } else {
+        ea_sbuf b = {0};
+        ea_oai_render_error(&e, &b);
+        ret = send_buf(h, c, e.status, "application/json", b.data ? b.data : "", b.len, 0);
+        ea_sbuf_deinit(&b);
+        access_log("POST", path, id, e.status, r->n_prompt, ntok, t0, NULL);
+    }
+    ea_oai_output_deinit(&out);
+    return ret;
+}
+
+static enum MHD_Result handle_generate(ea_http *h, struct MHD_Connection *c, conn_ctx *cc, ea_oai_kind kind,
+                                       const char *path) {
+    ea_oai_request r;
+    ea_oai_error e;
+    const char *body = cc->body.data ? cc->body.data : "";
+    if (ea_oai_parse(kind, body, cc->body.len, &r, &e)) {
+        atomic_fetch_add(&h->gen_done, 1);
+        return send_error(h, c, &e, "POST", path, cc->t0);
+    }
+    if (r.model && strcmp(r.model, h->model) != 0) {
+        ea_oai_fail(&e, 404, "invalid_request_error", "model", "model_not_found",
+                    "The model '%s' does not exist (this server serves '%s').", r.model, h->model);
+        goto fail;
+    }
+    uint64_t seed = splitmix(atomic_fetch_add(&h->seq, 1) ^ ea_now_ns());
+    if (ea_oai_prepare(&r, h->ops, h->ctx_len, seed, &e)) goto fail;
+    ea_request *req = NULL;
+    ea_status st = ea_sched_submit(h->sched, &r.params, &req);
+    if (st != EA_OK) {
+        ea_oai_error_from_status(st, ea_errmsg(), &e);
+        goto fail;
+    }
+    enum MHD_Result ret = r.stream ? start_stream(h, c, &r, req, path, cc->t0) : run_blocking(h, c, &r, req, path, cc->t0);
+    ea_oai_request_deinit(&r);
+    return ret;
+fail:
+    ea_oai_request_deinit(&r);
+    atomic_fetch_add(&h->gen_done, 1);
+    return send_error(h, c, &e, "POST", path, cc->t0);
+}
+
+/* ---- other endpoints -------------------------------------------------------------- */
+
+static enum MHD_Result handle_health(ea_http *h, struct MHD_Connection *c) {
+    const char *why = NULL;
+    if (!atomic_load_explicit(&h->ready, memory_order_acquire)) why = "loading";
+    else if (atomic_load(&h->draining)) why = "draining";
+    else {
+        ea_sched_stats st;
+        ea_sched_get_stats(h->sched, &st);
+        if (st.running + st.waiting > 0 && h->o.stall_seconds > 0 && ea_now_s() - st.last_step_time > h->o.stall_seconds)
+            why = "stalled: the step loop made no progress while requests wait";
+    }
+    ea_sbuf b = {0};
+    json_t *o = json_pack("{s:s}", "status", why ? why : "ok");
+    ea_sbuf_json(&b, o);
+    json_decref(o);
+    enum MHD_Result r = send_json(h, c, why ? 503 : 200, &b);
+    ea_sbuf_deinit(&b);
+    return r;
+}
+
+static enum MHD_Result handle_metrics(ea_http *h, struct MHD_Connection *c) {
+    ea_sbuf b = {0};
+    ea_sched_stats st;
+    int ready = atomic_load_explicit(&h->ready, memory_order_acquire);
+    if (ready) ea_sched_get_stats(h->sched, &st);
+    ea_metrics_render(h->metrics, ready ? &st : NULL, &b);
+    enum MHD_Result r = b.failed ? send_json(h, c, 500, &b)
+                                 : send_buf(h, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, 0);
+    ea_sbuf_deinit(&b);
+    return r;
+}
+
+static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *cc, const char *url,
+                                const char *method) {
+    ea_oai_error e;
+    int method_ok;
+    route rt = find_route(url, method, &method_ok);
+    if (rt == R_NONE) {
+        ea_oai_fail(&e, 404, NULL, NULL, NULL, "no such endpoint: %s %s", method, url);
+        return send_error(h, c, &e, method, url, cc->t0);
+    }
+    if (!method_ok) {
+        ea_oai_fail(&e, 405, NULL, NULL, NULL, "method %s is not allowed for %s", method, url);
+        return send_error(h, c, &e, method, url, cc->t0);
+    }
+    if (rt == R_HEALTH) return handle_health(h, c);
+    if (rt == R_METRICS) return handle_metrics(h, c);
+    if (!auth_ok(h, c)) {
+        ea_oai_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
+                    "Incorrect or missing API key (send 'Authorization: Bearer <key>').");
+        return send_error(h, c, &e, method, url, cc->t0);
+    }
+    if (cc->too_large) {
+        ea_oai_fail(&e, 413, NULL, NULL, "request_too_large", "request body is larger than %zu bytes",
+                    h->o.max_body_bytes);
+        return send_error(h, c, &e, method, url, cc->t0);
+    }
+    if (!atomic_load_explicit(&h->ready, memory_order_acquire) || atomic_load(&h->draining)) {
+        ea_oai_fail(&e, 503, "server_error", NULL, NULL, "the server is %s",
+                    atomic_load(&h->draining) ? "shutting down" : "loading the model");
+        return send_error(h, c, &e, method, url, cc->t0);
+    }
+    ea_sbuf b = {0};
+    enum MHD_Result r;
+    const char *body = cc->body.data ? cc->body.data : "";
+    switch (rt) {
+    case R_COMPLETIONS: return handle_generate(h, c, cc, EA_OAI_COMPLETIONS, url);
+    case R_CHAT: return handle_generate(h, c, cc, EA_OAI_CHAT, url);
+    case R_MODELS: ea_oai_render_models(h->model, h->ctx_len, h->start_time, &b); break;
+    case R_TOKENIZE:
+        if (ea_oai_tokenize(body, cc->body.len, h->ops, h->ctx_len, &b, &e)) return send_error(h, c, &e, method, url, cc->t0);
+        break;
+    case R_DETOKENIZE:
+        if (ea_oai_detokenize(body, cc->body.len, h->ops, &b, &e)) return send_error(h, c, &e, method, url, cc->t0);
+        break;
+    default: break;
+    }
+    r = send_json(h, c, 200, &b);
+    ea_sbuf_deinit(&b);
+    return r;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    ea_http *h = cls;
+    (void)version;
+    conn_ctx *cc = *con_cls;
+    if (!cc) {
+        if (!(cc = ea_calloc(1, sizeof *cc))) return MHD_NO;
+        cc->t0 = ea_now_s();
+        *con_cls = cc;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > h->o.max_body_bytes) {
+            /* refuse before reading the body; MHD closes the connection after */
+            ea_oai_error e;
+            ea_oai_fail(&e, 413, NULL, NULL, "request_too_large", "request body is larger than %zu bytes",
+                        h->o.max_body_bytes);
+            cc->too_large = 2;
+            return send_error(h, c, &e, method, url, cc->t0);
+        }
+        return MHD_YES;
+    }
+    if (cc->too_large == 2) { /* response already queued: discard the rest */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!cc->too_large && cc->body.len + *upload_data_size > h->o.max_body_bytes) {
+            cc->too_large = 1;
+            ea_sbuf_deinit(&cc->body);
+        }
+        if (!cc->too_large) ea_sbuf_append(&cc->body, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (cc->body.failed) return MHD_NO;
+    return dispatch(h, c, cc, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    conn_ctx *cc = *con_cls;
+    if (cc) {
+        ea_sbuf_deinit(&cc->body);
+        ea_free(cc);
+    }
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    EA_LOGD("http: %s", msg);
+}
+
+/* ---- life cycle ------------------------------------------------------------------- */
+
+ea_status ea_http_start(const ea_http_opts *o, ea_metrics *m, ea_http **out) {
+    *out = NULL;
+    ea_http *h = ea_calloc(1, sizeof *h);
+    if (!h) return ea_err(EA_ERR_NOMEM, "http");
+    h->o = *o;
+    h->metrics = m;
+    h->quiesced_fd = MHD_INVALID_SOCKET;
+    h->host = ea_strdup(o->host && o->host[0] ? o->host : "127.0.0.1");
+    h->model = ea_strdup(o->served_model ? o->served_model : "default");
+    h->api_key = o->api_key && o->api_key[0] ? ea_strdup(o->api_key) : NULL;
+    h->start_time = (long)time(NULL);
+    atomic_init(&h->seq, (uint_fast64_t)ea_now_ns());
+    if (h->o.max_body_bytes == 0) h->o.max_body_bytes = 1 << 20;
+    if (h->o.max_connections <= 0) h->o.max_connections = 512;
+    if (!h->host || !h->model || (o->api_key && o->api_key[0] && !h->api_key)) {
+        ea_http_stop(h);
+        return ea_err(EA_ERR_NOMEM, "http");
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    int gai = getaddrinfo(h->host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+        ea_status s = ea_err(EA_ERR_INVALID_ARG, "--host %s: %s", h->host, gai_strerror(gai));
+        ea_http_stop(h);
+        return s;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)h->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!h->d) {
+        ea_status s = ea_err(EA_ERR_IO, "cannot listen on %s:%d (port in use or address not available)", h->host, o->port);
+        ea_http_stop(h);
+        return s;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di ? di->port : o->port;
+    *out = h;
+    return EA_OK;
+}
+
+int ea_http_port(const ea_http *h) { return h->port; }
+
+void ea_http_set_ready(ea_http *h, ea_sched *s, const ea_text_ops *ops, int ctx_len) {
+    h->sched = s;
+    h->ops = ops;
+    h->ctx_len = ctx_len;
+    atomic_store_explicit(&h->ready, 1, memory_order_release);
+}
+
+void ea_http_begin_drain(ea_http *h) {
+    atomic_store(&h->draining, 1);
+    if (h->d && h->quiesced_fd == MHD_INVALID_SOCKET) h->quiesced_fd = MHD_quiesce_daemon(h->d);
+}
+
+int ea_http_exit_requested(const ea_http *h) {
+    return h->o.max_requests > 0 && atomic_load(&((ea_http *)h)->gen_done) >= h->o.max_requests;
+}
+
+void ea_http_stop(ea_http *h) {
+    if (!h) return;
+    if (h->d) MHD_stop_daemon(h->d);
+    if (h->quiesced_fd != MHD_INVALID_SOCKET) close(h->quiesced_fd);
+    ea_free(h->host);
+    ea_free(h->model);
+    ea_free(h->api_key);
+    ea_free(h);
+}

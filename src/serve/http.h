@@ -1,0 +1,66 @@
+/*
+ * http.h — the HTTP front of `eaas serve` (libmicrohttpd, one thread per
+ * connection), speaking the OpenAI API (openai.h) to the scheduler.
+ *
+ * Endpoints:
+ *   POST /v1/completions, POST /v1/chat/completions   (stream: true -> SSE)
+ *   GET  /v1/models, POST /tokenize, POST /detokenize
+ *   GET  /health   200 ok; 503 while loading, draining, or when the step loop
+ *                  made no progress for stall_seconds while work waits
+ *   GET  /metrics  Prometheus text (metrics.h)
+ * Everything but /health and /metrics needs `Authorization: Bearer <api_key>`
+ * when an api_key is set (401 otherwise).
+ *
+ * Life cycle (cmd_serve.c):
+ *   ea_http_start(&opts, metrics, &h)       listening; /health says 503 "loading"
+ *   ... load the engine, create and start the scheduler ...
+ *   ea_http_set_ready(h, sched, &ops, ctx)  requests are served from now on
+ *   ... until a signal or ea_http_exit_requested(h) ...
+ *   ea_http_begin_drain(h)                  no new connections; new requests 503
+ *   ea_sched_stop(sched, drain_seconds)     in-flight requests finish or are cancelled
+ *   ea_http_stop(h)                         connections closed, threads joined
+ *
+ * Threads: MHD's listener thread plus one thread per connection; a handler
+ * blocks on its own request's events (ea_req_next) and nothing else. The
+ * fields set by set_ready are published with a release store and read with
+ * an acquire load. A client that goes away (checked every poll interval while
+ * waiting, and on every failed write) gets its request cancelled at once.
+ */
+#ifndef EA_HTTP_H
+#define EA_HTTP_H
+
+#include <stddef.h>
+
+#include "base/status.h"
+#include "serve/metrics.h"
+#include "serve/openai.h"
+#include "serve/scheduler.h"
+
+typedef struct {
+    const char *host;          /* numeric or resolvable; default 127.0.0.1 */
+    int port;                  /* 0: any free port (see ea_http_port) */
+    const char *api_key;       /* NULL or "": no check */
+    const char *served_model;  /* the one model name; requests naming another get 404 */
+    size_t max_body_bytes;     /* larger bodies get 413 */
+    double request_timeout_s;  /* <= 0: none; past it a request is cancelled with 504 */
+    double stall_seconds;      /* /health stall threshold */
+    double keepalive_s;        /* SSE ": keep-alive" comment after this long without output */
+    int max_requests;          /* > 0: ea_http_exit_requested after this many generation requests */
+    int max_connections;       /* concurrent connections (threads) */
+} ea_http_opts;
+
+typedef struct ea_http ea_http;
+
+ea_status ea_http_start(const ea_http_opts *o, ea_metrics *m, ea_http **out);
+/* The bound port (useful with port 0). */
+int ea_http_port(const ea_http *h);
+/* s, ops (and ops->ctx) are borrowed until ea_http_stop. */
+void ea_http_set_ready(ea_http *h, ea_sched *s, const ea_text_ops *ops, int ctx_len);
+/* Stop accepting connections; requests on open connections get 503. */
+void ea_http_begin_drain(ea_http *h);
+/* --max-requests reached. */
+int ea_http_exit_requested(const ea_http *h);
+/* Close all connections, join all threads, free. NULL is fine. */
+void ea_http_stop(ea_http *h);
+
+#endif

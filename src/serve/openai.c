@@ -1,0 +1,794 @@
+/*
+ * openai.c — parse and validate OpenAI request bodies into ea_req_params, and
+ * render responses, SSE chunks and errors (see openai.h for the accepted
+ * fields and the defaults).
+ *
+ * Invariants:
+ *   - Every field is checked for type and range before use; a failure names
+ *     the field in `param` and in the message, with HTTP status 400 (the
+ *     caller decides 401/404/413/503, which need server state).
+ *   - JSON text comes from jansson, which rejects invalid UTF-8 and reports
+ *     line/column; we pass that position on.
+ *   - Output strings are always valid UTF-8 (bad bytes become U+FFFD), and
+ *     numbers are finite (a -inf logprob is written as -9999.0, as vLLM does).
+ *   - Nothing here keeps state between requests; an ea_oai_output belongs to
+ *     one request on one thread.
+ */
+#include "serve/openai.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/util.h"
+
+/* ---- errors ----------------------------------------------------------------- */
+
+static const char *type_for_status(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "invalid_request_error";
+    case 429: return "rate_limit_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+int ea_oai_fail(ea_oai_error *e, int status, const char *type, const char *param, const char *code,
+                const char *fmt, ...) {
+    memset(e, 0, sizeof *e);
+    e->status = status;
+    snprintf(e->type, sizeof e->type, "%s", type ? type : type_for_status(status));
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Append s[0..n) to out with every byte that does not start a valid UTF-8
+ * sequence (overlongs, surrogates and > U+10FFFF included) replaced by U+FFFD. */
+static void utf8_clean(const char *s, size_t n, ea_sbuf *out) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t len = 0;
+        unsigned cp = 0, min = 0;
+        if (c < 0x80) len = 1, cp = c;
+        else if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
+        else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
+        else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) ok = 0;
+            else cp = (cp << 6) | (p[i + k] & 0x3F);
+        }
+        if (ok && len > 1 && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) ok = 0;
+        if (ok) {
+            ea_sbuf_append(out, p + i, len);
+            i += len;
+        } else {
+            ea_sbuf_append(out, "\xEF\xBF\xBD", 3);
+            i++;
+        }
+    }
+}
+
+/* A JSON string of arbitrary bytes (cleaned to UTF-8). */
+static json_t *jstr(const char *s, size_t n) {
+    ea_sbuf b = {0};
+    utf8_clean(s, n, &b);
+    json_t *v = b.failed ? NULL : json_stringn(b.data ? b.data : "", b.len);
+    ea_sbuf_deinit(&b);
+    return v;
+}
+
+static json_t *jnum(double v) { return json_real(isfinite(v) ? v : -9999.0); }
+
+void ea_oai_render_error(const ea_oai_error *e, ea_sbuf *out) {
+    json_t *err = json_object();
+    json_object_set_new(err, "message", jstr(e->message, strlen(e->message)));
+    json_object_set_new(err, "type", json_string(e->type));
+    json_object_set_new(err, "param", e->param[0] ? json_string(e->param) : json_null());
+    json_object_set_new(err, "code", e->code[0] ? json_string(e->code) : json_null());
+    json_t *root = json_pack("{s:o}", "error", err);
+    ea_sbuf_json(out, root);
+    json_decref(root);
+}
+
+void ea_oai_error_from_status(ea_status s, const char *msg, ea_oai_error *e) {
+    const char *m = msg && msg[0] ? msg : ea_status_text(s);
+    switch (s) {
+    case EA_ERR_BUSY:
+        ea_oai_fail(e, 503, "server_error", NULL, "overloaded", "server is busy: %s", m);
+        break;
+    case EA_ERR_INVALID_ARG:
+    case EA_ERR_RANGE:
+    case EA_ERR_FORMAT:
+        ea_oai_fail(e, 400, NULL, NULL, NULL, "%s", m);
+        break;
+    case EA_ERR_TIMEOUT:
+        ea_oai_fail(e, 504, "server_error", NULL, "timeout", "%s", m);
+        break;
+    case EA_ERR_CANCELLED:
+        ea_oai_fail(e, 503, "server_error", NULL, "cancelled", "%s", m);
+        break;
+    default:
+        ea_oai_fail(e, 500, "server_error", NULL, NULL, "%s", m);
+        break;
+    }
+}
+
+/* ---- typed field access ------------------------------------------------------ */
+
+/* A field that is absent or null counts as not given. */
+static json_t *field(const json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+static int get_int(const json_t *o, const char *key, long long lo, long long hi, long long *out, int *given,
+                   ea_oai_error *e) {
+    json_t *v = field(o, key);
+    *given = v != NULL;
+    if (!v) return 0;
+    long long x;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+    } else if (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v) &&
+               fabs(json_real_value(v)) < 9e15) {
+        x = (long long)json_real_value(v);
+    } else {
+        return ea_oai_fail(e, 400, NULL, key, NULL, "'%s' must be an integer", key);
+    }
+    if (x < lo || x > hi)
+        return ea_oai_fail(e, 400, NULL, key, NULL, "'%s' must be in [%lld, %lld], got %lld", key, lo, hi, x);
+    *out = x;
+    return 0;
+}
+
+static int get_num(const json_t *o, const char *key, double lo, double hi, int lo_open, double *out,
+                   ea_oai_error *e) {
+    json_t *v = field(o, key);
+    if (!v) return 0;
+    if (!json_is_number(v)) return ea_oai_fail(e, 400, NULL, key, NULL, "'%s' must be a number", key);
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
+        return ea_oai_fail(e, 400, NULL, key, NULL, "'%s' must be in %s%g, %g], got %g", key, lo_open ? "(" : "[",
+                           lo, hi, x);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(const json_t *o, const char *key, int *out, ea_oai_error *e) {
+    json_t *v = field(o, key);
+    if (!v) return 0;
+    if (!json_is_boolean(v)) return ea_oai_fail(e, 400, NULL, key, NULL, "'%s' must be a boolean", key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* ---- request parsing ----------------------------------------------------------- */
+
+void ea_oai_request_deinit(ea_oai_request *r) {
+    ea_free(r->model);
+    ea_free(r->prompt_text);
+    ea_free(r->prompt_ids);
+    json_decref(r->messages);
+    for (int i = 0; i < EA_MAX_STOP; i++) ea_free(r->stop_store[i]);
+    memset(r, 0, sizeof *r);
+}
+
+static int parse_body(const char *body, size_t len, json_t **root, ea_oai_error *e) {
+    json_error_t je;
+    *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!*root)
+        return ea_oai_fail(e, 400, NULL, NULL, NULL, "invalid JSON body: %s (line %d, column %d)", je.text,
+                           je.line, je.column);
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        *root = NULL;
+        return ea_oai_fail(e, 400, NULL, NULL, NULL, "the request body must be a JSON object");
+    }
+    return 0;
+}
+
+/* ids from a JSON array of integers, each in [0, vocab) when vocab > 0 (checked again in prepare). */
+static int parse_ids(const json_t *a, const char *param, int32_t **ids, int *n, ea_oai_error *e) {
+    size_t na = json_array_size(a);
+    if (na == 0) return ea_oai_fail(e, 400, NULL, param, NULL, "'%s' must not be empty", param);
+    if (na > (size_t)INT_MAX / 2) return ea_oai_fail(e, 400, NULL, param, NULL, "'%s' is too long", param);
+    int32_t *p = ea_malloc(na * sizeof *p);
+    if (!p) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < na; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            ea_free(p);
+            return ea_oai_fail(e, 400, NULL, param, NULL, "'%s[%zu]' must be a non-negative integer token id", param,
+                               i);
+        }
+        p[i] = (int32_t)json_integer_value(v);
+    }
+    *ids = p;
+    *n = (int)na;
+    return 0;
+}
+
+static int parse_prompt(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
+    json_t *p = field(root, "prompt");
+    if (!p) return ea_oai_fail(e, 400, NULL, "prompt", NULL, "'prompt' is required");
+    if (json_is_array(p) && json_array_size(p) >= 1 && !json_is_integer(json_array_get(p, 0))) {
+        /* [string] or [[ids]]: a batch; we take exactly one */
+        if (json_array_size(p) != 1)
+            return ea_oai_fail(e, 400, NULL, "prompt", NULL, "batched prompts are not supported: send one prompt");
+        p = json_array_get(p, 0);
+    }
+    if (json_is_string(p)) {
+        if (json_string_length(p) == 0) return ea_oai_fail(e, 400, NULL, "prompt", NULL, "'prompt' must not be empty");
+        r->prompt_text = ea_strndup(json_string_value(p), json_string_length(p));
+        if (!r->prompt_text) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+        return 0;
+    }
+    if (json_is_array(p)) return parse_ids(p, "prompt", &r->prompt_ids, &r->n_prompt, e);
+    return ea_oai_fail(e, 400, NULL, "prompt", NULL, "'prompt' must be a string or an array of token ids");
+}
+
+/* Validate messages and copy them with content flattened to a string. */
+static int parse_messages(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
+    static const char *roles[] = {"system", "developer", "user", "assistant", "tool"};
+    json_t *m = field(root, "messages");
+    if (!m) return ea_oai_fail(e, 400, NULL, "messages", NULL, "'messages' is required");
+    if (!json_is_array(m)) return ea_oai_fail(e, 400, NULL, "messages", NULL, "'messages' must be an array");
+    if (json_array_size(m) == 0) return ea_oai_fail(e, 400, NULL, "messages", NULL, "'messages' must not be empty");
+    json_t *out = json_array();
+    if (!out) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+    size_t i;
+    json_t *msg;
+    json_array_foreach(m, i, msg) {
+        char param[64];
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(msg)) {
+            json_decref(out);
+            return ea_oai_fail(e, 400, NULL, param, NULL, "'%s' must be an object", param);
+        }
+        json_t *role = json_object_get(msg, "role");
+        int known = 0;
+        for (size_t k = 0; json_is_string(role) && k < sizeof roles / sizeof roles[0]; k++)
+            known |= strcmp(json_string_value(role), roles[k]) == 0;
+        if (!known) {
+            json_decref(out);
+            snprintf(param, sizeof param, "messages[%zu].role", i);
+            return ea_oai_fail(e, 400, NULL, param, NULL,
+                               "'%s' must be one of system, developer, user, assistant, tool", param);
+        }
+        json_t *c = json_object_get(msg, "content");
+        ea_sbuf text = {0};
+        ea_sbuf_puts(&text, "");
+        if (json_is_string(c)) {
+            ea_sbuf_append(&text, json_string_value(c), json_string_length(c));
+        } else if (json_is_array(c)) {
+            size_t k;
+            json_t *part;
+            json_array_foreach(c, k, part) {
+                json_t *t = json_object_get(part, "text");
+                if (!json_is_object(part) || !json_is_string(json_object_get(part, "type")) ||
+                    strcmp(json_string_value(json_object_get(part, "type")), "text") != 0 || !json_is_string(t)) {
+                    json_decref(out);
+                    ea_sbuf_deinit(&text);
+                    snprintf(param, sizeof param, "messages[%zu].content[%zu]", i, k);
+                    return ea_oai_fail(e, 400, NULL, param, NULL,
+                                       "'%s' must be {\"type\": \"text\", \"text\": string} (only text is supported)",
+                                       param);
+                }
+                ea_sbuf_append(&text, json_string_value(t), json_string_length(t));
+            }
+        } else if (!(c == NULL || json_is_null(c)) || strcmp(json_string_value(role), "assistant") != 0) {
+            json_decref(out);
+            ea_sbuf_deinit(&text);
+            snprintf(param, sizeof param, "messages[%zu].content", i);
+            return ea_oai_fail(e, 400, NULL, param, NULL, "'%s' must be a string or an array of text parts", param);
+        }
+        json_t *copy = json_deep_copy(msg);
+        if (!copy || text.failed ||
+            json_object_set_new(copy, "content", json_stringn(text.data, text.len)) != 0 ||
+            json_array_append_new(out, copy) != 0) {
+            json_decref(out);
+            ea_sbuf_deinit(&text);
+            return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+        }
+        ea_sbuf_deinit(&text);
+    }
+    r->messages = out;
+    return 0;
+}
+
+static int parse_stop(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
+    json_t *s = field(root, "stop");
+    if (!s) return 0;
+    const json_t *items[EA_MAX_STOP];
+    int n = 0;
+    if (json_is_string(s)) {
+        items[n++] = s;
+    } else if (json_is_array(s)) {
+        if (json_array_size(s) > EA_MAX_STOP)
+            return ea_oai_fail(e, 400, NULL, "stop", NULL, "at most %d stop sequences are supported", EA_MAX_STOP);
+        for (size_t i = 0; i < json_array_size(s); i++) items[n++] = json_array_get(s, i);
+    } else {
+        return ea_oai_fail(e, 400, NULL, "stop", NULL, "'stop' must be a string or an array of strings");
+    }
+    for (int i = 0; i < n; i++) {
+        if (!json_is_string(items[i]))
+            return ea_oai_fail(e, 400, NULL, "stop", NULL, "'stop' must be a string or an array of strings");
+        size_t len = json_string_length(items[i]);
+        if (len == 0 || len > 255)
+            return ea_oai_fail(e, 400, NULL, "stop", NULL, "each stop sequence must be 1 to 255 bytes long");
+        r->stop_store[i] = ea_strndup(json_string_value(items[i]), len);
+        if (!r->stop_store[i]) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+        r->params.stop[i] = r->stop_store[i];
+    }
+    r->params.n_stop = n;
+    return 0;
+}
+
+/* Fields we refuse rather than silently ignore. */
+static int parse_unsupported(const json_t *root, ea_oai_error *e) {
+    int b = 0;
+    if (get_bool(root, "echo", &b, e)) return -1;
+    if (b) return ea_oai_fail(e, 400, NULL, "echo", NULL, "'echo' is not supported");
+    if (field(root, "suffix")) return ea_oai_fail(e, 400, NULL, "suffix", NULL, "'suffix' is not supported");
+    long long best_of = 1;
+    int given;
+    if (get_int(root, "best_of", 1, 1, &best_of, &given, e)) return -1;
+    static const char *tools[] = {"tools", "functions", "tool_choice", "function_call"};
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+        json_t *v = field(root, tools[i]);
+        if (v && !(json_is_array(v) && json_array_size(v) == 0) &&
+            !(json_is_string(v) && strcmp(json_string_value(v), "none") == 0))
+            return ea_oai_fail(e, 400, NULL, tools[i], NULL, "'%s' is not supported", tools[i]);
+    }
+    json_t *rf = field(root, "response_format");
+    if (rf) {
+        json_t *t = json_object_get(rf, "type");
+        if (!json_is_object(rf) || !json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
+            return ea_oai_fail(e, 400, NULL, "response_format", NULL, "only response_format {\"type\": \"text\"} is supported");
+    }
+    json_t *lb = field(root, "logit_bias");
+    if (lb && !(json_is_object(lb) && json_object_size(lb) == 0))
+        return ea_oai_fail(e, 400, NULL, "logit_bias", NULL, "'logit_bias' is not supported");
+    return 0;
+}
+
+static int parse_sampling(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
+    ea_sampling_params *sp = &r->params.sp;
+    ea_sampling_defaults(sp);
+    sp->temperature = 1.0f;
+    sp->top_p = 1.0f;
+    double d;
+    d = sp->temperature;
+    if (get_num(root, "temperature", 0, 1e6, 0, &d, e)) return -1;
+    sp->temperature = (float)d;
+    d = sp->top_p;
+    if (get_num(root, "top_p", 0, 1, 1, &d, e)) return -1;
+    sp->top_p = (float)d;
+    d = sp->min_p;
+    if (get_num(root, "min_p", 0, 1, 0, &d, e)) return -1;
+    sp->min_p = (float)d;
+    d = sp->presence_penalty;
+    if (get_num(root, "presence_penalty", -2, 2, 0, &d, e)) return -1;
+    sp->presence_penalty = (float)d;
+    d = sp->frequency_penalty;
+    if (get_num(root, "frequency_penalty", -2, 2, 0, &d, e)) return -1;
+    sp->frequency_penalty = (float)d;
+    d = sp->repetition_penalty;
+    if (get_num(root, "repetition_penalty", 0, 100, 1, &d, e)) return -1;
+    sp->repetition_penalty = (float)d;
+    long long v;
+    int given;
+    if (get_int(root, "top_k", -1, INT_MAX, &v, &given, e)) return -1;
+    if (given) sp->top_k = v <= 0 ? 0 : (int)v;
+    if (get_int(root, "seed", LLONG_MIN, LLONG_MAX, &v, &given, e)) return -1;
+    if (given) {
+        sp->seed = (uint64_t)v;
+        r->seed_given = 1;
+    }
+    return 0;
+}
+
+static int parse_logprobs(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
+    long long v;
+    int given;
+    if (r->kind == EA_OAI_COMPLETIONS) {
+        json_t *lp = field(root, "logprobs");
+        if (lp && json_is_boolean(lp))
+            return ea_oai_fail(e, 400, NULL, "logprobs", NULL, "'logprobs' must be an integer for completions");
+        if (get_int(root, "logprobs", 0, EA_MAX_TOP_LOGPROBS, &v, &given, e)) return -1;
+        if (given) {
+            r->params.logprobs = 1;
+            r->params.top_logprobs = (int)v;
+        }
+        return 0;
+    }
+    int want = 0;
+    if (get_bool(root, "logprobs", &want, e)) return -1;
+    if (get_int(root, "top_logprobs", 0, EA_MAX_TOP_LOGPROBS, &v, &given, e)) return -1;
+    if (given && !want)
+        return ea_oai_fail(e, 400, NULL, "top_logprobs", NULL, "'top_logprobs' needs 'logprobs': true");
+    r->params.logprobs = want;
+    r->params.top_logprobs = given ? (int)v : 0;
+    return 0;
+}
+
+static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
+    json_t *m = field(root, "model");
+    if (m) {
+        if (!json_is_string(m)) return ea_oai_fail(e, 400, NULL, "model", NULL, "'model' must be a string");
+        if (!(r->model = ea_strdup(json_string_value(m)))) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+    }
+    if (r->kind == EA_OAI_COMPLETIONS ? parse_prompt(root, r, e) : parse_messages(root, r, e)) return -1;
+    long long v;
+    int given;
+    if (get_int(root, "max_tokens", 1, INT_MAX, &v, &given, e)) return -1;
+    if (given) r->max_tokens = (int)v;
+    if (get_int(root, "max_completion_tokens", 1, INT_MAX, &v, &given, e)) return -1;
+    if (given) r->max_tokens = (int)v;
+    if (get_int(root, "n", 1, 1, &v, &given, e)) return -1;
+    if (get_bool(root, "stream", &r->stream, e)) return -1;
+    json_t *so = field(root, "stream_options");
+    if (so) {
+        if (!json_is_object(so))
+            return ea_oai_fail(e, 400, NULL, "stream_options", NULL, "'stream_options' must be an object");
+        if (!r->stream)
+            return ea_oai_fail(e, 400, NULL, "stream_options", NULL, "'stream_options' is only allowed with 'stream': true");
+        if (get_bool(so, "include_usage", &r->include_usage, e)) return -1;
+    }
+    if (get_bool(root, "ignore_eos", &r->params.ignore_eos, e)) return -1;
+    if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) ||
+        parse_logprobs(root, r, e))
+        return -1;
+    return 0;
+}
+
+int ea_oai_parse(ea_oai_kind kind, const char *body, size_t len, ea_oai_request *r, ea_oai_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    json_t *root;
+    if (parse_body(body, len, &root, e)) return -1;
+    int rc = parse_fields(root, r, e);
+    json_decref(root);
+    if (rc) ea_oai_request_deinit(r);
+    return rc;
+}
+
+/* ---- prepare: tokens, lengths, defaults ---------------------------------------- */
+
+static int tok_fail(ea_oai_error *e, ea_status s, const char *what) {
+    const char *m = ea_errmsg();
+    if (s == EA_ERR_NOMEM) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+    return ea_oai_fail(e, 400, NULL, what, NULL, "%s: %s", what, m[0] ? m : ea_status_text(s));
+}
+
+static int check_ids(const int32_t *ids, int n, int vocab, const char *param, ea_oai_error *e) {
+    for (int i = 0; i < n; i++)
+        if (vocab > 0 && ids[i] >= vocab)
+            return ea_oai_fail(e, 400, NULL, param, NULL, "'%s[%d]' = %d is not a token id (vocabulary size %d)", param,
+                               i, (int)ids[i], vocab);
+    return 0;
+}
+
+int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, uint64_t seed, ea_oai_error *e) {
+    ea_status s;
+    if (r->kind == EA_OAI_CHAT) {
+        if ((s = ops->render_chat(ops->ctx, r->messages, 1, &r->prompt_text)) != EA_OK)
+            return tok_fail(e, s, "messages");
+    }
+    if (r->prompt_text) {
+        if ((s = ops->encode(ops->ctx, r->prompt_text, strlen(r->prompt_text), &r->prompt_ids, &r->n_prompt)) != EA_OK)
+            return tok_fail(e, s, r->kind == EA_OAI_CHAT ? "messages" : "prompt");
+    } else if (check_ids(r->prompt_ids, r->n_prompt, ops->vocab, "prompt", e)) {
+        return -1;
+    }
+    const char *what = r->kind == EA_OAI_CHAT ? "messages" : "prompt";
+    if (r->n_prompt <= 0) return ea_oai_fail(e, 400, NULL, what, NULL, "the prompt is empty after tokenization");
+    if (r->n_prompt >= ctx_len)
+        return ea_oai_fail(e, 400, NULL, what, "context_length_exceeded",
+                           "This model's maximum context length is %d tokens. However, your prompt has %d tokens "
+                           "(leaving no room for the completion).",
+                           ctx_len, r->n_prompt);
+    int room = ctx_len - r->n_prompt;
+    if (r->max_tokens > room)
+        return ea_oai_fail(e, 400, NULL, "max_tokens", "context_length_exceeded",
+                           "This model's maximum context length is %d tokens. However, you requested %lld tokens "
+                           "(%d in the prompt, %d for the completion). Reduce the prompt or max_tokens.",
+                           ctx_len, (long long)r->n_prompt + r->max_tokens, r->n_prompt, r->max_tokens);
+    if (r->max_tokens == 0) r->max_tokens = r->kind == EA_OAI_COMPLETIONS && room > 16 ? 16 : room;
+    r->params.prompt = r->prompt_ids;
+    r->params.n_prompt = r->n_prompt;
+    r->params.max_tokens = r->max_tokens;
+    if (!r->seed_given) r->params.sp.seed = seed;
+    return 0;
+}
+
+/* ---- /tokenize, /detokenize, /v1/models ------------------------------------------ */
+
+int ea_oai_tokenize(const char *body, size_t len, const ea_text_ops *ops, int ctx_len, ea_sbuf *out,
+                    ea_oai_error *e) {
+    json_t *root;
+    if (parse_body(body, len, &root, e)) return -1;
+    ea_oai_request r = {0};
+    int rc = -1;
+    if (field(root, "messages")) {
+        r.kind = EA_OAI_CHAT;
+        int agp = 1;
+        if (get_bool(root, "add_generation_prompt", &agp, e) || parse_messages(root, &r, e)) goto done;
+        ea_status s = ops->render_chat(ops->ctx, r.messages, agp, &r.prompt_text);
+        if (s != EA_OK) {
+            tok_fail(e, s, "messages");
+            goto done;
+        }
+    } else {
+        json_t *p = field(root, "prompt");
+        if (!json_is_string(p)) {
+            ea_oai_fail(e, 400, NULL, "prompt", NULL, "'prompt' (a string) or 'messages' is required");
+            goto done;
+        }
+        if (!(r.prompt_text = ea_strndup(json_string_value(p), json_string_length(p)))) {
+            ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+            goto done;
+        }
+    }
+    if (r.prompt_text[0]) {
+        ea_status s = ops->encode(ops->ctx, r.prompt_text, strlen(r.prompt_text), &r.prompt_ids, &r.n_prompt);
+        if (s != EA_OK) {
+            tok_fail(e, s, "prompt");
+            goto done;
+        }
+    }
+    json_t *ids = json_array();
+    for (int i = 0; i < r.n_prompt; i++) json_array_append_new(ids, json_integer(r.prompt_ids[i]));
+    json_t *o = json_pack("{s:i,s:i,s:o}", "count", r.n_prompt, "max_model_len", ctx_len, "tokens", ids);
+    ea_sbuf_json(out, o);
+    json_decref(o);
+    rc = 0;
+done:
+    ea_oai_request_deinit(&r);
+    json_decref(root);
+    return rc;
+}
+
+int ea_oai_detokenize(const char *body, size_t len, const ea_text_ops *ops, ea_sbuf *out, ea_oai_error *e) {
+    json_t *root;
+    if (parse_body(body, len, &root, e)) return -1;
+    json_t *t = field(root, "tokens");
+    int32_t *ids = NULL;
+    int n = 0, rc = -1;
+    char *text = NULL;
+    size_t tlen = 0;
+    if (!json_is_array(t)) {
+        ea_oai_fail(e, 400, NULL, "tokens", NULL, "'tokens' must be an array of token ids");
+        goto done;
+    }
+    if (json_array_size(t) > 0 &&
+        (parse_ids(t, "tokens", &ids, &n, e) || check_ids(ids, n, ops->vocab, "tokens", e)))
+        goto done;
+    ea_status s = ops->decode(ops->ctx, ids, n, &text, &tlen);
+    if (s != EA_OK) {
+        tok_fail(e, s, "tokens");
+        goto done;
+    }
+    json_t *o = json_pack("{s:o}", "prompt", jstr(text ? text : "", text ? tlen : 0));
+    ea_sbuf_json(out, o);
+    json_decref(o);
+    rc = 0;
+done:
+    ea_free(ids);
+    ea_free(text);
+    json_decref(root);
+    return rc;
+}
+
+void ea_oai_render_models(const char *model, int ctx_len, long created, ea_sbuf *out) {
+    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:i}", "id", model, "object", "model", "created", (json_int_t)created,
+                          "owned_by", "eaas", "max_model_len", ctx_len);
+    json_t *o = json_pack("{s:s,s:[o]}", "object", "list", "data", m);
+    ea_sbuf_json(out, o);
+    json_decref(o);
+}
+
+/* ---- responses ------------------------------------------------------------------- */
+
+const char *ea_oai_finish_name(ea_finish f) {
+    switch (f) {
+    case EA_FINISH_STOP: return "stop";
+    case EA_FINISH_LENGTH: return "length";
+    case EA_FINISH_CANCELLED: return "abort";
+    default: return NULL;
+    }
+}
+
+void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, uint64_t req_id, const char *model,
+                        long created, const ea_text_ops *ops) {
+    memset(o, 0, sizeof *o);
+    o->kind = r->kind;
+    snprintf(o->id, sizeof o->id, "%s-%llu", r->kind == EA_OAI_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)req_id);
+    o->created = created;
+    o->model = model;
+    o->logprobs = r->params.logprobs;
+    o->top_logprobs = r->params.top_logprobs;
+    o->include_usage = r->include_usage;
+    o->ops = ops;
+}
+
+void ea_oai_output_deinit(ea_oai_output *o) {
+    ea_sbuf_deinit(&o->text);
+    json_decref(o->lp);
+    memset(o, 0, sizeof *o);
+}
+
+/* The raw bytes of one token. */
+static char *token_bytes(const ea_oai_output *o, int32_t id, size_t *len) {
+    char *t = NULL;
+    *len = 0;
+    if (o->ops && o->ops->decode && o->ops->decode(o->ops->ctx, &id, 1, &t, len) == EA_OK && t) return t;
+    ea_free(t);
+    *len = 0;
+    return NULL;
+}
+
+static json_t *byte_array(const char *t, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer((unsigned char)t[i]));
+    return a;
+}
+
+/* Chat: one entry of logprobs.content. */
+static json_t *chat_lp_entry(const ea_oai_output *o, int32_t id, float lp) {
+    size_t n;
+    char *t = token_bytes(o, id, &n);
+    json_t *v = json_pack("{s:o,s:o,s:o}", "token", jstr(t ? t : "", n), "logprob", jnum(lp), "bytes",
+                          byte_array(t, n));
+    ea_free(t);
+    return v;
+}
+
+/* Add one TOKEN event's logprobs to lp (chat: {"content": [...]}; completions:
+ * {"tokens", "token_logprobs", "top_logprobs", "text_offset"}). */
+static void add_logprobs(const ea_oai_output *o, json_t *lp, const ea_event *ev, size_t text_offset) {
+    if (o->kind == EA_OAI_CHAT) {
+        json_t *entry = chat_lp_entry(o, ev->token, ev->logprob);
+        json_t *top = json_array();
+        for (int i = 0; i < ev->n_top && i < o->top_logprobs; i++)
+            json_array_append_new(top, chat_lp_entry(o, ev->top_ids[i], ev->top_lp[i]));
+        json_object_set_new(entry, "top_logprobs", top);
+        json_array_append_new(json_object_get(lp, "content"), entry);
+        return;
+    }
+    size_t n;
+    char *t = token_bytes(o, ev->token, &n);
+    json_array_append_new(json_object_get(lp, "tokens"), jstr(t ? t : "", n));
+    ea_free(t);
+    json_array_append_new(json_object_get(lp, "token_logprobs"), jnum(ev->logprob));
+    json_t *top = json_object();
+    for (int i = 0; i < ev->n_top && i < o->top_logprobs; i++) {
+        t = token_bytes(o, ev->top_ids[i], &n);
+        json_t *key = jstr(t ? t : "", n);
+        ea_free(t);
+        if (key && !json_object_get(top, json_string_value(key)))
+            json_object_set_new(top, json_string_value(key), jnum(ev->top_lp[i]));
+        json_decref(key);
+    }
+    json_array_append_new(json_object_get(lp, "top_logprobs"), top);
+    json_array_append_new(json_object_get(lp, "text_offset"), json_integer((json_int_t)text_offset));
+}
+
+static json_t *new_logprobs(ea_oai_kind kind) {
+    if (kind == EA_OAI_CHAT) return json_pack("{s:[]}", "content");
+    return json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+}
+
+void ea_oai_output_add(ea_oai_output *o, const ea_event *tok) {
+    if (o->logprobs) {
+        if (!o->lp) o->lp = new_logprobs(o->kind);
+        add_logprobs(o, o->lp, tok, o->text.len);
+    }
+    ea_sbuf_append(&o->text, tok->text, (size_t)tok->text_len);
+    o->n_tokens++;
+}
+
+static json_t *usage_json(const ea_event *done) {
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", done->prompt_tokens, "completion_tokens",
+                     done->completion_tokens, "total_tokens", done->prompt_tokens + done->completion_tokens,
+                     "prompt_tokens_details", "cached_tokens", done->cached_tokens);
+}
+
+static json_t *envelope(const ea_oai_output *o, const char *object) {
+    return json_pack("{s:s,s:s,s:I,s:s}", "id", o->id, "object", object, "created", (json_int_t)o->created, "model",
+                     o->model);
+}
+
+static json_t *finish_json(ea_finish f) {
+    const char *n = ea_oai_finish_name(f);
+    return n ? json_string(n) : json_null();
+}
+
+void ea_oai_render_final(ea_oai_output *o, const ea_event *done, ea_sbuf *out) {
+    json_t *text = jstr(o->text.data ? o->text.data : "", o->text.len);
+    json_t *lp = o->lp ? json_incref(o->lp) : o->logprobs ? new_logprobs(o->kind) : json_null();
+    json_t *choice;
+    json_t *root;
+    if (o->kind == EA_OAI_CHAT) {
+        choice = json_pack("{s:i,s:{s:s,s:o},s:o,s:o}", "index", 0, "message", "role", "assistant", "content", text,
+                           "logprobs", lp, "finish_reason", finish_json(done->finish));
+        root = envelope(o, "chat.completion");
+    } else {
+        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "text", text, "logprobs", lp, "finish_reason",
+                           finish_json(done->finish));
+        root = envelope(o, "text_completion");
+    }
+    json_object_set_new(root, "choices", json_pack("[o]", choice));
+    json_object_set_new(root, "usage", usage_json(done));
+    ea_sbuf_json(out, root);
+    json_decref(root);
+}
+
+static void sse(ea_sbuf *out, json_t *chunk) {
+    ea_sbuf_puts(out, "data: ");
+    ea_sbuf_json(out, chunk);
+    ea_sbuf_puts(out, "\n\n");
+    json_decref(chunk);
+}
+
+/* A chunk with one choice; delta is chat's delta object or completions' text. */
+static json_t *chunk(const ea_oai_output *o, json_t *delta, json_t *lp, json_t *finish) {
+    json_t *root = envelope(o, o->kind == EA_OAI_CHAT ? "chat.completion.chunk" : "text_completion");
+    json_t *choice = o->kind == EA_OAI_CHAT
+                         ? json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "delta", delta, "logprobs", lp, "finish_reason", finish)
+                         : json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "text", delta, "logprobs", lp, "finish_reason", finish);
+    json_object_set_new(root, "choices", json_pack("[o]", choice));
+    if (o->include_usage) json_object_set_new(root, "usage", json_null());
+    return root;
+}
+
+void ea_oai_stream_start(ea_oai_output *o, ea_sbuf *out) {
+    if (o->kind != EA_OAI_CHAT) return;
+    sse(out, chunk(o, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), json_null(), json_null()));
+}
+
+void ea_oai_stream_token(ea_oai_output *o, const ea_event *tok, ea_sbuf *out) {
+    size_t offset = o->text_offset;
+    o->text_offset += (size_t)tok->text_len;
+    o->n_tokens++;
+    if (tok->text_len == 0 && !o->logprobs) return;
+    json_t *lp = json_null();
+    if (o->logprobs) {
+        lp = new_logprobs(o->kind);
+        add_logprobs(o, lp, tok, offset);
+    }
+    json_t *text = jstr(tok->text, (size_t)tok->text_len);
+    json_t *delta = o->kind == EA_OAI_CHAT ? json_pack("{s:o}", "content", text) : text;
+    sse(out, chunk(o, delta, lp, json_null()));
+}
+
+void ea_oai_stream_end(ea_oai_output *o, const ea_event *done, ea_sbuf *out) {
+    json_t *delta = o->kind == EA_OAI_CHAT ? json_object() : json_string("");
+    sse(out, chunk(o, delta, json_null(), finish_json(done->finish)));
+    if (o->include_usage) {
+        json_t *root = envelope(o, o->kind == EA_OAI_CHAT ? "chat.completion.chunk" : "text_completion");
+        json_object_set_new(root, "choices", json_array());
+        json_object_set_new(root, "usage", usage_json(done));
+        sse(out, root);
+    }
+    ea_sbuf_puts(out, "data: [DONE]\n\n");
+}
+
+void ea_oai_stream_error(const ea_oai_error *e, ea_sbuf *out) {
+    ea_sbuf_puts(out, "data: ");
+    ea_oai_render_error(e, out);
+    ea_sbuf_puts(out, "\n\ndata: [DONE]\n\n");
+}

@@ -1,0 +1,36 @@
+/*
+ * sbuf.h — a growable byte buffer for building HTTP bodies (JSON, SSE,
+ * Prometheus text) without fixed-size truncation.
+ *
+ *   ea_sbuf b = {0};
+ *   ea_sbuf_printf(&b, "eaas:num_requests_running %d\n", n);
+ *   ... b.data (NUL-terminated, owns), b.len ...
+ *   ea_sbuf_deinit(&b);
+ *
+ * Once an allocation fails, b.failed is set and later appends do nothing, so
+ * a caller checks once at the end instead of after every append.
+ */
+#ifndef EA_SBUF_H
+#define EA_SBUF_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef struct {
+    char *data; /* owns; NUL-terminated when len > 0 or after any append */
+    size_t len;
+    size_t cap;
+    int failed;
+} ea_sbuf;
+
+void ea_sbuf_deinit(ea_sbuf *b);
+void ea_sbuf_reset(ea_sbuf *b); /* len = 0, keeps the storage */
+void ea_sbuf_append(ea_sbuf *b, const void *data, size_t n);
+void ea_sbuf_puts(ea_sbuf *b, const char *s);
+void ea_sbuf_printf(ea_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Compact JSON of v (keys in insertion order). */
+void ea_sbuf_json(ea_sbuf *b, const json_t *v);
+/* Hand the storage to the caller (NULL if failed); b is empty afterwards. */
+char *ea_sbuf_take(ea_sbuf *b, size_t *len);
+
+#endif
