@@ -16,7 +16,17 @@
  * One JSON line per point:
  *   {"bench":"matmul","isa":..,"dtype":..,"m":..,"n":..,"k":..,"threads":..,
  *    "gflops":..,"gbps":..,"us":..}   gbps = weight bytes / time
+ *
+ *   bench_matmul --onednn [--m LIST] [--shapes LIST] [--secs S]
+ * runs, side by side on the same bf16 weights (one copy, no rotation), our
+ * "amx" kernel and oneDNN's matmul (libdnnl, loaded with dlopen so nothing
+ * else links it; bf16 src converted before timing, bf16 W as (n, k) "ba",
+ * f32 dst; OpenMP threads = OMP_NUM_THREADS) and prints "isa":"onednn" lines.
+ * Extra shapes for this mode: c64 = 768x1024 at m 64, c512 = 1024x1024 at m 512
+ * (the figures quoted in issue 3).
  */
+#include <dlfcn.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,10 +64,164 @@ static int in_list_int(const char *list, int v) {
     return in_list(list, b);
 }
 
+/* ---- oneDNN comparison (dlopen) ------------------------------------------------ */
+
+typedef struct {
+    dnnl_status_t (*engine_create)(dnnl_engine_t *, dnnl_engine_kind_t, size_t);
+    dnnl_status_t (*stream_create)(dnnl_stream_t *, dnnl_engine_t, unsigned);
+    dnnl_status_t (*md_init)(dnnl_memory_desc_t *, int, const dnnl_dims_t, dnnl_data_type_t, dnnl_format_tag_t);
+    dnnl_status_t (*matmul_init)(dnnl_matmul_desc_t *, const dnnl_memory_desc_t *, const dnnl_memory_desc_t *,
+                                 const dnnl_memory_desc_t *, const dnnl_memory_desc_t *);
+    dnnl_status_t (*pd_create)(dnnl_primitive_desc_t *, const_dnnl_op_desc_t, const_dnnl_primitive_attr_t,
+                               dnnl_engine_t, const_dnnl_primitive_desc_t);
+    dnnl_status_t (*prim_create)(dnnl_primitive_t *, const_dnnl_primitive_desc_t);
+    dnnl_status_t (*mem_create)(dnnl_memory_t *, const dnnl_memory_desc_t *, dnnl_engine_t, void *);
+    dnnl_status_t (*execute)(const_dnnl_primitive_t, dnnl_stream_t, int, const dnnl_exec_arg_t *);
+    dnnl_status_t (*wait)(dnnl_stream_t);
+} dnnl_api;
+
+static int dnnl_load(dnnl_api *a) {
+    void *h = dlopen("libdnnl.so.2", RTLD_NOW);
+    if (!h) h = dlopen("libdnnl.so", RTLD_NOW);
+    if (!h) return 0;
+#define LOAD(f, name) \
+    if (!(*(void **)&a->f = dlsym(h, name))) return 0;
+    LOAD(engine_create, "dnnl_engine_create")
+    LOAD(stream_create, "dnnl_stream_create")
+    LOAD(md_init, "dnnl_memory_desc_init_by_tag")
+    LOAD(matmul_init, "dnnl_matmul_desc_init")
+    LOAD(pd_create, "dnnl_primitive_desc_create")
+    LOAD(prim_create, "dnnl_primitive_create")
+    LOAD(mem_create, "dnnl_memory_create")
+    LOAD(execute, "dnnl_primitive_execute")
+    LOAD(wait, "dnnl_stream_wait")
+#undef LOAD
+    return 1;
+}
+
+static double time_loop(double secs, void (*fn)(void *), void *arg) {
+    fn(arg);
+    int iters = 0;
+    double t0 = ea_now_s(), t;
+    do {
+        fn(arg);
+        iters++;
+        t = ea_now_s() - t0;
+    } while (t < secs);
+    return t / iters;
+}
+
+typedef struct {
+    dnnl_api *a;
+    dnnl_primitive_t prim;
+    dnnl_stream_t stream;
+    dnnl_exec_arg_t args[3];
+} dnnl_run;
+
+static void dnnl_once(void *arg) {
+    dnnl_run *r = arg;
+    r->a->execute(r->prim, r->stream, 3, r->args);
+    r->a->wait(r->stream);
+}
+
+typedef struct {
+    ea_kctx *ctx;
+    ea_tensor *w;
+    const float *x;
+    int m;
+    float *y;
+} ours_run;
+
+static void ours_once(void *arg) {
+    ours_run *r = arg;
+    ea_k_matmul(r->ctx, r->w, r->x, r->m, r->y);
+}
+
+static int run_onednn(const char *mlist, const char *shl, double secs, int nt) {
+    dnnl_api a;
+    memset(&a, 0, sizeof a);
+    if (!dnnl_load(&a)) {
+        fprintf(stderr, "bench_matmul: libdnnl not found (Debian libdnnl-dev)\n");
+        return 1;
+    }
+    static const struct {
+        const char *name;
+        int m, n, k;
+    } cs[] = {{"c64", 64, 768, 1024},  {"c512", 512, 1024, 1024}, {"up", 64, 384, 1024}, {"down", 64, 1024, 384},
+              {"up", 512, 384, 1024},  {"down", 512, 1024, 384},  {"q", 512, 2048, 1024}, {"up", 8, 384, 1024},
+              {"q", 1, 2048, 1024}};
+    dnnl_engine_t eng;
+    dnnl_stream_t st;
+    if (a.engine_create(&eng, dnnl_cpu, 0) || a.stream_create(&st, eng, dnnl_stream_default_flags)) return 1;
+    ea_pool *pool = NULL;
+    ea_kctx *ctx = NULL;
+    if (ea_pool_create(nt, &pool) != EA_OK || ea_kctx_create(pool, 512, 2048, &ctx) != EA_OK ||
+        ea_kctx_set_isa(ctx, "amx") != EA_OK) {
+        fprintf(stderr, "bench_matmul: %s\n", ea_errmsg());
+        return 1;
+    }
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        if (!in_list(shl, cs[c].name) || !in_list_int(mlist, cs[c].m)) continue;
+        int m = cs[c].m, n = cs[c].n, k = cs[c].k;
+        float *x = ea_aligned_alloc(64, (size_t)m * k * 4), *y = ea_aligned_alloc(64, (size_t)m * n * 4);
+        uint16_t *xb = ea_aligned_alloc(64, (size_t)m * k * 2), *wb = ea_aligned_alloc(64, (size_t)n * k * 2);
+        for (size_t i = 0; i < (size_t)m * k; i++) {
+            x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+            xb[i] = ea_f32_to_bf16(x[i]);
+        }
+        for (size_t i = 0; i < (size_t)n * k; i++) wb[i] = ea_f32_to_bf16((float)((i * 7919u) % 2001) / 1000.0f - 1.0f);
+        ea_tensor wt = {"w", EA_BF16, 2, {n, k, 0, 0}, wb, (size_t)n * k * 2};
+        ours_run orun = {ctx, &wt, x, m, y};
+        double t_ours = time_loop(secs, ours_once, &orun);
+
+        dnnl_memory_desc_t sd, wd, dd;
+        dnnl_dims_t sdim = {m, k}, wdim = {k, n}, ddim = {m, n};
+        dnnl_matmul_desc_t md;
+        dnnl_primitive_desc_t pd;
+        dnnl_run r = {&a, NULL, st, {{0}}};
+        dnnl_memory_t ms, mw, mdst;
+        if (a.md_init(&sd, 2, sdim, dnnl_bf16, dnnl_ab) || a.md_init(&wd, 2, wdim, dnnl_bf16, dnnl_ba) ||
+            a.md_init(&dd, 2, ddim, dnnl_f32, dnnl_ab) || a.matmul_init(&md, &sd, &wd, NULL, &dd) ||
+            a.pd_create(&pd, &md, NULL, eng, NULL) || a.prim_create(&r.prim, pd) || a.mem_create(&ms, &sd, eng, xb) ||
+            a.mem_create(&mw, &wd, eng, wb) || a.mem_create(&mdst, &dd, eng, y)) {
+            fprintf(stderr, "bench_matmul: oneDNN setup failed for %dx%dx%d\n", m, n, k);
+            return 1;
+        }
+        r.args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, ms};
+        r.args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, mw};
+        r.args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, mdst};
+        double t_dnnl = time_loop(secs, dnnl_once, &r);
+        double fl = 2.0 * m * (double)n * k;
+        const char *omp = getenv("OMP_NUM_THREADS");
+        printf("{\"bench\":\"matmul\",\"isa\":\"amx\",\"dtype\":\"bf16\",\"shape\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
+               "\"threads\":%d,\"gflops\":%.1f,\"gbps\":%.2f,\"us\":%.1f}\n",
+               cs[c].name, m, n, k, nt, fl / t_ours / 1e9, (double)n * k * 2 / t_ours / 1e9, t_ours * 1e6);
+        printf("{\"bench\":\"matmul\",\"isa\":\"onednn\",\"dtype\":\"bf16\",\"shape\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
+               "\"threads\":\"%s\",\"gflops\":%.1f,\"gbps\":%.2f,\"us\":%.1f}\n",
+               cs[c].name, m, n, k, omp ? omp : "default", fl / t_dnnl / 1e9, (double)n * k * 2 / t_dnnl / 1e9,
+               t_dnnl * 1e6);
+        fflush(stdout);
+        ea_aligned_free(x);
+        ea_aligned_free(y);
+        ea_aligned_free(xb);
+        ea_aligned_free(wb);
+    }
+    ea_kctx_destroy(ctx);
+    ea_pool_destroy(pool);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *isas = NULL, *dtypes = "bf16,q8_0", *threads = "1,2", *mlist = "1,8,64,512", *shl = NULL;
     double secs = 0.3;
     size_t ws_mb = 1024;
+    int onednn = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--onednn")) {
+            onednn = 1;
+            for (int q = i; q + 1 < argc; q++) argv[q] = argv[q + 1];
+            argc--;
+        }
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--isa")) isas = argv[i + 1];
         else if (!strcmp(argv[i], "--dtype")) dtypes = argv[i + 1];
@@ -71,6 +235,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (onednn) return run_onednn(mlist, shl, secs, in_list_int(threads, 1) && !in_list_int(threads, 2) ? 1 : 2);
     const int maxm = 512, maxk = 2048;
     float *x = ea_aligned_alloc(64, (size_t)maxm * maxk * sizeof(float));
     size_t ny = (size_t)8 * 151936 > (size_t)maxm * maxk ? (size_t)8 * 151936 : (size_t)maxm * maxk;

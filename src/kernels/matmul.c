@@ -40,9 +40,10 @@ struct ea_kctx {
     int max_m, max_k;
     ea__isa isa;
     int has_vnni; /* avx512 q8 kernel usable */
-    int8_t *xq;   /* owns: max_m * max_k */
-    float *xd;    /* owns: max_m * max_k/32 */
-    uint16_t *xp; /* owns: AMX packed X, or NULL */
+    int8_t *xq;   /* owns: xq_cap bytes (q8 activations of a batch) */
+    float *xd;    /* owns: xd_cap floats (their block scales) */
+    uint16_t *xp; /* owns: xp_cap bytes, AMX packed X, or NULL */
+    size_t xq_cap, xd_cap, xp_cap;
     uint8_t *tscratch; /* owns: n_threads * tscratch_bytes */
     size_t tscratch_bytes;
 };
@@ -104,7 +105,9 @@ ea_status ea_kctx_set_isa(ea_kctx *ctx, const char *isa) {
     if (!ea__cpu_has((ea__isa)i, &ctx->has_vnni))
         return ea_err(EA_ERR_UNSUPPORTED, "ISA '%s' is not supported by this CPU", isa);
     if (i == EA__ISA_AMX && !ctx->xp) {
-        ctx->xp = ea_aligned_alloc(64, ea__amx_pack_bytes(ctx->max_m, ctx->max_k));
+        /* one product of max_m x max_k, plus slack for the 16-row padding of small batch members */
+        ctx->xp_cap = ea__amx_pack_bytes(ctx->max_m, ctx->max_k) + (size_t)16 * EA__AMX_TB * (size_t)ctx->max_k * 2;
+        ctx->xp = ea_aligned_alloc(64, ctx->xp_cap);
         if (!ctx->xp) return ea_err(EA_ERR_NOMEM, "matmul context: AMX activation buffer");
     }
     ctx->isa = (ea__isa)i;
@@ -121,8 +124,10 @@ ea_status ea_kctx_create(ea_pool *pool, int max_m, int max_k, ea_kctx **out) {
     c->n_threads = ea_pool_size(pool);
     c->max_m = max_m;
     c->max_k = max_k;
-    c->xq = ea_aligned_alloc(64, (size_t)max_m * (size_t)max_k + 64);
-    c->xd = ea_aligned_alloc(64, ((size_t)max_m * (size_t)(max_k / EA_QK8_0 + 1)) * sizeof(float));
+    c->xq_cap = ((size_t)max_m * (size_t)max_k + 63) & ~(size_t)63;
+    c->xd_cap = (size_t)max_m * (size_t)(max_k / EA_QK8_0);
+    c->xq = ea_aligned_alloc(64, c->xq_cap + 64);
+    c->xd = ea_aligned_alloc(64, (c->xd_cap + 16) * sizeof(float));
     c->tscratch_bytes = ea__tscratch_need(max_m, max_k);
     c->tscratch = ea_aligned_alloc(64, c->tscratch_bytes * (size_t)c->n_threads);
     if (!c->xq || !c->xd || !c->tscratch) {
@@ -193,42 +198,66 @@ void ea__quantize_q8(const float *x, int k, int i0, int i1, int8_t *xq, float *x
 
 /* ---- driver ------------------------------------------------------------------- */
 
+/* A batch is run in groups whose prepared activations fit the scratch; each
+ * group takes two pool runs: preparation (units of 16 rows), then products
+ * (each thread a contiguous range of the concatenated W rows, cut at
+ * multiples of 32 inside each product). */
 typedef struct {
-    ea_kctx *ctx;
     ea__mm p;
     ea__rows_fn fn;
-    int chunk;
-    int n_prep; /* rows (q8) or token blocks (amx) per preparation task */
+    int prep; /* 0 none, 1 q8, 2 amx pack */
+    int unit0, n_units;     /* preparation units of this product: [unit0, unit0 + n_units) */
+    int64_t row0;           /* first row of this product in the concatenated row space */
+} ea__prob;
+
+typedef struct {
+    ea_kctx *ctx;
+    ea__prob *pr;
+    int n_pr;
+    int n_units;
+    int64_t n_rows;
+    int n_tasks;
 } ea__job;
+
+static void ea__task_prep(void *arg, int task, int thread) {
+    ea__job *jb = arg;
+    int u0 = (int)((int64_t)jb->n_units * task / jb->n_tasks), u1 = (int)((int64_t)jb->n_units * (task + 1) / jb->n_tasks);
+    for (int q = 0; q < jb->n_pr && u0 < u1; q++) {
+        ea__prob *pr = &jb->pr[q];
+        int a = u0 > pr->unit0 ? u0 : pr->unit0, b = u1 < pr->unit0 + pr->n_units ? u1 : pr->unit0 + pr->n_units;
+        for (int u = a; u < b; u++) {
+            int tb = u - pr->unit0, i0 = tb * EA__AMX_TB, i1 = i0 + EA__AMX_TB < pr->p.m ? i0 + EA__AMX_TB : pr->p.m;
+            if (pr->prep == 1)
+                ea__quantize_q8(pr->p.x, pr->p.k, i0, i1, (int8_t *)pr->p.xq, (float *)pr->p.xd);
+            else
+                ea__amx_pack(pr->p.x, pr->p.m, pr->p.k, tb, tb + 1, (uint16_t *)pr->p.xp);
+        }
+    }
+}
+
+/* Row boundary of task t in the concatenated row space, at a multiple of 32 inside its product. */
+static int64_t ea__cut(const ea__job *jb, int t) {
+    if (t >= jb->n_tasks) return jb->n_rows;
+    int64_t r = jb->n_rows * t / jb->n_tasks;
+    for (int q = 0; q < jb->n_pr; q++) {
+        const ea__prob *pr = &jb->pr[q];
+        if (r < pr->row0 + pr->p.n) {
+            int64_t off = (r - pr->row0 + 31) & ~(int64_t)31;
+            return off >= pr->p.n ? pr->row0 + pr->p.n : pr->row0 + off;
+        }
+    }
+    return jb->n_rows;
+}
 
 static void ea__task_rows(void *arg, int task, int thread) {
     ea__job *jb = arg;
-    int j0 = task * jb->chunk;
-    int j1 = j0 + jb->chunk < jb->p.n ? j0 + jb->chunk : jb->p.n;
-    if (j0 >= j1) return;
+    int64_t r0 = ea__cut(jb, task), r1 = ea__cut(jb, task + 1);
     ea__scratch s = {jb->ctx->tscratch + (size_t)thread * jb->ctx->tscratch_bytes, jb->ctx->tscratch_bytes};
-    jb->fn(&jb->p, j0, j1, &s);
-}
-
-static void ea__task_q8(void *arg, int task, int thread) {
-    ea__job *jb = arg;
-    int i0 = task * jb->n_prep, i1 = i0 + jb->n_prep < jb->p.m ? i0 + jb->n_prep : jb->p.m;
-    ea__quantize_q8(jb->p.x, jb->p.k, i0, i1, jb->ctx->xq, jb->ctx->xd);
-}
-
-static void ea__task_pack(void *arg, int task, int thread) {
-    ea__job *jb = arg;
-    int ntb = (jb->p.m + EA__AMX_TB - 1) / EA__AMX_TB;
-    int t0 = task * jb->n_prep, t1 = t0 + jb->n_prep < ntb ? t0 + jb->n_prep : ntb;
-    ea__amx_pack(jb->p.x, jb->p.m, jb->p.k, t0, t1, jb->ctx->xp);
-}
-
-/* Split `count` items into at most n_threads tasks of `*per` items each. */
-static int ea__split(int count, int n_threads, int *per) {
-    int t = n_threads < count ? n_threads : count;
-    if (t < 1) t = 1;
-    *per = (count + t - 1) / t;
-    return (count + *per - 1) / *per;
+    for (int q = 0; q < jb->n_pr && r0 < r1; q++) {
+        const ea__prob *pr = &jb->pr[q];
+        int64_t a = r0 > pr->row0 ? r0 : pr->row0, b = r1 < pr->row0 + pr->p.n ? r1 : pr->row0 + pr->p.n;
+        if (a < b) pr->fn(&pr->p, (int)(a - pr->row0), (int)(b - pr->row0), &s);
+    }
 }
 
 static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt) {
@@ -245,47 +274,80 @@ static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt) {
     return ea__rows_scalar_f;
 }
 
-void ea_k_matmul(ea_kctx *ctx, const ea_tensor *w, const float *x, int m, float *y) {
-    int64_t n = ea_tensor_rows(w), k = ea_tensor_cols(w);
-    EA_ASSERT(w->n_dims >= 1 && n >= 1 && n <= INT32_MAX && k >= 1);
-    EA_ASSERT(m >= 0 && m <= ctx->max_m && k <= ctx->max_k);
-    if (m == 0) return;
-    size_t rb = ea_dtype_row_bytes(w->dtype, (size_t)k);
-    EA_ASSERT(rb != 0 && rb * (size_t)n <= w->nbytes);
-
-    ea__job jb;
-    memset(&jb, 0, sizeof jb);
-    jb.ctx = ctx;
-    jb.p.dtype = w->dtype;
-    jb.p.w = w->data;
-    jb.p.row_bytes = rb;
-    jb.p.n = (int)n;
-    jb.p.k = (int)k;
-    jb.p.m = m;
-    jb.p.x = x;
-    jb.p.y = y;
-    jb.fn = ea__pick(ctx, w->dtype);
-
-    /* Activation preparation: row-local, so row i's result never depends on other rows. */
-    ea_pool *pool = ctx->pool;
-    if (w->dtype == EA_Q8_0) {
-        jb.p.xq = ctx->xq;
-        jb.p.xd = ctx->xd;
-        int nt = ea__split(m, m * k >= 65536 ? ctx->n_threads : 1, &jb.n_prep);
-        ea_pool_run(nt > 1 ? pool : NULL, ea__task_q8, &jb, nt);
-    } else if (jb.fn == ea__rows_amx_bf16) {
-        jb.p.xp = ctx->xp;
-        int ntb = (m + EA__AMX_TB - 1) / EA__AMX_TB;
-        int nt = ea__split(ntb, m * k >= 65536 ? ctx->n_threads : 1, &jb.n_prep);
-        ea_pool_run(nt > 1 ? pool : NULL, ea__task_pack, &jb, nt);
+static void ea__run_group(ea_kctx *ctx, ea__prob *pr, int n_pr) {
+    ea__job jb = {ctx, pr, n_pr, 0, 0, 1};
+    double work = 0.0;
+    for (int q = 0; q < n_pr; q++) {
+        pr[q].unit0 = jb.n_units;
+        pr[q].n_units = pr[q].prep ? (pr[q].p.m + EA__AMX_TB - 1) / EA__AMX_TB : 0;
+        jb.n_units += pr[q].n_units;
+        pr[q].row0 = jb.n_rows;
+        jb.n_rows += pr[q].p.n;
+        work += (double)pr[q].p.m * pr[q].p.n * pr[q].p.k;
     }
-
-    /* Columns: contiguous chunks, multiples of 32, one per thread. */
     int nt = ctx->n_threads;
-    if ((int64_t)m * n * k < 32768) nt = 1; /* tiny products: a pool wake-up costs more */
-    int chunk = (int)((n + nt - 1) / nt);
-    chunk = (chunk + 31) & ~31;
-    jb.chunk = chunk;
-    int tasks = (int)((n + chunk - 1) / chunk);
-    ea_pool_run(tasks > 1 ? pool : NULL, ea__task_rows, &jb, tasks);
+    if (jb.n_units > 0) {
+        jb.n_tasks = nt < jb.n_units ? nt : jb.n_units;
+        ea_pool_run(jb.n_tasks > 1 ? ctx->pool : NULL, ea__task_prep, &jb, jb.n_tasks);
+    }
+    /* tiny products: a pool wake-up costs more than the work */
+    jb.n_tasks = work < 32768.0 ? 1 : nt;
+    ea_pool_run(jb.n_tasks > 1 ? ctx->pool : NULL, ea__task_rows, &jb, jb.n_tasks);
+}
+
+void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm) {
+    ea__prob pr[EA_K_BATCH_MAX];
+    EA_ASSERT(n_mm >= 0 && n_mm <= EA_K_BATCH_MAX);
+    size_t xq_used = 0, xd_used = 0, xp_used = 0;
+    int n_pr = 0;
+    for (int q = 0; q < n_mm; q++) {
+        const ea_tensor *w = mm[q].w;
+        int64_t n = ea_tensor_rows(w), k = ea_tensor_cols(w);
+        int m = mm[q].m;
+        EA_ASSERT(w->n_dims >= 1 && n >= 1 && n <= INT32_MAX && k >= 1);
+        EA_ASSERT(m >= 0 && m <= ctx->max_m && k <= ctx->max_k);
+        if (m == 0) continue;
+        size_t rb = ea_dtype_row_bytes(w->dtype, (size_t)k);
+        EA_ASSERT(rb != 0 && rb * (size_t)n <= w->nbytes);
+        ea__prob *p = &pr[n_pr];
+        memset(p, 0, sizeof *p);
+        p->p.dtype = w->dtype;
+        p->p.w = w->data;
+        p->p.row_bytes = rb;
+        p->p.n = (int)n;
+        p->p.k = (int)k;
+        p->p.m = m;
+        p->p.x = mm[q].x;
+        p->p.y = mm[q].y;
+        p->fn = ea__pick(ctx, w->dtype);
+        size_t need_q = 0, need_d = 0, need_p = 0;
+        if (w->dtype == EA_Q8_0) {
+            p->prep = 1;
+            need_q = ((size_t)m * (size_t)k + 63) & ~(size_t)63;
+            need_d = (size_t)m * (size_t)(k / EA_QK8_0);
+        } else if (p->fn == ea__rows_amx_bf16) {
+            p->prep = 2;
+            need_p = (ea__amx_pack_bytes(m, (int)k) + 63) & ~(size_t)63;
+        }
+        if (xq_used + need_q > ctx->xq_cap || xd_used + need_d > ctx->xd_cap || xp_used + need_p > ctx->xp_cap) {
+            ea__run_group(ctx, pr, n_pr); /* scratch full: run what we have, start again */
+            pr[0] = *p;
+            p = &pr[0];
+            n_pr = 0;
+            xq_used = xd_used = xp_used = 0;
+        }
+        p->p.xq = ctx->xq + xq_used;
+        p->p.xd = ctx->xd + xd_used;
+        p->p.xp = ctx->xp ? (const uint16_t *)((const uint8_t *)ctx->xp + xp_used) : NULL;
+        xq_used += need_q;
+        xd_used += need_d;
+        xp_used += need_p;
+        n_pr++;
+    }
+    if (n_pr) ea__run_group(ctx, pr, n_pr);
+}
+
+void ea_k_matmul(ea_kctx *ctx, const ea_tensor *w, const float *x, int m, float *y) {
+    ea_k_mm one = {w, x, m, y};
+    ea_k_matmul_batch(ctx, &one, 1);
 }

@@ -9,9 +9,11 @@
  * W[j] — never on m, on the other rows of X, on the thread count, or on how
  * the work was split. Every ISA variant fixes its reduction order over k;
  * runs on one machine with one ISA are bit-reproducible across batch sizes.
- * Results differ between ISAs (scalar vs AVX-512 vs AMX); each variant is
- * tested against its plain reference twin ea_k_matmul_ref with a tolerance,
- * and against itself across batch sizes bit for bit.
+ * scalar, avx2 and avx512 follow one canonical order and give the same bits
+ * for every dtype; q8_0 gives the same bits on every ISA; bf16 under amx
+ * differs (activations rounded to bf16). Each variant is tested against its
+ * plain reference twin ea_k_matmul_ref with a tolerance, and against itself
+ * across batch sizes and thread counts bit for bit (docs/kernels.md).
  *
  * The context owns scratch space (e.g. quantised or repacked activations),
  * sized once by ea_kctx_create for the largest m and k it will see, so a call
@@ -45,6 +47,20 @@ const char *ea_k_isa_best(void);
 
 /* Y (m, n) = X (m, k) · Wᵀ where W is a 2-D view (n, k). m <= max_m, k <= max_k. */
 void ea_k_matmul(ea_kctx *ctx, const ea_tensor *w, const float *x, int m, float *y);
+
+/* Several independent products in one call, e.g. the experts of a MoE layer:
+ * Y_q (m_q, n_q) = X_q · W_qᵀ. One pool wake-up per group instead of one per
+ * product; bit-identical to calling ea_k_matmul on each. Each m_q <= max_m,
+ * k_q <= max_k; when the members' prepared activations exceed the context's
+ * scratch the batch runs in several groups (never an error). */
+#define EA_K_BATCH_MAX 256
+typedef struct {
+    const ea_tensor *w; /* (n, k) */
+    const float *x;     /* (m, k) */
+    int m;
+    float *y; /* (m, n) */
+} ea_k_mm;
+void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm);
 
 /* The plain reference twin: same math in scalar f32 with a simple loop. */
 void ea_k_matmul_ref(const ea_tensor *w, const float *x, int m, float *y);

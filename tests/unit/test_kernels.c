@@ -14,6 +14,8 @@
  *     other neighbours (memcmp of the floats);
  *   - scalar, avx2 and avx512 give the same bits for every dtype, and q8_0 gives
  *     the same bits on every ISA (the canonical orders of matmul_impl.h);
+ *   - ea_k_matmul_batch over mixed dtypes/shapes == single calls, bit for bit,
+ *     also when the batch is cut into groups;
  *   - a call allocates nothing.
  */
 #include <stdint.h>
@@ -213,6 +215,61 @@ TEST(scalar_avx2_avx512_same_bits_q8_same_bits_everywhere) {
     }
 }
 
+/* A batch of mixed products (as a MoE layer issues) == each product alone,
+ * bit for bit, also when the batch must be cut into groups (small scratch). */
+TEST(batch_equals_single_calls) {
+    static const struct {
+        ea_dtype dt;
+        int n, k, m;
+    } ps[] = {{EA_BF16, 75, 160, 5}, {EA_Q8_0, 37, 96, 17}, {EA_BF16, 40, 64, 0}, {EA_F32, 33, 67, 1},
+              {EA_Q8_0, 131, 544, 3}, {EA_BF16, 64, 1024, 33}, {EA_F16, 9, 31, 2},
+              /* these overflow the scratch of a max_m = 33 context: q8 after 1, AMX after 6 */
+              {EA_Q8_0, 20, 1024, 33}, {EA_Q8_0, 21, 1024, 33}, {EA_BF16, 24, 1024, 33}, {EA_BF16, 24, 1024, 33},
+              {EA_BF16, 24, 1024, 33}, {EA_BF16, 24, 1024, 33}, {EA_BF16, 24, 1024, 33}, {EA_BF16, 24, 1024, 33},
+              {EA_BF16, 24, 1024, 33}};
+    enum { NP = sizeof ps / sizeof ps[0] };
+    wmat w[NP];
+    float *x[NP], *y1[NP], *yb[NP];
+    ea_k_mm mm[NP];
+    for (int q = 0; q < NP; q++) {
+        wmat_make(&w[q], ps[q].dt, ps[q].n, ps[q].k);
+        x[q] = malloc((size_t)(ps[q].m + 1) * ps[q].k * sizeof(float));
+        for (int e = 0; e < ps[q].m * ps[q].k; e++) x[q][e] = frand();
+        y1[q] = calloc((size_t)(ps[q].m + 1) * ps[q].n, sizeof(float));
+        yb[q] = calloc((size_t)(ps[q].m + 1) * ps[q].n, sizeof(float));
+        mm[q] = (ea_k_mm){&w[q].t, x[q], ps[q].m, yb[q]};
+    }
+    int bad = 0;
+    for (int a = 0; a < 4 && !bad; a++) {
+        if (!ea_k_isa_supported(isas[a])) continue;
+        for (int big = 0; big < 2 && !bad; big++) {
+            ea_kctx *c = NULL;
+            /* max_m 33: the batch needs more scratch than one product -> several groups */
+            if (ea_kctx_create(pool2, big ? 128 : 33, 1024, &c) != EA_OK || ea_kctx_set_isa(c, isas[a]) != EA_OK) {
+                bad = 1;
+                break;
+            }
+            for (int q = 0; q < NP; q++) ea_k_matmul(c, &w[q].t, x[q], ps[q].m, y1[q]);
+            uint64_t a0 = ea_alloc_count();
+            ea_k_matmul_batch(c, mm, NP);
+            if (ea_alloc_count() != a0) bad = 1;
+            for (int q = 0; q < NP; q++)
+                if (memcmp(y1[q], yb[q], (size_t)ps[q].m * ps[q].n * sizeof(float))) {
+                    fprintf(stderr, "  %s: batch member %d differs from a single call\n", isas[a], q);
+                    bad = 1;
+                }
+            ea_kctx_destroy(c);
+        }
+    }
+    for (int q = 0; q < NP; q++) {
+        wmat_free(&w[q]);
+        free(x[q]);
+        free(y1[q]);
+        free(yb[q]);
+    }
+    CHECK(!bad);
+}
+
 TEST(isa_selection) {
     ea_kctx *c = NULL;
     setenv("EAAS_ISA", "scalar", 1);
@@ -236,6 +293,7 @@ int main(void) {
     if (ea_pool_create(2, &pool2) != EA_OK) return 1;
     RUN(every_isa_matches_ref_and_is_batch_invariant);
     RUN(scalar_avx2_avx512_same_bits_q8_same_bits_everywhere);
+    RUN(batch_equals_single_calls);
     RUN(isa_selection);
     for (int a = 0; a < 4; a++)
         for (int s = 0; s < NSH; s++) free(ysave[a][s]);
