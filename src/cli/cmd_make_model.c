@@ -1,7 +1,94 @@
-/* cmd_make_model.c — placeholder until the subcommand lands; replaced by its owner. */
+/*
+ * cmd_make_model.c — `eaas make-model`: flag parsing for make_model.c.
+ *
+ *   eaas make-model --family F --preset tiny|bench --seed S --format hf|gguf
+ *                   --dtype f32|f16|bf16|q8_0 --out PATH [--shards N] [--dry-run]
+ *
+ * The tokenizer files come from the npm cache: --npm-cache DIR, else
+ * $EA_CACHE/npm, else ./.cache/npm (where tools/fetch-npm.sh puts them).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/args.h"
 #include "cli/commands.h"
+#include "cli/make_model.h"
+
+static void usage(FILE *f, const ea_arg *spec) {
+    fprintf(f, "usage: eaas make-model --family F --preset P --format hf|gguf --out PATH [flags]\n\n"
+               "Writes a random-weight model (deterministic from --seed) with the family's real\n"
+               "config, tensor names and tokenizer: an HF directory (config.json, safetensors,\n"
+               "tokenizer files) or one GGUF v3 file as llama.cpp's converter writes it.\n"
+               "Families: qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3.\n"
+               "Presets: tiny (tests), bench (~2 B parameters; see docs/make-model.md).\n\n"
+               "flags:\n");
+    ea_args_usage(f, spec);
+}
 
 int ea_cmd_make_model(int argc, char **argv) {
-    (void)argc;
-    return ea_cli_fail(argv[0], ea_err(EA_ERR_UNSUPPORTED, "not built yet"));
+    const char *family = NULL, *preset = "tiny", *format = "hf", *dtype = "bf16", *out = NULL, *npm = NULL;
+    long seed = 1;
+    int shards = 1, dry = 0, legacy = 0;
+    ea_arg spec[] = {
+        {"family", EA_ARG_STR, &family, "F", "qwen3_moe | qwen2_moe | mixtral | olmoe | deepseek_v2 | deepseek_v3"},
+        {"preset", EA_ARG_STR, &preset, "P", "tiny (default) | bench"},
+        {"seed", EA_ARG_LONG, &seed, "S", "weights are a function of this seed (default 1)"},
+        {"format", EA_ARG_STR, &format, "hf|gguf", "HF directory (default) or one GGUF file"},
+        {"dtype", EA_ARG_STR, &dtype, "T", "f32 | f16 | bf16 (default) | q8_0 (GGUF only)"},
+        {"out", EA_ARG_STR, &out, "PATH", "output directory (hf) or file (gguf)"},
+        {"shards", EA_ARG_INT, &shards, "N", "hf: split the weights into N safetensors files + index"},
+        {"npm-cache", EA_ARG_STR, &npm, "DIR", "where the npm tokenizer packages are (default $EA_CACHE/npm)"},
+        {"dry-run", EA_ARG_BOOL, &dry, NULL, "print the shape, counts and tensor list; write nothing"},
+        {"legacy-mla", EA_ARG_BOOL, &legacy, NULL, "gguf deepseek: one attn_kv_b (older converters) instead of attn_k_b/attn_v_b"},
+        {0}};
+    ea_args_rest rest;
+    ea_status st = ea_args_parse(spec, argc, argv, &rest);
+    if (st != EA_OK) {
+        ea_cli_fail(argv[0], st);
+        usage(stderr, spec);
+        return 2;
+    }
+    if (rest.help) {
+        usage(stdout, spec);
+        return 0;
+    }
+    if (rest.n_pos > 0 || !family || (!out && !dry)) {
+        fprintf(stderr, "eaas make-model: %s\n", rest.n_pos ? "unexpected positional argument" : "--family and --out are required");
+        usage(stderr, spec);
+        return 2;
+    }
+    ea_mm_options o;
+    memset(&o, 0, sizeof o);
+    o.family = family;
+    o.preset = preset;
+    o.seed = (uint64_t)seed;
+    o.out = out ? out : "(dry run)";
+    o.n_shards = shards;
+    o.dry_run = dry;
+    o.legacy_mla = legacy;
+    if (strcmp(format, "hf") == 0)
+        o.format = EA_MM_HF;
+    else if (strcmp(format, "gguf") == 0)
+        o.format = EA_MM_GGUF;
+    else {
+        fprintf(stderr, "eaas make-model: --format must be hf or gguf, not '%s'\n", format);
+        return 2;
+    }
+    int dt = ea_dtype_parse(dtype);
+    if (dt < 0) {
+        fprintf(stderr, "eaas make-model: unknown --dtype '%s' (f32, f16, bf16, q8_0)\n", dtype);
+        return 2;
+    }
+    o.dtype = (ea_dtype)dt;
+    char cache[4096];
+    if (!npm) {
+        const char *ec = getenv("EA_CACHE");
+        snprintf(cache, sizeof cache, "%s/npm", ec && *ec ? ec : ".cache");
+        npm = cache;
+    }
+    o.npm_cache = npm;
+    st = ea_make_model(&o, stdout);
+    if (st != EA_OK) return ea_cli_fail(argv[0], st);
+    return 0;
 }
