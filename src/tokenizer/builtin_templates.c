@@ -53,3 +53,19 @@ const char *ea_builtin_chat_template(const char *family) {
     if (strcmp(family, "olmoe") == 0) return ea__olmoe_template;
     return NULL;
 }
+
+int ea_builtin_special_tokens(const char *family, const char **bos, const char **eos) {
+    *bos = *eos = NULL;
+    if (!family) return -1;
+    if (strcmp(family, "mixtral") == 0) {
+        *bos = "<s>";
+        *eos = "</s>";
+        return 0;
+    }
+    if (strcmp(family, "olmoe") == 0) { /* GPT-NeoX-style vocabulary: one token for both */
+        *bos = "<|endoftext|>";
+        *eos = "<|endoftext|>";
+        return 0;
+    }
+    return -1;
+}

