@@ -21,11 +21,13 @@
  * Finding ../shared: $EA_SHARED, else $EA_SRC/../shared, else the first
  * shared/eplb/cases.txt found walking up from the current directory.
  */
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -263,6 +265,65 @@ done:
     ea_free(tmp);
 }
 
+/* Run a shell command, capture stdout+stderr into buf; returns the exit code. */
+static int run_capture(const char *cmd, char *buf, size_t n) {
+    char full[4200];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t k = fread(buf, 1, n - 1, p);
+    buf[k] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* `eaas eplb score`: JSON figures equal the library's; bad files fail with one
+ * line naming the file and line. */
+static void score_command(void) {
+    const char *bin = getenv("EAAS_BIN");
+    char wl[2048], pl[2048], cmd[4200], out[8192];
+    snprintf(wl, sizeof wl, "%s/eplb/workloads/small_zipf1.0.txt", shared);
+    snprintf(pl, sizeof pl, "%s/eplb/expected/small_glob__small_zipf1.0.out.txt", shared);
+    int ok = bin != NULL;
+    if (ok) {
+        snprintf(cmd, sizeof cmd, "'%s' eplb score --workload '%s' --placement '%s' --ranks 2 --json", bin, wl, pl);
+        int rc = run_capture(cmd, out, sizeof out);
+        json_t *j = rc == 0 ? json_loads(out, 0, NULL) : NULL;
+        double mean = j ? json_real_value(json_object_get(json_object_get(j, "balancedness"), "mean")) : 0;
+        double base = j ? json_real_value(json_object_get(json_object_get(j, "baseline"), "mean")) : 0;
+        /* README: small glob zipf1.0 0.988 (baseline 0.725) */
+        if (!j || mean < 0.987 || mean > 0.989 || base < 0.724 || base > 0.726) {
+            fprintf(stderr, "  score --json: rc %d, output '%s'\n", rc, out);
+            ok = 0;
+        }
+        json_decref(j);
+    }
+    struct { const char *text, *want; } bad[] = {
+        {"4 8\n1 2 3 4 5 6 7 8\n", ":2: truncated"},
+        {"4 8\n1 2 3 4 5 6 7 8\n1 2 3 -4 5 6 7 8\n", ":3: negative value -4"},
+        {"4 8\n1 2 3 4 5 6 7\n", ":2: expected 8 integers"},
+    };
+    for (size_t i = 0; ok && i < sizeof bad / sizeof bad[0]; i++) {
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "/tmp/eaas_eplb_bad_%d.txt", (int)getpid());
+        ea_write_file(tmp, bad[i].text, strlen(bad[i].text));
+        snprintf(cmd, sizeof cmd, "'%s' eplb score --workload '%s' --placement '%s' --ranks 2", bin, tmp, pl);
+        int rc = run_capture(cmd, out, sizeof out);
+        char want[256];
+        snprintf(want, sizeof want, "%s%s", tmp, bad[i].want);
+        if (rc != 1 || !strstr(out, want) || strchr(out, '\n') != out + strlen(out) - 1) {
+            fprintf(stderr, "  bad workload %zu: rc %d, want one line with '%s', got '%s'\n", i, rc, want, out);
+            ok = 0;
+        }
+        unlink(tmp);
+    }
+    if (ok) ea_t_passed++;
+    else {
+        ea_t_failed++;
+        fprintf(stderr, "FAIL score_command\n");
+    }
+}
+
 int main(void) {
     (void)ea_t_cur_failed; /* cases are counted by run_case, not RUN() */
     if (!find_shared()) {
@@ -293,6 +354,7 @@ int main(void) {
         run_case(name, wl, L, E, P, G, N, R);
     }
     fclose(f);
+    score_command();
     if (n_cases < 18) {
         fprintf(stderr, "only %d cases found\n", n_cases);
         ea_t_failed++;
