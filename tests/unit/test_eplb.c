@@ -133,6 +133,16 @@ TEST(random_shapes_valid_and_refined_never_worse) {
         CHECK_EQ(ea_eplb_score_placement(&a, c, ranks, ba, &sa), EA_OK);
         CHECK_EQ(ea_eplb_score_placement(&b, c, ranks, bb, &sb), EA_OK);
         for (int l = 0; l < L; l++) CHECK(bb[l] >= ba[l]);
+        /* refined keeps a replica of every expert on its home node (the node of the
+         * reference's replica 0), so group-limited routing stays node-local */
+        int ppn = P / s.n_nodes;
+        for (int l = 0; l < L; l++)
+            for (int p = 0; p < P; p++) {
+                if (a.phyrank[l * P + p] != 0) continue;
+                int e = a.phy2log[l * P + p], home = p / ppn, found = 0;
+                for (int q = home * ppn; q < (home + 1) * ppn; q++) found |= b.phy2log[l * P + q] == e;
+                CHECK(found);
+            }
         ea_eplb_meta_deinit(&ma);
         ea_eplb_meta_deinit(&mb);
         ea_eplb_placement_deinit(&a);
