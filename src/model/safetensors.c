@@ -116,7 +116,7 @@ static ea_status ea__st_entry(ea_st_file *f, const char *key, json_t *val, ea_st
     ti->dtype = dt;
     ti->begin = b;
     ti->end = e;
-    if ((f->data_off + b) % (uint64_t)esize) f->n_misaligned++;
+    if (e > b && (f->data_off + b) % (uint64_t)esize) f->n_misaligned++;
     return EA_OK;
 }
 

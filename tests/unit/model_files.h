@@ -23,13 +23,16 @@
 #include "model/config.h"
 #include "tensor/dtype.h"
 
+/* Each test uses some of these. */
+#define MF_FN static __attribute__((unused))
+
 /* ---- byte buffer ---- */
 typedef struct {
     uint8_t *p;
     size_t n, cap;
 } mf_buf;
 
-static void mf_put(mf_buf *b, const void *d, size_t n) {
+MF_FN void mf_put(mf_buf *b, const void *d, size_t n) {
     if (b->n + n > b->cap) {
         size_t c = b->cap ? b->cap : 256;
         while (c < b->n + n) c *= 2;
@@ -39,9 +42,9 @@ static void mf_put(mf_buf *b, const void *d, size_t n) {
     if (n) memcpy(b->p + b->n, d, n);
     b->n += n;
 }
-static void mf_u32(mf_buf *b, uint32_t v) { mf_put(b, &v, 4); }
-static void mf_u64(mf_buf *b, uint64_t v) { mf_put(b, &v, 8); }
-static void mf_zero(mf_buf *b, size_t n) {
+MF_FN void mf_u32(mf_buf *b, uint32_t v) { mf_put(b, &v, 4); }
+MF_FN void mf_u64(mf_buf *b, uint64_t v) { mf_put(b, &v, 8); }
+MF_FN void mf_zero(mf_buf *b, size_t n) {
     static const uint8_t z[256];
     while (n) {
         size_t k = n < sizeof z ? n : sizeof z;
@@ -49,11 +52,11 @@ static void mf_zero(mf_buf *b, size_t n) {
         n -= k;
     }
 }
-static void mf_gstr(mf_buf *b, const char *s) {
+MF_FN void mf_gstr(mf_buf *b, const char *s) {
     mf_u64(b, strlen(s));
     mf_put(b, s, strlen(s));
 }
-static int mf_write(const char *path, const void *d, size_t n) {
+MF_FN int mf_write(const char *path, const void *d, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
     size_t w = fwrite(d, 1, n, f);
@@ -61,11 +64,11 @@ static int mf_write(const char *path, const void *d, size_t n) {
 }
 
 /* ---- GGUF key/values (count them yourself) ---- */
-static void mf_kv_str(mf_buf *b, const char *k, const char *v) { mf_gstr(b, k); mf_u32(b, 8); mf_gstr(b, v); }
-static void mf_kv_u32(mf_buf *b, const char *k, uint32_t v) { mf_gstr(b, k); mf_u32(b, 4); mf_u32(b, v); }
-__attribute__((unused)) static void mf_kv_i32(mf_buf *b, const char *k, int32_t v) { mf_gstr(b, k); mf_u32(b, 5); mf_put(b, &v, 4); }
-static void mf_kv_f32(mf_buf *b, const char *k, float v) { mf_gstr(b, k); mf_u32(b, 6); mf_put(b, &v, 4); }
-static void mf_kv_bool(mf_buf *b, const char *k, int v) {
+MF_FN void mf_kv_str(mf_buf *b, const char *k, const char *v) { mf_gstr(b, k); mf_u32(b, 8); mf_gstr(b, v); }
+MF_FN void mf_kv_u32(mf_buf *b, const char *k, uint32_t v) { mf_gstr(b, k); mf_u32(b, 4); mf_u32(b, v); }
+MF_FN void mf_kv_i32(mf_buf *b, const char *k, int32_t v) { mf_gstr(b, k); mf_u32(b, 5); mf_put(b, &v, 4); }
+MF_FN void mf_kv_f32(mf_buf *b, const char *k, float v) { mf_gstr(b, k); mf_u32(b, 6); mf_put(b, &v, 4); }
+MF_FN void mf_kv_bool(mf_buf *b, const char *k, int v) {
     uint8_t x = (uint8_t)(v != 0);
     mf_gstr(b, k);
     mf_u32(b, 7);
@@ -85,20 +88,20 @@ typedef struct {
     int n, cap;
 } mf_list;
 
-static int64_t mf_nelem(const mf_t *t) {
+MF_FN int64_t mf_nelem(const mf_t *t) {
     int64_t n = 1;
     for (int i = 0; i < t->nd; i++) n *= t->shape[i];
     return n;
 }
 
-static uint64_t mf_hash(const char *s) {
+MF_FN uint64_t mf_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;
     while (*s) h = (h ^ (uint8_t)*s++) * 1099511628211ull;
     return h;
 }
 
 /* Deterministic values in [-0.5, 0.5), exactly representable in bf16 when round_bf16. */
-static float *mf_fill(const char *name, int64_t n, int round_bf16) {
+MF_FN float *mf_fill(const char *name, int64_t n, int round_bf16) {
     float *d = malloc((size_t)(n ? n : 1) * sizeof *d);
     uint64_t h = mf_hash(name);
     for (int64_t i = 0; i < n; i++) {
@@ -112,7 +115,7 @@ static float *mf_fill(const char *name, int64_t n, int round_bf16) {
     return d;
 }
 
-static mf_t *mf_add(mf_list *l, const char *name, int nd, int64_t s0, int64_t s1, int64_t s2, float *data) {
+MF_FN mf_t *mf_add(mf_list *l, const char *name, int nd, int64_t s0, int64_t s1, int64_t s2, float *data) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->v = realloc(l->v, (size_t)l->cap * sizeof *l->v);
@@ -128,7 +131,7 @@ static mf_t *mf_add(mf_list *l, const char *name, int nd, int64_t s0, int64_t s1
     return t;
 }
 
-static void mf_list_free(mf_list *l) {
+MF_FN void mf_list_free(mf_list *l) {
     for (int i = 0; i < l->n; i++) free(l->v[i].data);
     free(l->v);
     memset(l, 0, sizeof *l);
@@ -137,7 +140,7 @@ static void mf_list_free(mf_list *l) {
 /* ---- safetensors ---- */
 
 /* Write tensors as one safetensors file; matrices (nd >= 2) in `dt` (F32 or BF16), vectors F32. */
-static int mf_st_write(const char *path, const mf_list *l, ea_dtype dt) {
+MF_FN int mf_st_write(const char *path, const mf_list *l, ea_dtype dt) {
     mf_buf hdr = {0}, data = {0};
     mf_put(&hdr, "{", 1);
     char e[512];
@@ -173,7 +176,7 @@ static int mf_st_write(const char *path, const mf_list *l, ea_dtype dt) {
 }
 
 /* A safetensors file from a raw header string and `data_bytes` bytes of data (pattern). */
-static int mf_st_raw(const char *path, const char *header, size_t data_bytes) {
+MF_FN int mf_st_raw(const char *path, const char *header, size_t data_bytes) {
     mf_buf f = {0};
     mf_u64(&f, strlen(header));
     mf_put(&f, header, strlen(header));
@@ -194,7 +197,7 @@ typedef struct {
 
 /* GGUF v3 with n_kv key/values already encoded in kv, then the tensors
  * (matrices in dt: F32, F16, BF16 or Q8_0; vectors F32). */
-static void mf_gguf_build(mf_buf *out, const mf_buf *kv, uint64_t n_kv, const mf_list *l, ea_dtype dt, uint32_t align,
+MF_FN void mf_gguf_build(mf_buf *out, const mf_buf *kv, uint64_t n_kv, const mf_list *l, ea_dtype dt, uint32_t align,
                           mf_gguf_layout *lay) {
     mf_buf data = {0};
     static const uint32_t ggml[] = {0, 1, 30, 8};
@@ -235,7 +238,7 @@ typedef struct {
     int bf16;      /* values rounded to bf16 */
 } mf_opts;
 
-static float *mf_permute_rows(const float *src, int64_t rows, int64_t cols, int n_head) {
+MF_FN float *mf_permute_rows(const float *src, int64_t rows, int64_t cols, int n_head) {
     /* llama.cpp convert: per head, rows (2, hd/2) -> (hd/2, 2) */
     float *d = malloc((size_t)(rows * cols) * sizeof *d);
     int64_t hd = rows / n_head, half = hd / 2;
@@ -246,12 +249,12 @@ static float *mf_permute_rows(const float *src, int64_t rows, int64_t cols, int 
     return d;
 }
 
-static void mf_w(mf_list *l, const mf_opts *o, const char *hf, const char *gg, int nd, int64_t s0, int64_t s1) {
+MF_FN void mf_w(mf_list *l, const mf_opts *o, const char *hf, const char *gg, int nd, int64_t s0, int64_t s1) {
     int64_t n = nd == 1 ? s0 : s0 * s1;
     mf_add(l, o->gguf ? gg : hf, nd, s0, s1, 0, mf_fill(hf, n, o->bf16));
 }
 
-static void mf_model_tensors(const ea_model_config *c, const mf_opts *o, mf_list *l) {
+MF_FN void mf_model_tensors(const ea_model_config *c, const mf_opts *o, mf_list *l) {
     int64_t H = c->hidden_size, V = c->vocab_size, E = c->n_experts, F = c->moe_intermediate_size;
     char hf[160], gg[160], h2[160];
     mf_w(l, o, "model.embed_tokens.weight", "token_embd.weight", 2, V, H);
@@ -396,7 +399,7 @@ static void mf_model_tensors(const ea_model_config *c, const mf_opts *o, mf_list
 }
 
 /* GGUF metadata for a config, with llama.cpp's keys. Returns the kv count. */
-static uint64_t mf_gguf_meta(const ea_model_config *c, mf_buf *kv) {
+MF_FN uint64_t mf_gguf_meta(const ea_model_config *c, mf_buf *kv) {
     static const char *const archs[] = {"qwen3moe", "qwen2moe", "llama", "olmoe", "deepseek2", "deepseek2"};
     const char *a = archs[c->arch];
     char k[128];
@@ -467,7 +470,7 @@ static uint64_t mf_gguf_meta(const ea_model_config *c, mf_buf *kv) {
 }
 
 /* ---- tiny configs per family (HF config.json text) ---- */
-static const char *mf_config_json(ea_arch a) {
+MF_FN const char *mf_config_json(ea_arch a) {
     switch (a) {
     case EA_ARCH_QWEN3_MOE:
         return "{\"model_type\":\"qwen3_moe\",\"vocab_size\":64,\"hidden_size\":32,\"num_hidden_layers\":3,"
@@ -518,7 +521,7 @@ static const char *mf_config_json(ea_arch a) {
 }
 
 /* A temp directory for this test (mkdtemp under $TMPDIR or /tmp). */
-static const char *mf_tmpdir(void) {
+MF_FN const char *mf_tmpdir(void) {
     static char dir[256];
     if (!dir[0]) {
         const char *t = getenv("TMPDIR");
@@ -530,7 +533,7 @@ static const char *mf_tmpdir(void) {
 
 /* Write an HF dir (config.json + model.safetensors) and a GGUF file for family a.
  * OUT: cfg (as loaded back from config.json). Returns 0 on success. */
-static int mf_write_family(ea_arch a, const char *dir, const char *gguf_path, const mf_opts *gopts, ea_model_config *cfg) {
+MF_FN int mf_write_family(ea_arch a, const char *dir, const char *gguf_path, const mf_opts *gopts, ea_model_config *cfg) {
     char p[512];
     mkdir(dir, 0755);
     snprintf(p, sizeof p, "%s/config.json", dir);
