@@ -490,7 +490,8 @@ ea_status ea__mm_gguf_meta(ea_gguf_writer *w, const ea_mm_shape *s, const ea_mm_
     EA_TRY(ea_gguf_w_u32(w, K_("embedding_length"), (uint32_t)s->hidden));
     EA_TRY(ea_gguf_w_u32(w, K_("feed_forward_length"), (uint32_t)s->intermediate));
     EA_TRY(ea_gguf_w_u32(w, K_("attention.head_count"), (uint32_t)s->n_heads));
-    EA_TRY(ea_gguf_w_u32(w, K_("attention.head_count_kv"), ds ? 1u : (uint32_t)s->n_kv_heads)); /* MLA as MQA */
+    /* current converters store MLA as MQA (one kv head); the legacy layout keeps the config's heads */
+    EA_TRY(ea_gguf_w_u32(w, K_("attention.head_count_kv"), ds && !o->legacy_mla ? 1u : (uint32_t)s->n_kv_heads));
     if (s->yarn) {
         EA_TRY(ea_gguf_w_str(w, K_("rope.scaling.type"), "yarn"));
         EA_TRY(ea_gguf_w_f32(w, K_("rope.scaling.factor"), (float)s->yarn_factor));
@@ -530,9 +531,12 @@ ea_status ea__mm_gguf_meta(ea_gguf_writer *w, const ea_mm_shape *s, const ea_mm_
         EA_TRY(ea_gguf_w_u32(w, K_("vocab_size"), (uint32_t)s->vocab));
         if (s->q_lora) EA_TRY(ea_gguf_w_u32(w, K_("attention.q_lora_rank"), (uint32_t)s->q_lora));
         EA_TRY(ea_gguf_w_u32(w, K_("attention.kv_lora_rank"), (uint32_t)s->kv_lora));
-        EA_TRY(ea_gguf_w_u32(w, K_("attention.key_length"), (uint32_t)(s->kv_lora + s->qk_rope)));
-        EA_TRY(ea_gguf_w_u32(w, K_("attention.value_length"), (uint32_t)s->kv_lora));
-        if (!o->legacy_mla) {
+        if (o->legacy_mla) { /* before the k_b/v_b split: per-head dims of the decompressed attention */
+            EA_TRY(ea_gguf_w_u32(w, K_("attention.key_length"), (uint32_t)(s->qk_nope + s->qk_rope)));
+            EA_TRY(ea_gguf_w_u32(w, K_("attention.value_length"), (uint32_t)s->v_head));
+        } else { /* MQA over the latent: key = latent + rope key, value = latent */
+            EA_TRY(ea_gguf_w_u32(w, K_("attention.key_length"), (uint32_t)(s->kv_lora + s->qk_rope)));
+            EA_TRY(ea_gguf_w_u32(w, K_("attention.value_length"), (uint32_t)s->kv_lora));
             EA_TRY(ea_gguf_w_u32(w, K_("attention.key_length_mla"), (uint32_t)(s->qk_nope + s->qk_rope)));
             EA_TRY(ea_gguf_w_u32(w, K_("attention.value_length_mla"), (uint32_t)s->v_head));
         }

@@ -113,7 +113,7 @@ static void ea__stw_shard_name(const ea_st_writer *w, int s, char *buf, size_t b
         snprintf(buf, bufsz, "model-%05d-of-%05d.safetensors", s + 1, w->n_shards);
 }
 
-/* Build the header JSON of shard s (spaces-padded so 8 + len is a multiple of 8). */
+/* Build the header JSON of shard s (spaces-padded so 8 + len is a multiple of 64). */
 static ea_status ea__stw_header(const ea_st_writer *w, int s, char **out, size_t *out_len) {
     json_t *root = json_object();
     json_t *meta = json_object();
@@ -145,7 +145,7 @@ static ea_status ea__stw_header(const ea_st_writer *w, int s, char **out, size_t
     json_decref(root);
     if (!txt) return ea_err(EA_ERR_NOMEM, "safetensors writer: cannot serialise header");
     size_t len = strlen(txt);
-    size_t padded = len + (8 - (8 + len) % 8) % 8;
+    size_t padded = len + (64 - (8 + len) % 64) % 64;
     char *buf = ea_malloc(padded + 1);
     if (!buf) {
         free(txt);

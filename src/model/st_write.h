@@ -8,7 +8,9 @@
  *   0           8      N: u64 little-endian, byte length of the JSON header
  *   8           N      header: {"__metadata__":{"format":"pt"},
  *                               "<name>":{"dtype":"BF16","shape":[..],"data_offsets":[b,e]},...}
- *                      padded with spaces so that 8+N is a multiple of 8
+ *                      padded with spaces so that 8+N is a multiple of 64 (the
+ *                      format asks for 8; 64 puts the data section on a cache
+ *                      line, so SIMD loads of the first tensor are aligned)
  *   8+N         ...    tensor bytes, back to back in declaration order, no gaps
  *
  * Use: declare every tensor (name, dtype, shape) first, then begin(), then

@@ -177,7 +177,7 @@ kv(A("context_length"), cfg.max_position_embeddings, T.U32);
 kv(A("embedding_length"), cfg.hidden_size, T.U32);
 kv(A("feed_forward_length"), cfg.intermediate_size, T.U32);
 kv(A("attention.head_count"), cfg.num_attention_heads, T.U32);
-kv(A("attention.head_count_kv"), isDs ? 1 : cfg.num_key_value_heads, T.U32);
+kv(A("attention.head_count_kv"), isDs && !legacyMla ? 1 : cfg.num_key_value_heads, T.U32);
 kv(A("rope.freq_base"), cfg.rope_theta, T.F32);
 kv(A("attention.layer_norm_rms_eps"), mt === "olmoe" ? 1e-5 : cfg.rms_norm_eps, T.F32);
 kv(A("expert_count"), nExp, T.U32);
@@ -195,9 +195,13 @@ if (isDs) {
   if (cfg.q_lora_rank) kv(A("attention.q_lora_rank"), cfg.q_lora_rank, T.U32);
   else check(!(A("attention.q_lora_rank") in metadata), "no q_lora_rank when q_lora_rank is null");
   kv(A("attention.kv_lora_rank"), cfg.kv_lora_rank, T.U32);
-  kv(A("attention.key_length"), cfg.kv_lora_rank + cfg.qk_rope_head_dim, T.U32);
-  kv(A("attention.value_length"), cfg.kv_lora_rank, T.U32);
-  if (!legacyMla) {
+  if (legacyMla) { // older converters: per-head dims, kv_b unsplit
+    kv(A("attention.key_length"), cfg.qk_nope_head_dim + cfg.qk_rope_head_dim, T.U32);
+    kv(A("attention.value_length"), cfg.v_head_dim, T.U32);
+    check(!(A("attention.key_length_mla") in metadata), "legacy: no key_length_mla");
+  } else { // MQA over the latent
+    kv(A("attention.key_length"), cfg.kv_lora_rank + cfg.qk_rope_head_dim, T.U32);
+    kv(A("attention.value_length"), cfg.kv_lora_rank, T.U32);
     kv(A("attention.key_length_mla"), cfg.qk_nope_head_dim + cfg.qk_rope_head_dim, T.U32);
     kv(A("attention.value_length_mla"), cfg.v_head_dim, T.U32);
   }
