@@ -1,7 +1,169 @@
-/* cmd_serve.c — placeholder until the subcommand lands; replaced by its owner. */
+/*
+ * cmd_serve.c — `eaas serve --model M`: an OpenAI-compatible HTTP server.
+ *
+ * Order of start-up: the HTTP port opens first (so /health can say 503 while
+ * the model loads), then engine, tokenizer/chat template and scheduler; then
+ * requests are accepted. Shutdown on SIGTERM/SIGINT (or after --max-requests
+ * generation requests, for tests): stop accepting connections, let in-flight
+ * requests finish for up to --drain-seconds, cancel the rest, close, free.
+ * The signal handler only sets a flag; the main thread polls it.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/args.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "cli/commands.h"
+#include "serve/engine.h"
+#include "serve/http.h"
+#include "serve/metrics.h"
+#include "serve/scheduler.h"
+#include "serve/textops.h"
+
+static volatile sig_atomic_t g_stop; /* set by SIGTERM/SIGINT */
+
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static const char *base_name(const char *p) {
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') n--;
+    static char buf[256];
+    size_t i = n;
+    while (i > 0 && p[i - 1] != '/') i--;
+    snprintf(buf, sizeof buf, "%.*s", (int)(n - i), p + i);
+    return buf;
+}
+
+typedef struct {
+    const char *model, *host, *api_key, *served_name;
+    int port, threads, max_running, max_queue, max_batch_tokens, kv_mib, max_ctx, no_prefix_cache, max_requests;
+    long max_body;
+    double stall_s, request_timeout_s, drain_s, keepalive_s;
+} serve_flags;
+
+static int check_flags(const serve_flags *f) {
+    const char *bad = NULL;
+    if (!f->model) bad = "--model is required";
+    else if (f->port < 0 || f->port > 65535) bad = "--port must be in [0, 65535]";
+    else if (f->max_running < 1) bad = "--max-running must be >= 1";
+    else if (f->max_queue < 0) bad = "--max-queue must be >= 0";
+    else if (f->max_batch_tokens < 1) bad = "--max-batch-tokens must be >= 1";
+    else if (f->kv_mib < 0) bad = "--kv-cache-mib must be >= 0";
+    else if (f->max_ctx < 0) bad = "--max-ctx must be >= 0";
+    else if (f->max_body < 1024) bad = "--max-body-bytes must be >= 1024";
+    else if (f->stall_s < 0 || f->request_timeout_s < 0 || f->drain_s < 0 || f->keepalive_s < 0)
+        bad = "time limits must be >= 0";
+    else if (f->max_requests < 0) bad = "--max-requests must be >= 0";
+    if (!bad) return 0;
+    fprintf(stderr, "eaas serve: %s\n", bad);
+    return 2;
+}
 
 int ea_cmd_serve(int argc, char **argv) {
-    (void)argc;
-    return ea_cli_fail(argv[0], ea_err(EA_ERR_UNSUPPORTED, "not built yet"));
+    serve_flags f = {.host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
+                     .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10};
+    ea_arg spec[] = {
+        {"model", EA_ARG_STR, &f.model, "PATH", "model directory (HF) or .gguf file"},
+        {"host", EA_ARG_STR, &f.host, "ADDR", "address to listen on (default 127.0.0.1)"},
+        {"port", EA_ARG_INT, &f.port, "N", "port (default 8000; 0 = any free port, printed at start)"},
+        {"api-key", EA_ARG_STR, &f.api_key, "KEY", "require 'Authorization: Bearer KEY' on /v1/* and /tokenize"},
+        {"served-model-name", EA_ARG_STR, &f.served_name, "NAME", "model name in the API (default: the model's file name)"},
+        {"threads", EA_ARG_INT, &f.threads, "N", "compute threads (default: CPU count)"},
+        {"max-running", EA_ARG_INT, &f.max_running, "N", "sequences decoding at once (default 16)"},
+        {"max-queue", EA_ARG_INT, &f.max_queue, "N", "waiting requests before 503 (default 256)"},
+        {"max-batch-tokens", EA_ARG_INT, &f.max_batch_tokens, "N", "tokens per forward step (default 512)"},
+        {"kv-cache-mib", EA_ARG_INT, &f.kv_mib, "N", "KV cache size (default: full context for every running sequence)"},
+        {"max-ctx", EA_ARG_INT, &f.max_ctx, "N", "context length (default: the model's, at most 4096)"},
+        {"no-prefix-cache", EA_ARG_BOOL, &f.no_prefix_cache, NULL, "turn the prefix cache off"},
+        {"stall-seconds", EA_ARG_DOUBLE, &f.stall_s, "S", "/health is 503 after S s without a step while work waits (30)"},
+        {"request-timeout", EA_ARG_DOUBLE, &f.request_timeout_s, "S", "cancel a request after S s with 504 (0 = never)"},
+        {"drain-seconds", EA_ARG_DOUBLE, &f.drain_s, "S", "on SIGTERM/SIGINT, let requests finish for S s (30)"},
+        {"keepalive-seconds", EA_ARG_DOUBLE, &f.keepalive_s, "S", "SSE keep-alive comment after S s of silence (10)"},
+        {"max-body-bytes", EA_ARG_LONG, &f.max_body, "N", "largest request body; larger gets 413 (1 MiB)"},
+        {"max-requests", EA_ARG_INT, &f.max_requests, "N", "exit after N generation requests (for tests)"},
+        {0}};
+    ea_args_rest rest;
+    ea_status st = ea_args_parse(spec, argc, argv, &rest);
+    if (st != EA_OK) {
+        fprintf(stderr, "eaas serve: %s\n", ea_errmsg());
+        return 2;
+    }
+    if (rest.help) {
+        printf("usage: eaas serve --model PATH [flags]\n\nServe a model over an OpenAI-compatible HTTP API:\n"
+               "/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health, /metrics.\n\n");
+        ea_args_usage(stdout, spec);
+        return 0;
+    }
+    if (rest.n_pos > 0) {
+        fprintf(stderr, "eaas serve: unexpected argument '%s'\n", rest.pos[0]);
+        return 2;
+    }
+    int rc = check_flags(&f);
+    if (rc) return rc;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    ea_metrics *metrics = NULL;
+    ea_http *http = NULL;
+    ea_engine *engine = NULL;
+    ea_serve_text *text = NULL;
+    ea_sched *sched = NULL;
+    ea_text_ops ops;
+    int started = 0;
+    rc = 1;
+    const char *name = f.served_name ? f.served_name : base_name(f.model);
+    ea_http_opts ho = {.host = f.host, .port = f.port, .api_key = f.api_key, .served_model = name,
+                       .max_body_bytes = (size_t)f.max_body, .request_timeout_s = f.request_timeout_s,
+                       .stall_seconds = f.stall_s, .keepalive_s = f.keepalive_s, .max_requests = f.max_requests,
+                       .max_connections = f.max_queue + f.max_running + 64};
+    if ((st = ea_metrics_create(&metrics)) != EA_OK || (st = ea_http_start(&ho, metrics, &http)) != EA_OK) goto fail;
+    EA_LOGI("listening on http://%s:%d (model '%s' loading)", f.host, ea_http_port(http), name);
+    fflush(stderr);
+
+    double t_load = ea_now_s();
+    ea_engine_opts eo = {.model_path = f.model, .threads = f.threads, .max_tokens = f.max_batch_tokens,
+                         .max_ctx = f.max_ctx, .max_seqs = f.max_running, .kv_mib = (size_t)f.kv_mib};
+    if ((st = ea_engine_create(&eo, &engine)) != EA_OK) goto fail;
+    if ((st = ea_serve_text_load(f.model, engine->m->cfg.vocab_size, &text, &ops)) != EA_OK) goto fail;
+    ea_sched_opts so = {.max_running = f.max_running, .max_queue = f.max_queue,
+                        .max_batch_tokens = f.max_batch_tokens, .prefix_cache = !f.no_prefix_cache};
+    if ((st = ea_sched_create(engine, ea_serve_text_tokenizer(text), &so, &sched)) != EA_OK) goto fail;
+    if ((st = ea_sched_start(sched)) != EA_OK) goto fail;
+    started = 1;
+    ea_http_set_ready(http, sched, &ops, ea_sched_context_len(sched));
+    EA_LOGI("ready: model '%s' loaded in %.1f s, context %d, max-running %d, max-batch-tokens %d", name,
+            ea_now_s() - t_load, ea_sched_context_len(sched), f.max_running, f.max_batch_tokens);
+    fflush(stderr);
+
+    while (!g_stop && !ea_http_exit_requested(http)) sleep_ms(50);
+    EA_LOGI("shutting down (%s): draining for up to %.0f s", g_stop ? "signal" : "--max-requests reached", f.drain_s);
+    rc = 0;
+fail:
+    if (rc) ea_cli_fail(argv[0], st);
+    if (http) ea_http_begin_drain(http);
+    if (started) ea_sched_stop(sched, f.drain_s);
+    ea_http_stop(http);
+    ea_sched_destroy(sched);
+    ea_serve_text_destroy(text);
+    ea_engine_destroy(engine);
+    ea_metrics_destroy(metrics);
+    if (!rc) EA_LOGI("stopped");
+    return rc;
 }

@@ -61,6 +61,7 @@ typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_TOKENIZE, R_DETOKENIZE
 typedef struct {
     ea_sbuf body;
     int too_large;
+    int is_gen;       /* a generation endpoint: counts for --max-requests once answered */
     double t0;
 } conn_ctx;
 
@@ -84,8 +85,9 @@ typedef struct {
 
 static void access_log(const char *method, const char *path, uint64_t id, int status, int ptok, int ctok,
                        double t0, const char *finish) {
-    EA_LOGI("access id=%llu %s %s status=%d prompt_tokens=%d completion_tokens=%d latency_ms=%.1f%s%s",
-            (unsigned long long)id, method, path, status, ptok, ctok, (ea_now_s() - t0) * 1e3,
+    char ids[24] = "-";
+    if (id) snprintf(ids, sizeof ids, "%llu", (unsigned long long)id);
+    EA_LOGI("access id=%s %s %s status=%d prompt_tokens=%d completion_tokens=%d latency_ms=%.1f%s%s", ids, method, path, status, ptok, ctok, (ea_now_s() - t0) * 1e3,
             finish ? " finish=" : "", finish ? finish : "");
 }
 
@@ -188,9 +190,8 @@ static void finish_metrics(ea_http *h, ea_request *req, ea_finish f) {
     ea_req_times(req, &arrival, &first, &fin, &queued);
     if (first > 0 && first >= arrival) ea_metrics_observe(h->metrics, EA_HIST_TTFT, first - arrival);
     if (fin > 0 && fin >= arrival) ea_metrics_observe(h->metrics, EA_HIST_E2E, fin - arrival);
-    if (queued > 0 && queued >= arrival) ea_metrics_observe(h->metrics, EA_HIST_QUEUE, queued - arrival);
+    if (first > 0) ea_metrics_observe(h->metrics, EA_HIST_QUEUE, queued); /* queued: a duration */
     ea_metrics_finished(h->metrics, f);
-    atomic_fetch_add(&h->gen_done, 1);
 }
 
 static int timed_out(const ea_http *h, double t0) {
@@ -293,6 +294,7 @@ static enum MHD_Result start_stream(ea_http *h, struct MHD_Connection *c, ea_oai
         s->req = req;
         s->fd = conn_fd(c);
         s->status = 200;
+        s->prompt_tokens = r->n_prompt;
         s->t0 = t0;
         s->t_last_send = s->t_last_tok = ea_now_s();
         snprintf(s->path, sizeof s->path, "%s", path);
@@ -326,49 +328,46 @@ static enum MHD_Result run_blocking(ea_http *h, struct MHD_Connection *c, ea_oai
     ea_oai_error e = {0};
     ea_event ev;
     int ok = 0, ntok = 0;
-    double t_last = ea_now_s();
+    double t_last = ea_now_s(), t_check = t_last;
     for (;;) {
         ea_status st = ea_req_next(req, POLL_MS, &ev);
-        if (st == EA_ERR_TIMEOUT) {
-            if (!client_alive(fd)) {
-                ea_req_cancel(req);
-                finish_metrics(h, req, EA_FINISH_CANCELLED);
-                access_log("POST", path, ea_req_id(req), 499, r->n_prompt, ntok, t0, "abort");
-                ea_req_release(req);
-                ea_oai_output_deinit(&out);
-                return MHD_NO; /* nobody to answer: MHD closes the connection */
-            }
-            if (timed_out(h, t0)) {
-                ea_req_cancel(req);
-                ea_oai_fail(&e, 504, "server_error", NULL, "timeout", "request timed out after %g s",
-                            h->o.request_timeout_s);
-                finish_metrics(h, req, EA_FINISH_CANCELLED);
-                break;
-            }
-            continue;
-        }
-        if (st != EA_OK) {
+        double now = ea_now_s();
+        if (st == EA_OK && ev.kind == EA_EV_TOKEN) {
+            if (ntok > 0) ea_metrics_observe(h->metrics, EA_HIST_ITL, now - t_last);
+            t_last = now;
+            ntok++;
+            ea_oai_output_add(&out, &ev);
+        } else if (st == EA_OK && ev.kind == EA_EV_DONE) {
+            ok = 1;
+            finish_metrics(h, req, ev.finish);
+            break;
+        } else if (st == EA_OK) {
+            ea_oai_error_from_status(ev.status, ev.message, &e);
+            finish_metrics(h, req, EA_FINISH_NONE);
+            break;
+        } else if (st != EA_ERR_TIMEOUT) {
             ea_oai_error_from_status(st, ea_errmsg(), &e);
             ea_req_cancel(req);
             finish_metrics(h, req, EA_FINISH_NONE);
             break;
         }
-        if (ev.kind == EA_EV_TOKEN) {
-            double now = ea_now_s();
-            if (ntok > 0) ea_metrics_observe(h->metrics, EA_HIST_ITL, now - t_last);
-            t_last = now;
-            ntok++;
-            ea_oai_output_add(&out, &ev);
-            continue;
+        /* by the clock, not only on timeouts: tokens may come faster than POLL_MS */
+        if (now - t_check < POLL_MS * 1e-3) continue;
+        t_check = now;
+        if (!client_alive(fd)) {
+            ea_req_cancel(req);
+            finish_metrics(h, req, EA_FINISH_CANCELLED);
+            access_log("POST", path, ea_req_id(req), 499, r->n_prompt, ntok, t0, "abort");
+            ea_req_release(req);
+            ea_oai_output_deinit(&out);
+            return MHD_NO; /* nobody to answer: MHD closes the connection */
         }
-        if (ev.kind == EA_EV_ERROR) {
-            ea_oai_error_from_status(ev.status, ev.message, &e);
-            finish_metrics(h, req, EA_FINISH_NONE);
+        if (timed_out(h, t0)) {
+            ea_req_cancel(req);
+            ea_oai_fail(&e, 504, "server_error", NULL, "timeout", "request timed out after %g s", h->o.request_timeout_s);
+            finish_metrics(h, req, EA_FINISH_CANCELLED);
             break;
         }
-        ok = 1; /* DONE */
-        finish_metrics(h, req, ev.finish);
-        break;
     }
     uint64_t id = ea_req_id(req);
     ea_req_release(req);
@@ -396,10 +395,7 @@ static enum MHD_Result handle_generate(ea_http *h, struct MHD_Connection *c, con
     ea_oai_request r;
     ea_oai_error e;
     const char *body = cc->body.data ? cc->body.data : "";
-    if (ea_oai_parse(kind, body, cc->body.len, &r, &e)) {
-        atomic_fetch_add(&h->gen_done, 1);
-        return send_error(h, c, &e, "POST", path, cc->t0);
-    }
+    if (ea_oai_parse(kind, body, cc->body.len, &r, &e)) return send_error(h, c, &e, "POST", path, cc->t0);
     if (r.model && strcmp(r.model, h->model) != 0) {
         ea_oai_fail(&e, 404, "invalid_request_error", "model", "model_not_found",
                     "The model '%s' does not exist (this server serves '%s').", r.model, h->model);
@@ -418,7 +414,6 @@ static enum MHD_Result handle_generate(ea_http *h, struct MHD_Connection *c, con
     return ret;
 fail:
     ea_oai_request_deinit(&r);
-    atomic_fetch_add(&h->gen_done, 1);
     return send_error(h, c, &e, "POST", path, cc->t0);
 }
 
@@ -460,6 +455,7 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
     ea_oai_error e;
     int method_ok;
     route rt = find_route(url, method, &method_ok);
+    cc->is_gen = rt == R_COMPLETIONS || rt == R_CHAT;
     if (rt == R_NONE) {
         ea_oai_fail(&e, 404, NULL, NULL, NULL, "no such endpoint: %s %s", method, url);
         return send_error(h, c, &e, method, url, cc->t0);
@@ -543,12 +539,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return dispatch(h, c, cc, url, method);
 }
 
+/* Called once the response was sent (or the connection failed). */
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls;
+    ea_http *h = cls;
     (void)c;
     (void)toe;
     conn_ctx *cc = *con_cls;
     if (cc) {
+        if (cc->is_gen) atomic_fetch_add(&h->gen_done, 1);
         ea_sbuf_deinit(&cc->body);
         ea_free(cc);
     }

@@ -489,7 +489,8 @@ int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, uint6
             return tok_fail(e, s, "messages");
     }
     if (r->prompt_text) {
-        if ((s = ops->encode(ops->ctx, r->prompt_text, strlen(r->prompt_text), &r->prompt_ids, &r->n_prompt)) != EA_OK)
+        if ((s = ops->encode(ops->ctx, r->prompt_text, strlen(r->prompt_text), r->kind == EA_OAI_COMPLETIONS,
+                             &r->prompt_ids, &r->n_prompt)) != EA_OK)
             return tok_fail(e, s, r->kind == EA_OAI_CHAT ? "messages" : "prompt");
     } else if (check_ids(r->prompt_ids, r->n_prompt, ops->vocab, "prompt", e)) {
         return -1;
@@ -544,7 +545,10 @@ int ea_oai_tokenize(const char *body, size_t len, const ea_text_ops *ops, int ct
         }
     }
     if (r.prompt_text[0]) {
-        ea_status s = ops->encode(ops->ctx, r.prompt_text, strlen(r.prompt_text), &r.prompt_ids, &r.n_prompt);
+        int add_special = r.kind == EA_OAI_COMPLETIONS;
+        if (get_bool(root, "add_special_tokens", &add_special, e)) goto done;
+        ea_status s = ops->encode(ops->ctx, r.prompt_text, strlen(r.prompt_text), add_special, &r.prompt_ids,
+                                  &r.n_prompt);
         if (s != EA_OK) {
             tok_fail(e, s, "prompt");
             goto done;

@@ -55,8 +55,10 @@
  * are ea_malloc'd. */
 typedef struct {
     void *ctx; /* borrows */
-    /* text -> ids, special tokens written in the text are recognised */
-    ea_status (*encode)(void *ctx, const char *text, size_t len, int32_t **ids, int *n_ids);
+    /* text -> ids; special tokens written in the text are recognised; add_special:
+     * also add BOS/EOS as the tokenizer's post-processor says (completions prompts,
+     * not rendered chat prompts, which carry their own) */
+    ea_status (*encode)(void *ctx, const char *text, size_t len, int add_special, int32_t **ids, int *n_ids);
     /* ids -> text (NUL-terminated, raw bytes: may be partial UTF-8 for one token) */
     ea_status (*decode)(void *ctx, const int32_t *ids, int n_ids, char **text, size_t *len);
     /* messages (validated JSON array of {role, content}) -> prompt text */

@@ -84,7 +84,7 @@ static int dump_cb(const char *buffer, size_t size, void *data) {
 }
 
 void ea_sbuf_json(ea_sbuf *b, const json_t *v) {
-    if (!v || json_dump_callback(v, dump_cb, b, JSON_COMPACT | JSON_PRESERVE_ORDER) != 0) b->failed = 1;
+    if (!v || json_dump_callback(v, dump_cb, b, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) != 0) b->failed = 1;
 }
 
 char *ea_sbuf_take(ea_sbuf *b, size_t *len) {
