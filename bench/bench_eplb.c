@@ -6,7 +6,9 @@
  *
  * Cases: every line of DIR/eplb/cases.txt (DIR from --shared, $EA_SHARED, or
  * $EA_SRC/../shared), plus two synthetic 48 x 128 cases generated here (Zipf
- * 1.0 token counts, P = 144, global and hierarchical 8 groups / 2 nodes), so
+ * 1.0 token counts, P = 144, global and hierarchical 8 groups / 2 nodes) and
+ * two DeepSeek-V3-like 58 x 256 cases (P = 288, 32 ranks, global and 8 groups /
+ * 4 nodes), so
  * the benchmark runs without the shared folder too.
  * Per case and algorithm: `place_ms` = CPU time of ea_eplb_rebalance alone
  * (min and median over reps, CLOCK_PROCESS_CPUTIME_ID), `end_to_end_ms` = parse
@@ -134,6 +136,11 @@ int main(int argc, char **argv) {
     synthetic(c, L, E, 42);
     bench_case("synthetic_48x128_zipf1.0_r16_global", c, NULL, 0, L, E, 144, 1, 1, 8, reps);
     bench_case("synthetic_48x128_zipf1.0_r16_hier8g2n", c, NULL, 0, L, E, 144, 8, 2, 8, reps);
+    /* DeepSeek-V3-like: 58 MoE layers x 256 experts, 32 redundant, 32 ranks on 4 nodes */
+    static int64_t c3[58 * 256];
+    synthetic(c3, 58, 256, 7);
+    bench_case("synthetic_58x256_zipf1.0_r32_global", c3, NULL, 0, 58, 256, 288, 1, 1, 32, reps);
+    bench_case("synthetic_58x256_zipf1.0_r32_hier8g4n", c3, NULL, 0, 58, 256, 288, 8, 4, 32, reps);
 
     char path[2048];
     snprintf(path, sizeof path, "%s/eplb/cases.txt", dir);

@@ -74,7 +74,7 @@ void ea_eplb_ws_destroy(ea_eplb_ws *ws) {
                     ws->y,      ws->ratio, ws->mcnt,     ws->phy2mlog, ws->prank,    ws->z,
                     ws->pk,     ws->rk,    ws->pphy2phy, ws->sidx,     ws->stmp,     ws->packw,
                     ws->packn,  ws->w,     ws->sw,       ws->rload,    ws->delta,    ws->p2l,
-                    ws->cnt,    ws->home,  ws->homecnt,  ws->off,      ws->slots,    ws->touched, ws->cursor};
+                    ws->cnt,    ws->home,  ws->homecnt,  ws->off,      ws->slots,    ws->touched, ws->cursor, ws->xr, ws->on_a};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) ea_free(ptrs[i]);
     ea_free(ws);
 }
@@ -101,7 +101,7 @@ ea_status ea_eplb_ws_create(const ea_eplb_shape *s, ea_eplb_ws **out) {
         EA__A(sidx, nsort) || EA__A(stmp, nsort) || EA__A(packw, npack) || EA__A(packn, npack) ||
         EA__A(w, e) || EA__A(sw, p) || EA__A(rload, (size_t)R) || EA__A(delta, (size_t)R) || EA__A(p2l, p) ||
         EA__A(cnt, e) || EA__A(home, e) || EA__A(homecnt, e) || EA__A(off, e + 1) || EA__A(slots, p) ||
-        EA__A(touched, (size_t)R) || EA__A(cursor, e)) {
+        EA__A(touched, (size_t)R) || EA__A(cursor, e) || EA__A(xr, (size_t)R) || EA__A(on_a, e)) {
         ea_eplb_ws_destroy(ws);
         return ea_err(EA_ERR_NOMEM, "EPLB workspace for %d layers x %d experts x %d slots", s->n_layers, E, P);
     }

@@ -41,6 +41,8 @@ struct ea_eplb_ws {
     int32_t *slots;   /* [P] */
     int32_t *touched; /* [ranks] ranks with a non-zero delta */
     int32_t *cursor;  /* [E] CSR fill cursor */
+    int32_t *xr;      /* [ranks] other replicas of the retargeted expert per rank */
+    int32_t *on_a;    /* [E] slots of each expert on the most loaded rank */
 };
 
 /* Stable descending order of x[0..n) into idx (ties: lower index first). */

@@ -106,7 +106,11 @@ static void ea__refine_layer(ea_eplb_ws *ws, const int64_t *c, int32_t *p2l_out,
         if (prk_out[p] == 0) ws->home[p2l_out[p]] = p / ppn;
     }
     for (int p = 0; p < P; p++) ws->homecnt[ws->p2l[p]] += ws->home[ws->p2l[p]] == p / ppn;
-    for (int r = 0; r < R; r++) ws->delta[r] = 0.0;
+    for (int r = 0; r < R; r++) {
+        ws->delta[r] = 0.0;
+        ws->xr[r] = 0;
+    }
+    for (int e = 0; e < E; e++) ws->on_a[e] = 0;
     ea__csr(ws, E, P);
     ea__loads(ws, P, R);
     for (int iter = 0; iter < 8 * P; iter++) {
@@ -133,14 +137,35 @@ static void ea__refine_layer(ea_eplb_ws *ws, const int64_t *c, int32_t *p2l_out,
                 bj = j;
             }
         }
+        for (int i = a * ppr; i < (a + 1) * ppr; i++) ws->on_a[ws->p2l[i]]++;
         for (int i = a * ppr; i < (a + 1) * ppr; i++) {
             int x = ws->p2l[i];
             if (ws->cnt[x] < 2 || (ws->home[x] == na && ws->homecnt[x] < 2)) continue;
-            /* a lower bound on rank a's new load: it loses slot i's load, gains y's new
-             * per-replica load >= 0, and its other x slots get heavier: skip if that
-             * bound cannot beat the best so far */
-            for (int y = 0; y < E; y++) {
+            /* Two bounds that hold for every y, so most y need no full evaluation:
+             *  - rank a's new load is newa + (what y adds on a), and y adds >= 0;
+             *  - ranks holding x's other replicas get heavier by gx each; only a y
+             *    with a slot on one of those ranks can lower them again, so if the
+             *    heaviest of them (mx) already reaches bestv, other y cannot win. */
+            double gx = ws->w[x] / (double)(ws->cnt[x] - 1) - ws->w[x] / (double)ws->cnt[x];
+            for (int k = ws->off[x]; k < ws->off[x + 1]; k++)
+                if (ws->slots[k] != i) ws->xr[ws->slots[k] / ppr]++;
+            double newa = La - ws->sw[i] + gx * (double)ws->xr[a], mx = 0.0;
+            for (int k = ws->off[x]; k < ws->off[x + 1]; k++) {
+                int r = ws->slots[k] / ppr;
+                if (r != a && ws->rload[r] + gx * (double)ws->xr[r] > mx) mx = ws->rload[r] + gx * (double)ws->xr[r];
+            }
+            for (int y = 0; y < E && newa < bestv; y++) {
                 if (y == x) continue;
+                double ny = ws->w[y] / (double)(ws->cnt[y] + 1), oy = ws->w[y] / (double)ws->cnt[y];
+                if (newa + ny + (double)ws->on_a[y] * (ny - oy) >= bestv) continue;
+                if (mx >= bestv) {
+                    int shares = 0;
+                    for (int k = ws->off[y]; k < ws->off[y + 1] && !shares; k++) {
+                        int r = ws->slots[k] / ppr;
+                        shares = r != a && ws->xr[r] > 0;
+                    }
+                    if (!shares) continue;
+                }
                 double v = ea__retarget_max(ws, ppr, i, x, y);
                 if (v < bestv) {
                     bestv = v;
@@ -149,7 +174,9 @@ static void ea__refine_layer(ea_eplb_ws *ws, const int64_t *c, int32_t *p2l_out,
                     bj = y;
                 }
             }
+            for (int k = ws->off[x]; k < ws->off[x + 1]; k++) ws->xr[ws->slots[k] / ppr] = 0;
         }
+        for (int i = a * ppr; i < (a + 1) * ppr; i++) ws->on_a[ws->p2l[i]] = 0;
         if (kind == 0) break;
         if (kind == 1) {
             int x = ws->p2l[bi], y = ws->p2l[bj];
