@@ -47,7 +47,8 @@ static const char *ea__human(char *buf, size_t n, double v, const char *unit) {
     int i = 0;
     double base = strcmp(unit, "B") == 0 ? 1024.0 : 1000.0;
     while (v >= base && i < 4) v /= base, i++;
-    snprintf(buf, n, i ? "%.2f %s%s%s" : "%.0f %s%s%s", v, sfx[i], strcmp(unit, "B") == 0 && i ? "i" : "", unit);
+    if (i == 0) snprintf(buf, n, "%.0f%s%s", v, unit[0] ? " " : "", unit);
+    else snprintf(buf, n, "%.2f %s%s%s", v, sfx[i], strcmp(unit, "B") == 0 ? "i" : "", unit);
     return buf;
 }
 

@@ -106,11 +106,12 @@ static ea_status ea__kv(ea__cur *c, ea_gguf *g, ea_gguf_kv *kv) {
                       (unsigned long long)kv->key_off);
     kv->key = ea_strndup((const char *)c->p + koff, (size_t)klen);
     if (!kv->key) return ea_err(EA_ERR_NOMEM, "%s: no memory", c->what);
-    const char *k = kv->key;
+    char k[96]; /* "key '<name>'" for messages, cut if long */
+    snprintf(k, sizeof k, "key '%.80s'", kv->key);
     uint32_t t;
     EA_TRY(ea__u32(c, &t, "value type", k));
     if (t >= EA_GGUF_N_TYPES)
-        return ea_err(EA_ERR_FORMAT, "%s: key '%s': unknown value type %u at offset %zu", c->what, k, t, c->pos - 4);
+        return ea_err(EA_ERR_FORMAT, "%s: %s: unknown value type %u at offset %zu", c->what, k, t, c->pos - 4);
     kv->type = (ea_gguf_type)t;
     kv->n = 1;
     if (t == EA_GGUF_STRING) {
@@ -128,17 +129,17 @@ static ea_status ea__kv(ea__cur *c, ea_gguf *g, ea_gguf_kv *kv) {
     uint32_t et;
     EA_TRY(ea__u32(c, &et, "array element type", k));
     if (et >= EA_GGUF_N_TYPES)
-        return ea_err(EA_ERR_FORMAT, "%s: key '%s': unknown array element type %u at offset %zu", c->what, k, et,
+        return ea_err(EA_ERR_FORMAT, "%s: %s: unknown array element type %u at offset %zu", c->what, k, et,
                       c->pos - 4);
     if (et == EA_GGUF_ARRAY)
-        return ea_err(EA_ERR_UNSUPPORTED, "%s: key '%s': nested arrays are not supported (offset %zu)", c->what, k,
+        return ea_err(EA_ERR_UNSUPPORTED, "%s: %s: nested arrays are not supported (offset %zu)", c->what, k,
                       c->pos - 4);
     kv->arr_type = (ea_gguf_type)et;
     size_t at = c->pos;
     EA_TRY(ea__u64(c, &kv->n, "array length", k));
     uint64_t min_each = et == EA_GGUF_STRING ? 8 : ea__gguf_type_size[et];
     if (kv->n > (c->size - c->pos) / min_each)
-        return ea_err(EA_ERR_FORMAT, "%s: key '%s': array length %llu at offset %zu is past the end of the file", c->what,
+        return ea_err(EA_ERR_FORMAT, "%s: %s: array length %llu at offset %zu is past the end of the file", c->what,
                       k, (unsigned long long)kv->n, at);
     kv->off = c->pos;
     if (et != EA_GGUF_STRING) {
@@ -146,7 +147,7 @@ static ea_status ea__kv(ea__cur *c, ea_gguf *g, ea_gguf_kv *kv) {
         return EA_OK;
     }
     kv->str_offs = ea_malloc((size_t)(kv->n ? kv->n : 1) * sizeof *kv->str_offs);
-    if (!kv->str_offs) return ea_err(EA_ERR_NOMEM, "%s: key '%s': no memory for %llu strings", c->what, k,
+    if (!kv->str_offs) return ea_err(EA_ERR_NOMEM, "%s: %s: no memory for %llu strings", c->what, k,
                                      (unsigned long long)kv->n);
     for (uint64_t i = 0; i < kv->n; i++) {
         uint64_t so, sl;

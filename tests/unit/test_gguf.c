@@ -328,6 +328,7 @@ TEST(byte_flips_never_crash) {
         free(c);
     }
     fprintf(stderr, "  %d of 5000 corrupted files still valid\n", ok);
+    free(f.p);
     CHECK_EQ(bad, 0);
 }
 
