@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "eplb/eplb.h"
@@ -443,6 +444,38 @@ TEST(placement_roundtrip_and_errors) {
     }
 }
 
+TEST(metadata_from_file_and_algorithm_agree) {
+    int64_t c[2 * 8] = {50, 1, 2, 3, 4, 5, 6, 7, 0, 0, 90, 0, 0, 0, 0, 10};
+    ea_eplb_shape s = {2, 8, 12, 1, 1, 4};
+    ea_eplb_ws *ws;
+    ea_eplb_placement pl;
+    CHECK_EQ(ea_eplb_ws_create(&s, &ws), EA_OK);
+    CHECK_EQ(ea_eplb_placement_init(&pl, 2, 8, 12), EA_OK);
+    CHECK_EQ(ea_eplb_rebalance(ws, EA_EPLB_DEEPSEEK, c, &pl), EA_OK);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_eplb_%d.out.txt", (int)getpid());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    CHECK_EQ(ea_eplb_placement_write(f, NULL, &pl), EA_OK);
+    fclose(f);
+    ea_eplb_meta a, b;
+    CHECK_EQ(ea_eplb_meta_init_from_placement(&a, &pl, 4, 2), EA_OK);
+    CHECK_EQ(ea_eplb_meta_init_from_file(&b, path, 4, 2), EA_OK);
+    CHECK(memcmp(a.phy2log, b.phy2log, 2 * 12 * sizeof(int32_t)) == 0);
+    CHECK(memcmp(a.log2all, b.log2all, (size_t)2 * 8 * a.stride * sizeof(int32_t)) == 0);
+    CHECK(memcmp(a.dispatch, b.dispatch, 2 * 8 * 4 * sizeof(int32_t)) == 0);
+    CHECK_EQ(a.log2all_n[0], 5); /* 50 of 78 tokens: the 4 extra slots all go to expert 0 */
+    ea_eplb_meta_deinit(&a);
+    ea_eplb_meta_deinit(&b);
+    /* a file whose shape breaks an invariant for these ranks: error names the file */
+    CHECK_EQ(ea_eplb_meta_init_from_file(&b, path, 5, 1), EA_ERR_FORMAT);
+    CHECK(strstr(ea_errmsg(), path) != NULL);
+    CHECK(strstr(ea_errmsg(), "not a multiple of ranks 5") != NULL);
+    unlink(path);
+    ea_eplb_placement_deinit(&pl);
+    ea_eplb_ws_destroy(ws);
+}
+
 /* ---- recorder ---- */
 
 TEST(recorder_window_matches_brute_force) {
@@ -635,6 +668,7 @@ int main(void) {
     RUN(dispatch_hand_example);
     RUN(dispatch_remote_spread_round_robin);
     RUN(dispatch_properties_random);
+    RUN(metadata_from_file_and_algorithm_agree);
     RUN(workload_errors_name_file_and_line);
     RUN(placement_roundtrip_and_errors);
     RUN(recorder_window_matches_brute_force);
