@@ -728,7 +728,8 @@ ea_status ea_make_model(const ea_mm_options *o, FILE *rep) {
         else
             for (int i = 0; i < g.n; i++) {
                 ea__mm_shape_str(sh, sizeof sh, g.v[i].n_dims, g.v[i].ne);
-                fprintf(rep, "tensor %s %s %s\n", g.v[i].name, ea_dtypes[g.v[i].dt].name, sh);
+                static const char *const gn[EA_N_DTYPES] = {"F32", "F16", "BF16", "Q8_0"}; /* ggml names */
+                fprintf(rep, "tensor %s %s %s\n", g.v[i].name, gn[g.v[i].dt], sh);
             }
     }
     if (st == EA_OK && !o->dry_run) {
