@@ -23,6 +23,7 @@ struct ea_chat_template {
     jj_srcmap sm;
     jj_node **body;
     size_t n_body;
+    jj_limits lim;
 };
 
 ea_status ea_chat_template_create(const char *src, size_t len, ea_chat_template **out) {
@@ -63,8 +64,13 @@ void ea_chat_template_destroy(ea_chat_template *t) {
 
 const char *ea_chat_template_source(const ea_chat_template *t) { return t->src; }
 
+void ea_chat_template_set_limits(ea_chat_template *t, unsigned long long max_steps, size_t max_bytes) {
+    t->lim.max_steps = max_steps;
+    t->lim.max_bytes = max_bytes;
+}
+
 ea_status ea_chat_template_render(const ea_chat_template *t, const json_t *context, char **out, size_t *out_len) {
-    return ea__jj_render(t->body, t->n_body, &t->sm, context, out, out_len);
+    return ea__jj_render(t->body, t->n_body, &t->sm, &t->lim, context, out, out_len);
 }
 
 /* ---- model helpers ------------------------------------------------------------- */

@@ -42,6 +42,11 @@ void ea_chat_template_destroy(ea_chat_template *t);
 /* The template source as given (owned by t). */
 const char *ea_chat_template_source(const ea_chat_template *t);
 
+/* Bound the work of one render: evaluation steps (default 50,000,000) and
+ * bytes of intermediate values (default 512 MiB); 0 keeps the default. A
+ * render over a limit fails with EA_ERR_FORMAT (steps) or EA_ERR_RANGE (bytes). */
+void ea_chat_template_set_limits(ea_chat_template *t, unsigned long long max_steps, size_t max_bytes);
+
 /* OUT: *out (NUL-terminated, ea_malloc'd; may contain NUL if the data did), *out_len. */
 ea_status ea_chat_template_render(const ea_chat_template *t, const json_t *context, char **out, size_t *out_len);
 

@@ -41,7 +41,7 @@ typedef enum { CTL_NONE, CTL_BREAK, CTL_CONTINUE } jj_ctl;
 typedef struct {
     jj_pool *pool;
     const jj_srcmap *sm;
-    uint64_t steps;
+    uint64_t steps, max_steps;
     jj_ctl ctl;
 } rt;
 
@@ -715,7 +715,7 @@ static ea_status to_json_val(rt *R, const jj_node *at, const jj_val *v, const jj
     ea__jj_buf_init(&b, R->pool);
     if (!ea__jj_to_json(&b, v, o, 0)) {
         if (R->pool->failed) return oom(R);
-        return rerr(R, at, "cannot convert to JSON (a function, or nesting deeper than 512)");
+        return rerr(R, at, "cannot convert %s to JSON (functions, tuples and keyword arguments have none; or nesting deeper than 512)", tname(v));
     }
     CHK(*out = ea__jj_str_take(R->pool, b.s ? b.s : "", b.n));
     if (!b.s) CHK(*out = mkstr(R, "", 0));
@@ -1276,6 +1276,7 @@ static ea_status ev_for(rt *R, jj_env *env, const jj_node *n, jj_buf *out) {
     jj_val **items = NULL;
     size_t n_items = 0, cap = 0;
     for (size_t i = 0; i < it->n_items; i++) {
+        if (++R->steps > R->max_steps) return rerr(R, n, "template evaluation exceeded %llu steps", (unsigned long long)R->max_steps);
         jj_val *cur = it->items[i];
         if (n->a->kind == JN_TUPLE) {
             if (cur->t != JV_ARRAY) return rerr(R, n->a, "cannot unpack a %s", tname(cur));
@@ -1295,6 +1296,7 @@ static ea_status ev_for(rt *R, jj_env *env, const jj_node *n, jj_buf *out) {
     static const char *const k_loop[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length", "previtem", "nextitem"};
     bool none = true;
     for (size_t i = 0; i < n_items; i++) {
+        if (++R->steps > R->max_steps) return rerr(R, n, "template evaluation exceeded %llu steps", (unsigned long long)R->max_steps);
         jj_val *loop = ea__jj_mapval(R->pool, JV_OBJECT);
         CHK(loop);
         jj_val *lv[9];
@@ -1331,7 +1333,7 @@ static ea_status ev_for(rt *R, jj_env *env, const jj_node *n, jj_buf *out) {
 static ea_status ev_block(rt *R, jj_env *env, jj_node *const *list, size_t n, jj_buf *out) {
     for (size_t i = 0; i < n; i++) {
         const jj_node *s = list[i];
-        if (++R->steps > JJ_MAX_STEPS) return rerr(R, s, "template evaluation exceeded %llu steps", JJ_MAX_STEPS);
+        if (++R->steps > R->max_steps) return rerr(R, s, "template evaluation exceeded %llu steps", (unsigned long long)R->max_steps);
         switch (s->kind) {
         case JN_TEXT: CHK(ea__jj_buf_add(out, s->s, s->n)); break;
         case JN_COMMENT: break;
@@ -1365,7 +1367,7 @@ static ea_status ev_block(rt *R, jj_env *env, jj_node *const *list, size_t n, jj
 /* ---- expressions ------------------------------------------------------------------------------ */
 
 static ea_status ev(rt *R, jj_env *env, const jj_node *n, jj_val **out) {
-    if (++R->steps > JJ_MAX_STEPS) return rerr(R, n, "template evaluation exceeded %llu steps", JJ_MAX_STEPS);
+    if (++R->steps > R->max_steps) return rerr(R, n, "template evaluation exceeded %llu steps", (unsigned long long)R->max_steps);
     switch (n->kind) {
     case JN_INT: CHK(*out = ea__jj_num(R->pool, JV_INT, n->num)); return EA_OK;
     case JN_FLOAT: CHK(*out = ea__jj_num(R->pool, JV_FLOAT, n->num)); return EA_OK;
@@ -1459,14 +1461,14 @@ static const struct {
     {"True", 1, 0}, {"False", 2, 0}, {"None", 3, 0},
 };
 
-ea_status ea__jj_render(jj_node **body, size_t n_body, const jj_srcmap *sm, const json_t *ctx, char **out,
-                        size_t *out_len) {
+ea_status ea__jj_render(jj_node **body, size_t n_body, const jj_srcmap *sm, const jj_limits *lim, const json_t *ctx,
+                        char **out, size_t *out_len) {
     *out = NULL;
     *out_len = 0;
     if (ctx && !json_is_object(ctx)) return ea_err(EA_ERR_INVALID_ARG, "chat template: the context must be a JSON object");
     jj_pool pool;
-    ea__jj_pool_init(&pool, JJ_POOL_LIMIT);
-    rt R = {.pool = &pool, .sm = sm};
+    ea__jj_pool_init(&pool, lim && lim->max_bytes ? lim->max_bytes : JJ_POOL_LIMIT);
+    rt R = {.pool = &pool, .sm = sm, .max_steps = lim && lim->max_steps ? lim->max_steps : JJ_MAX_STEPS};
     ea_status st = EA_OK;
     jj_env *g = env_new(&R, NULL);
     if (!g) {

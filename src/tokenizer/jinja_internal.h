@@ -157,13 +157,6 @@ struct jj_val {
     jj_val *self; /* FUNC: bound receiver of a method */
 };
 
-typedef struct {
-    jj_pool *pool;
-    const jj_srcmap *sm;
-    uint64_t steps, max_steps;
-    int depth;
-} jj_rt;
-
 jj_val *ea__jj_undef(void);
 jj_val *ea__jj_null(void);
 jj_val *ea__jj_bool(bool b);
@@ -225,8 +218,13 @@ size_t ea__jj_utf8_enc(uint32_t cp, char out[4]);
 
 /* ---- evaluation ------------------------------------------------------------- */
 
+typedef struct {
+    unsigned long long max_steps; /* 0: default */
+    size_t max_bytes;             /* 0: default */
+} jj_limits;
+
 /* Render `body` with the variables of `ctx` (a JSON object). OUT: *out (ea_malloc), *out_len. */
-ea_status ea__jj_render(jj_node **body, size_t n_body, const jj_srcmap *sm, const json_t *ctx,
-                        char **out, size_t *out_len);
+ea_status ea__jj_render(jj_node **body, size_t n_body, const jj_srcmap *sm, const jj_limits *lim,
+                        const json_t *ctx, char **out, size_t *out_len);
 
 #endif

@@ -487,8 +487,11 @@ bool ea__jj_to_json(jj_buf *b, const jj_val *v, const jj_json_opts *o, int depth
         ea__jj_fmt_num(num, v->num);
         return add_s(b, num);
     case JV_STR: return json_str(b, v->s, v->n, o->ensure_ascii);
-    case JV_ARRAY:
     case JV_TUPLE:
+    case JV_KWARGS:
+    case JV_FUNC:
+        return false; /* the reference has no JSON form for these and throws */
+    case JV_ARRAY:
         if (!ea__jj_buf_addc(b, '[')) return false;
         for (size_t i = 0; i < v->n_items; i++) {
             if (i && !ea__jj_buf_add(b, isep, isep_n)) return false;
@@ -498,7 +501,6 @@ bool ea__jj_to_json(jj_buf *b, const jj_val *v, const jj_json_opts *o, int depth
         if (o->indent && v->n_items && !pad(b, o, depth)) return false;
         return ea__jj_buf_addc(b, ']');
     case JV_OBJECT:
-    case JV_KWARGS:
     case JV_NAMESPACE:
         if (!ea__jj_buf_addc(b, '{')) return false;
         for (size_t i = 0; i < v->map->n; i++) {
@@ -510,7 +512,6 @@ bool ea__jj_to_json(jj_buf *b, const jj_val *v, const jj_json_opts *o, int depth
         }
         if (o->indent && v->map->n && !pad(b, o, depth)) return false;
         return ea__jj_buf_addc(b, '}');
-    case JV_FUNC: return false;
     }
     return false;
 }
