@@ -279,3 +279,19 @@ ea_status ea_eplb_meta_init_from_file(ea_eplb_meta *m, const char *path, int ran
     if (st != EA_OK) return ea_err_wrap(st, "%s: ", path);
     return EA_OK;
 }
+
+int ea_eplb_meta_move_plan(const ea_eplb_meta *from, const ea_eplb_meta *to, int l, int32_t *src) {
+    EA_ASSERT(from->n_physical == to->n_physical && from->n_logical == to->n_logical &&
+              from->n_ranks == to->n_ranks && l >= 0 && l < from->n_layers);
+    int E = from->n_logical, P = from->n_physical, R = from->n_ranks, moves = 0;
+    const int32_t *old = from->phy2log + (size_t)l * P, *want = to->phy2log + (size_t)l * P;
+    for (int p = 0; p < P; p++) {
+        if (old[p] == want[p]) {
+            src[p] = p;
+            continue;
+        }
+        src[p] = from->dispatch[((size_t)l * E + want[p]) * R + ea_eplb_meta_rank_of_slot(from, p)];
+        moves++;
+    }
+    return moves;
+}

@@ -72,6 +72,15 @@ ea_status ea_eplb_meta_set_layer(ea_eplb_meta *m, int layer, const int32_t *phy2
 /* Copy every map row of layer l from src (same shape) and bump dst->version[l]. */
 void ea_eplb_meta_copy_layer(ea_eplb_meta *dst, const ea_eplb_meta *src, int layer);
 
+/* Weight-move plan for one layer, from placement `from` to `to` (same shape):
+ * src[p] = the slot of `from` whose weights slot p must hold under `to`:
+ * p itself if it already holds the right expert, else from's dispatch choice for
+ * p's rank (same rank, then same node, then spread), which holds that expert.
+ * Slots that are both a source and a destination must be read before they are
+ * overwritten (stage them, or copy from a snapshot of the old weights).
+ * Returns the number of slots that need a copy. */
+int ea_eplb_meta_move_plan(const ea_eplb_meta *from, const ea_eplb_meta *to, int layer, int32_t *src);
+
 typedef struct {
     int layer, slot, expert, rank; /* -1 where not applicable */
 } ea_eplb_violation;

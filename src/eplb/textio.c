@@ -108,6 +108,11 @@ ea_status ea_eplb_workload_parse(const char *text, size_t len, const char *what,
     if (!ea__next(&r)) return ea_err(EA_ERR_FORMAT, "%s:%d: empty: no 'L E' header line", what, r.line);
     EA_TRY(ea__ints(&r, 2, hd, 1, EA_EPLB_MAX_DIM, "header 'L E'", 1));
     int L = (int)hd[0], E = (int)hd[1];
+    /* every value takes at least two bytes ("0 "): a header promising more
+     * values than the file can hold is truncated, and must not size an allocation */
+    if ((size_t)L * (size_t)E > len / 2 + 1)
+        return ea_err(EA_ERR_FORMAT, "%s:%d: truncated: header says %d x %d counts but the file has %zu bytes", what,
+                      r.line, L, E, len);
     int64_t *c = ea_malloc((size_t)L * (size_t)E * sizeof *c);
     if (!c) return ea_err(EA_ERR_NOMEM, "%s: %d x %d counts", what, L, E);
     ea_status st = EA_OK;
@@ -219,6 +224,10 @@ ea_status ea_eplb_placement_parse(const char *text, size_t len, const char *what
                       EA_EPLB_MAX_REDUNDANT, E);
     if (M < 1 || M > P - E + 1)
         return ea_err(EA_ERR_FORMAT, "%s:%d: M %d must be in [1, P - E + 1 = %d]", what, hline, M, P - E + 1);
+    size_t need = (size_t)L * (size_t)P + (size_t)L * (size_t)E * (size_t)(M + 1);
+    if (need > len / 2 + 1)
+        return ea_err(EA_ERR_FORMAT, "%s:%d: truncated: header 'L E P M' = %d %d %d %d needs %zu values but the file has %zu bytes",
+                      what, hline, L, E, P, M, need, len);
     EA_TRY(ea_eplb_placement_init(pl, L, E, P));
     int64_t *buf = ea_malloc((size_t)P * sizeof *buf);
     int32_t *seen = ea_malloc((size_t)P * sizeof *seen);

@@ -394,6 +394,7 @@ TEST(workload_errors_name_file_and_line) {
         {"1 2\n1 2\n3 4\n", "w.txt:3: unexpected data"},
         {"", "w.txt:0: empty"},
         {"0 3\n", "w.txt:1: value 0 out of range"},
+        {"60000 60000\n1 2\n", "w.txt:1: truncated: header says 60000 x 60000"},
         {"1 2\n99999999999999999999 1\n", "w.txt:2: value"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -474,6 +475,40 @@ TEST(metadata_from_file_and_algorithm_agree) {
     unlink(path);
     ea_eplb_placement_deinit(&pl);
     ea_eplb_ws_destroy(ws);
+}
+
+/* Seed 003: every destination slot can be sourced from a slot holding the same
+ * logical expert in the old placement; and the source is the nearest one. */
+TEST(move_plan_sources_hold_the_expert) {
+    for (int it = 0; it < 50; it++) {
+        int nodes = 1 + (int)(rnd() % 2), ranks = nodes * (1 + (int)(rnd() % 3)), spr = 1 + (int)(rnd() % 4);
+        int P = ranks * spr, E = 1 + (int)(rnd() % (unsigned)P);
+        int32_t p2l[64], src[64];
+        ea_eplb_meta from, to;
+        CHECK_EQ(ea_eplb_meta_init_trivial(&from, 1, E, P, ranks, nodes), EA_OK);
+        CHECK_EQ(ea_eplb_meta_init(&to, 1, E, P, ranks, nodes), EA_OK);
+        for (int p = 0; p < P; p++) p2l[p] = p < E ? (p * 7 + 3) % E : (int32_t)(rnd() % (unsigned)E);
+        for (int e = 0; e < E; e++) p2l[e] = e; /* keep every expert present */
+        for (int p = P - 1; p > 0; p--) {
+            int q = (int)(rnd() % (unsigned)(p + 1));
+            int32_t t = p2l[p];
+            p2l[p] = p2l[q];
+            p2l[q] = t;
+        }
+        CHECK_EQ(ea_eplb_meta_set_layer(&to, 0, p2l, NULL), EA_OK);
+        int moves = ea_eplb_meta_move_plan(&from, &to, 0, src), counted = 0;
+        for (int p = 0; p < P; p++) {
+            CHECK_EQ(from.phy2log[src[p]], to.phy2log[p]);
+            counted += src[p] != p;
+            /* nearest: if the old placement has the expert on p's rank, the source is on it */
+            int local = 0;
+            for (int q = (p / spr) * spr; q < (p / spr + 1) * spr; q++) local |= from.phy2log[q] == to.phy2log[p];
+            if (local) CHECK_EQ(src[p] / spr, p / spr);
+        }
+        CHECK_EQ(moves, counted);
+        ea_eplb_meta_deinit(&from);
+        ea_eplb_meta_deinit(&to);
+    }
 }
 
 /* ---- recorder ---- */
@@ -669,6 +704,7 @@ int main(void) {
     RUN(dispatch_remote_spread_round_robin);
     RUN(dispatch_properties_random);
     RUN(metadata_from_file_and_algorithm_agree);
+    RUN(move_plan_sources_hold_the_expert);
     RUN(workload_errors_name_file_and_line);
     RUN(placement_roundtrip_and_errors);
     RUN(recorder_window_matches_brute_force);
