@@ -10,9 +10,9 @@
  * computed together, never the operations of one (i, j).
  *
  * q8_0 (VNNI): per W row and group of 16 blocks, the W bytes stay in 8 zmm
- * (two blocks each). For every X row, vpdpbusd((x+128) as u8, w as s8) gives
- * partial sums of (x+128)*w; subtracting 128*sum(w) (also vpdpbusd, against
- * ones, once per W row) leaves exact int32 dot products. A shuffle tree sums
+ * (two blocks each) as |w| (u8) and the sign mask of w. For every X row,
+ * vpdpbusd(|w|, x * sign(w)) gives exact int32 partial sums of w*x (each
+ * product <= 128*127). A shuffle tree sums
  * each block's 8 dwords into one lane (integer adds, exact in any order);
  * lane b%16 then takes fma(isum, dw*dx, acc) as in matmul_scalar.c.
  */
@@ -142,27 +142,28 @@ EA__T5V void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s)
     int k = p->k, nb = k / EA_QK8_0, m = p->m;
     __m512 *acc = (__m512 *)s->buf; /* m accumulators (driver sizes it) */
     const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const __m512i ones = _mm512_set1_epi8(1), flip = _mm512_set1_epi8((char)0x80);
+    const __m512i didx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)sizeof(ea_block_q8_0)));
     for (int j = j0; j < j1; j++) {
         const ea_block_q8_0 *wb = (const ea_block_q8_0 *)(p->w + (size_t)j * p->row_bytes);
         for (int i = 0; i < m; i++) acc[i] = _mm512_setzero_ps();
         for (int g = 0; g < nb; g += 16) {
             int cnt = nb - g < 16 ? nb - g : 16;
-            __m512i W[8], S[8];
-            uint16_t dh[16];
-            memset(dh, 0, sizeof dh);
+            __mmask16 msk = (__mmask16)(cnt == 16 ? 0xffffu : (1u << cnt) - 1);
+            __m512i A[8];   /* |w| as u8 */
+            __mmask64 S[8]; /* sign bits of w */
             for (int q = 0; q < 8; q++) {
                 int b = g + 2 * q;
-                __m256i lo = b < nb && 2 * q < cnt ? _mm256_loadu_si256((const __m256i *)wb[b].qs) : _mm256_setzero_si256();
+                __m256i lo = 2 * q < cnt ? _mm256_loadu_si256((const __m256i *)wb[b].qs) : _mm256_setzero_si256();
                 __m256i hi = 2 * q + 1 < cnt ? _mm256_loadu_si256((const __m256i *)wb[b + 1].qs) : _mm256_setzero_si256();
-                W[q] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-                S[q] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, W[q]);
-                _mm_prefetch((const char *)(wb + g + 2 * q) + EA__PF, _MM_HINT_T0);
+                __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                A[q] = _mm512_abs_epi8(w);
+                S[q] = _mm512_movepi8_mask(w);
+                _mm_prefetch((const char *)(wb + b) + EA__PF, _MM_HINT_T0);
             }
-            for (int l = 0; l < cnt; l++) dh[l] = wb[g + l].d;
-            __m512i corr = _mm512_slli_epi32(ea__blocksum(S), 7);
-            __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
-            __mmask16 msk = (__mmask16)(cnt == 16 ? 0xffffu : (1u << cnt) - 1);
+            /* 16 f16 scales at a 34-byte stride: 4-byte gathers (d and the first 2 bytes of qs, inside the block) */
+            __m512i dg = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), msk, didx, &wb[g].d, 1);
+            __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dg));
             __mmask64 xmsk = cnt == 16 ? ~(__mmask64)0 : (((__mmask64)1 << (cnt * 32 % 64)) - 1);
             for (int i = 0; i < m; i++) {
                 const int8_t *xq = p->xq + (size_t)i * k + (size_t)g * EA_QK8_0;
@@ -173,9 +174,11 @@ EA__T5V void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s)
                     if (2 * q + 2 <= cnt) xv = _mm512_loadu_si512(xq + 64 * q);
                     else if (2 * q < cnt) xv = _mm512_maskz_loadu_epi8(xmsk, xq + 64 * q);
                     else xv = _mm512_setzero_si512();
-                    P[q] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(xv, flip), W[q]);
+                    /* x * sign(w): |x| <= 127, so negation cannot overflow */
+                    xv = _mm512_mask_sub_epi8(xv, S[q], _mm512_setzero_si512(), xv);
+                    P[q] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), A[q], xv);
                 }
-                __m512i isum = _mm512_permutexvar_epi32(perm, _mm512_sub_epi32(ea__blocksum(P), corr));
+                __m512i isum = _mm512_permutexvar_epi32(perm, ea__blocksum(P));
                 __m512 dx = _mm512_maskz_loadu_ps(msk, p->xd + (size_t)i * nb + g);
                 __m512 d = _mm512_mul_ps(dw, dx);
                 acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[i]);
