@@ -1,0 +1,480 @@
+/*
+ * test_openai.c — the OpenAI wire format without a server: request parsing and
+ * validation into ea_req_params, prompt length checks, response/SSE/error
+ * rendering, /tokenize shapes, and the Prometheus histogram text. The tokenizer
+ * is a stand-in (one id per byte; a token's bytes are the byte itself), so
+ * every expectation here can be computed by hand.
+ */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "harness.h"
+#include "serve/metrics.h"
+#include "serve/openai.h"
+
+/* ---- stand-in tokenizer: id = byte value; id 300 is a lone 0xE4 byte --------- */
+
+static ea_status f_encode(void *ctx, const char *t, size_t n, int add_special, int32_t **ids, int *n_ids) {
+    (void)ctx;
+    int extra = add_special ? 1 : 0;
+    int32_t *p = ea_malloc((n + 1) * sizeof *p);
+    if (!p) return EA_ERR_NOMEM;
+    if (extra) p[0] = 256; /* "BOS" */
+    for (size_t i = 0; i < n; i++) p[i + extra] = (unsigned char)t[i];
+    *ids = p;
+    *n_ids = (int)n + extra;
+    return EA_OK;
+}
+
+static ea_status f_decode(void *ctx, const int32_t *ids, int n, char **text, size_t *len) {
+    (void)ctx;
+    char *p = ea_malloc((size_t)n + 1);
+    if (!p) return EA_ERR_NOMEM;
+    for (int i = 0; i < n; i++) p[i] = ids[i] == 300 ? (char)0xE4 : (char)ids[i];
+    p[n] = 0;
+    *text = p;
+    *len = (size_t)n;
+    return EA_OK;
+}
+
+static ea_status f_render(void *ctx, const json_t *msgs, int agp, char **text) {
+    (void)ctx;
+    ea_sbuf b = {0};
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) ea_sbuf_printf(&b, "<%s>%s", json_string_value(json_object_get(m, "role")),
+                                                  json_string_value(json_object_get(m, "content")));
+    if (agp) ea_sbuf_puts(&b, "<assistant>");
+    *text = ea_sbuf_take(&b, NULL);
+    return *text ? EA_OK : EA_ERR_NOMEM;
+}
+
+static const ea_text_ops OPS = {NULL, f_encode, f_decode, f_render, 512};
+
+static int parse(ea_oai_kind k, const char *body, ea_oai_request *r, ea_oai_error *e) {
+    return ea_oai_parse(k, body, strlen(body), r, e);
+}
+
+/* Parse + prepare; returns the HTTP status (200 when accepted). */
+static int status_of(ea_oai_kind k, const char *body, int ctx, ea_oai_error *e) {
+    ea_oai_request r;
+    int rc = parse(k, body, &r, e);
+    if (rc == 0) {
+        rc = ea_oai_prepare(&r, &OPS, ctx, 7, e);
+        ea_oai_request_deinit(&r);
+    }
+    return rc == 0 ? 200 : e->status;
+}
+
+TEST(completions_fields_reach_params) {
+    ea_oai_request r;
+    ea_oai_error e;
+    const char *body = "{\"model\":\"m\",\"prompt\":\"abc\",\"max_tokens\":5,\"temperature\":0.5,\"top_p\":0.9,"
+                       "\"top_k\":40,\"min_p\":0.05,\"seed\":-3,\"stop\":[\"x\",\"yz\"],\"presence_penalty\":0.5,"
+                       "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,\"ignore_eos\":true,\"logprobs\":3,"
+                       "\"n\":1,\"stream\":true,\"stream_options\":{\"include_usage\":true},\"user\":\"ignored\"}";
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, body, &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 7, &e), 0);
+    CHECK_STREQ(r.model, "m");
+    CHECK_EQ(r.params.n_prompt, 4); /* BOS + 3 bytes: completions add special tokens */
+    CHECK_EQ(r.params.prompt[0], 256);
+    CHECK_EQ(r.params.prompt[3], 'c');
+    CHECK_EQ(r.params.max_tokens, 5);
+    CHECK_NEAR(r.params.sp.temperature, 0.5, 1e-6);
+    CHECK_NEAR(r.params.sp.top_p, 0.9, 1e-6);
+    CHECK_EQ(r.params.sp.top_k, 40);
+    CHECK_NEAR(r.params.sp.min_p, 0.05, 1e-6);
+    CHECK_EQ(r.params.sp.seed, (uint64_t)-3);
+    CHECK_EQ(r.params.n_stop, 2);
+    CHECK_STREQ(r.params.stop[1], "yz");
+    CHECK_NEAR(r.params.sp.presence_penalty, 0.5, 1e-6);
+    CHECK_NEAR(r.params.sp.frequency_penalty, -0.5, 1e-6);
+    CHECK_NEAR(r.params.sp.repetition_penalty, 1.1, 1e-6);
+    CHECK_EQ(r.params.ignore_eos, 1);
+    CHECK_EQ(r.params.logprobs, 1);
+    CHECK_EQ(r.params.top_logprobs, 3);
+    CHECK_EQ(r.stream, 1);
+    CHECK_EQ(r.include_usage, 1);
+    ea_oai_request_deinit(&r);
+}
+
+TEST(defaults) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[5,6,7]}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 99, &e), 0);
+    CHECK_EQ(r.params.n_prompt, 3); /* token ids are taken as they are */
+    CHECK_EQ(r.params.max_tokens, 16);
+    CHECK_NEAR(r.params.sp.temperature, 1.0, 0);
+    CHECK_EQ(r.params.sp.seed, 99); /* no seed: the caller's */
+    CHECK_EQ(r.params.n_stop, 0);
+    CHECK_EQ(r.params.logprobs, 0);
+    ea_oai_request_deinit(&r);
+    /* chat: the rest of the context; the rendered prompt gets no extra BOS */
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]}",
+                   &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 1, &e), 0);
+    CHECK_STREQ(r.prompt_text, "<user>hi<assistant>");
+    CHECK_EQ(r.params.n_prompt, 19);
+    CHECK_EQ(r.params.max_tokens, 100 - 19);
+    ea_oai_request_deinit(&r);
+    /* completions default is capped by the room left */
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[1,2,3,4,5,6,7,8,9,10]}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 20, 1, &e), 0);
+    CHECK_EQ(r.params.max_tokens, 10);
+    ea_oai_request_deinit(&r);
+}
+
+TEST(bad_requests_get_400_naming_the_field) {
+    static const struct {
+        int kind;
+        const char *body, *param;
+        int status;
+    } cases[] = {
+        {0, "{\"prompt\": \"x\",", "", 400},
+        {0, "[1,2]", "", 400},
+        {0, "{}", "prompt", 400},
+        {0, "{\"prompt\": 5}", "prompt", 400},
+        {0, "{\"prompt\": \"\"}", "prompt", 400},
+        {0, "{\"prompt\": []}", "prompt", 400},
+        {0, "{\"prompt\": [1, -2]}", "prompt", 400},
+        {0, "{\"prompt\": [1, 2.5]}", "prompt", 400},
+        {0, "{\"prompt\": [\"a\", \"b\"]}", "prompt", 400},
+        {0, "{\"prompt\": [1, 600]}", "prompt", 400}, /* outside the vocabulary (512) */
+        {0, "{\"prompt\": \"x\", \"max_tokens\": \"5\"}", "max_tokens", 400},
+        {0, "{\"prompt\": \"x\", \"max_tokens\": -1}", "max_tokens", 400},
+        {0, "{\"prompt\": \"x\", \"max_tokens\": 0}", "max_tokens", 400},
+        {0, "{\"prompt\": \"x\", \"max_tokens\": 99999999999}", "max_tokens", 400},
+        {0, "{\"prompt\": \"x\", \"max_tokens\": 99}", "max_tokens", 400}, /* 2 + 99 > 100 */
+        {0, "{\"prompt\": \"x\", \"temperature\": \"hot\"}", "temperature", 400},
+        {0, "{\"prompt\": \"x\", \"temperature\": -1}", "temperature", 400},
+        {0, "{\"prompt\": \"x\", \"top_p\": 0}", "top_p", 400},
+        {0, "{\"prompt\": \"x\", \"top_p\": 1.5}", "top_p", 400},
+        {0, "{\"prompt\": \"x\", \"top_k\": -2}", "top_k", 400},
+        {0, "{\"prompt\": \"x\", \"min_p\": 2}", "min_p", 400},
+        {0, "{\"prompt\": \"x\", \"presence_penalty\": 3}", "presence_penalty", 400},
+        {0, "{\"prompt\": \"x\", \"repetition_penalty\": 0}", "repetition_penalty", 400},
+        {0, "{\"prompt\": \"x\", \"seed\": \"s\"}", "seed", 400},
+        {0, "{\"prompt\": \"x\", \"stop\": 5}", "stop", 400},
+        {0, "{\"prompt\": \"x\", \"stop\": [\"a\", 1]}", "stop", 400},
+        {0, "{\"prompt\": \"x\", \"stop\": [\"\"]}", "stop", 400},
+        {0, "{\"prompt\": \"x\", \"stop\": [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}", "stop", 400},
+        {0, "{\"prompt\": \"x\", \"n\": 2}", "n", 400},
+        {0, "{\"prompt\": \"x\", \"stream\": \"yes\"}", "stream", 400},
+        {0, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": true}}", "stream_options", 400},
+        {0, "{\"prompt\": \"x\", \"logprobs\": 21}", "logprobs", 400},
+        {0, "{\"prompt\": \"x\", \"logprobs\": true}", "logprobs", 400},
+        {0, "{\"prompt\": \"x\", \"echo\": true}", "echo", 400},
+        {0, "{\"prompt\": \"x\", \"best_of\": 3}", "best_of", 400},
+        {0, "{\"prompt\": \"x\", \"model\": 3}", "model", 400},
+        {0, "{\"prompt\": \"x\", \"ignore_eos\": 1}", "ignore_eos", 400},
+        {1, "{\"messages\": []}", "messages", 400},
+        {1, "{\"messages\": {}}", "messages", 400},
+        {1, "{\"prompt\": \"x\"}", "messages", 400},
+        {1, "{\"messages\": [\"hi\"]}", "messages[0]", 400},
+        {1, "{\"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}", "messages[0].role", 400},
+        {1, "{\"messages\": [{\"content\": \"x\"}]}", "messages[0].role", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages[0].content", 400},
+        {1, "{\"messages\": [{\"role\": \"user\"}]}", "messages[0].content", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", "messages[0].content[0]", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}", "top_logprobs", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 2}", "logprobs", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\"}]}", "tools", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_object\"}}", "response_format", 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ea_oai_error e;
+        memset(&e, 0, sizeof e);
+        int st = status_of(cases[i].kind ? EA_OAI_CHAT : EA_OAI_COMPLETIONS, cases[i].body, 100, &e);
+        if (st != cases[i].status || strcmp(e.param, cases[i].param) != 0 || !e.message[0])
+            FAIL_("case %zu %s: status %d param '%s' message '%s'", i, cases[i].body, st, e.param, e.message);
+        CHECK_STREQ(e.type, "invalid_request_error");
+    }
+}
+
+TEST(prompt_longer_than_context) {
+    ea_oai_error e;
+    CHECK_EQ(status_of(EA_OAI_COMPLETIONS, "{\"prompt\": [1,2,3,4,5]}", 5, &e), 400);
+    CHECK_STREQ(e.code, "context_length_exceeded");
+    CHECK(strstr(e.message, "maximum context length is 5 tokens") != NULL);
+    CHECK_EQ(status_of(EA_OAI_COMPLETIONS, "{\"prompt\": [1,2,3,4], \"max_tokens\": 1}", 5, &e), 200);
+    CHECK_EQ(status_of(EA_OAI_COMPLETIONS, "{\"prompt\": [1,2,3,4], \"max_tokens\": 2}", 5, &e), 400);
+}
+
+TEST(invalid_utf8_and_position_in_error) {
+    ea_oai_request r;
+    ea_oai_error e;
+    const char bad[] = "{\"prompt\": \"a\xff\"}";
+    CHECK_EQ(ea_oai_parse(EA_OAI_COMPLETIONS, bad, sizeof bad - 1, &r, &e), -1);
+    CHECK_EQ(e.status, 400);
+    CHECK(strstr(e.message, "line 1") != NULL);
+    const char nested[] = "{\n \"prompt\": \"x\",\n \"stop\": [\"a\" \"b\"]}";
+    CHECK_EQ(ea_oai_parse(EA_OAI_COMPLETIONS, nested, sizeof nested - 1, &r, &e), -1);
+    CHECK(strstr(e.message, "line 3") != NULL);
+    const char dup[] = "{\"prompt\": \"x\", \"prompt\": \"y\"}";
+    CHECK_EQ(ea_oai_parse(EA_OAI_COMPLETIONS, dup, sizeof dup - 1, &r, &e), -1);
+}
+
+TEST(error_json_shape) {
+    ea_oai_error e;
+    ea_oai_fail(&e, 404, NULL, "model", "model_not_found", "no model '%s'", "q\"\xff");
+    ea_sbuf b = {0};
+    ea_oai_render_error(&e, &b);
+    json_t *j = json_loadb(b.data, b.len, 0, NULL);
+    CHECK(j != NULL);
+    json_t *err = json_object_get(j, "error");
+    CHECK_STREQ(json_string_value(json_object_get(err, "type")), "not_found_error");
+    CHECK_STREQ(json_string_value(json_object_get(err, "param")), "model");
+    CHECK_STREQ(json_string_value(json_object_get(err, "code")), "model_not_found");
+    CHECK_STREQ(json_string_value(json_object_get(err, "message")), "no model 'q\"\xEF\xBF\xBD'");
+    json_decref(j);
+    ea_sbuf_reset(&b);
+    ea_oai_fail(&e, 400, NULL, NULL, NULL, "x");
+    ea_oai_render_error(&e, &b);
+    CHECK_STREQ(b.data, "{\"error\":{\"message\":\"x\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}");
+    ea_sbuf_deinit(&b);
+    ea_oai_error_from_status(EA_ERR_BUSY, "queue full", &e);
+    CHECK_EQ(e.status, 503);
+    ea_oai_error_from_status(EA_ERR_RANGE, "too long", &e);
+    CHECK_EQ(e.status, 400);
+}
+
+static ea_event tok_event(const char *text, int32_t id, float lp) {
+    ea_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = EA_EV_TOKEN;
+    ev.text_len = (int)strlen(text);
+    memcpy(ev.text, text, (size_t)ev.text_len);
+    ev.token = id;
+    ev.logprob = lp;
+    ev.n_top = 2;
+    ev.top_ids[0] = id;
+    ev.top_lp[0] = lp;
+    ev.top_ids[1] = 300;
+    ev.top_lp[1] = -1.0f / 0.0f;
+    return ev;
+}
+
+TEST(nonstreaming_chat_with_logprobs) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":1}",
+                   &r, &e), 0);
+    ea_oai_output o;
+    ea_oai_output_init(&o, &r, 42, "m", 1000, &OPS);
+    ea_event a = tok_event("H", 'H', -0.5f), b = tok_event("", 300, -2.0f);
+    ea_oai_output_add(&o, &a);
+    ea_oai_output_add(&o, &b);
+    ea_event done;
+    memset(&done, 0, sizeof done);
+    done.kind = EA_EV_DONE;
+    done.finish = EA_FINISH_STOP;
+    done.prompt_tokens = 7;
+    done.completion_tokens = 2;
+    done.cached_tokens = 4;
+    ea_sbuf out = {0};
+    ea_oai_render_final(&o, &done, &out);
+    json_t *j = json_loadb(out.data, out.len, 0, NULL);
+    CHECK(j != NULL);
+    CHECK_STREQ(json_string_value(json_object_get(j, "id")), "chatcmpl-42");
+    CHECK_STREQ(json_string_value(json_object_get(j, "object")), "chat.completion");
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    CHECK_STREQ(json_string_value(json_object_get(json_object_get(c0, "message"), "content")), "H");
+    CHECK_STREQ(json_string_value(json_object_get(c0, "finish_reason")), "stop");
+    json_t *lp = json_object_get(json_object_get(c0, "logprobs"), "content");
+    CHECK_EQ(json_array_size(lp), 2);
+    json_t *l1 = json_array_get(lp, 1);
+    CHECK_STREQ(json_string_value(json_object_get(l1, "token")), "\xEF\xBF\xBD"); /* a lone byte */
+    CHECK_EQ(json_integer_value(json_array_get(json_object_get(l1, "bytes"), 0)), 0xE4);
+    CHECK_NEAR(json_real_value(json_object_get(l1, "logprob")), -2.0, 1e-6);
+    CHECK_EQ(json_array_size(json_object_get(l1, "top_logprobs")), 1); /* top_logprobs = 1 of the 2 given */
+    json_t *u = json_object_get(j, "usage");
+    CHECK_EQ(json_integer_value(json_object_get(u, "total_tokens")), 9);
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens")), 4);
+    json_decref(j);
+    ea_sbuf_deinit(&out);
+    ea_oai_output_deinit(&o);
+    ea_oai_request_deinit(&r);
+}
+
+/* Split an SSE body into its data payloads. */
+static int sse_payloads(const char *s, char out[][2048], int max) {
+    int n = 0;
+    while ((s = strstr(s, "data: ")) && n < max) {
+        s += 6;
+        const char *end = strstr(s, "\n\n");
+        if (!end) return -1;
+        snprintf(out[n++], 2048, "%.*s", (int)(end - s), s);
+        s = end + 2;
+    }
+    return n;
+}
+
+TEST(streaming_completions_with_usage_and_logprobs) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS,
+                   "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"include_usage\":true},\"logprobs\":2}", &r, &e),
+             0);
+    ea_oai_output o;
+    ea_oai_output_init(&o, &r, 5, "m", 1000, &OPS);
+    ea_sbuf out = {0};
+    ea_oai_stream_start(&o, &out);
+    CHECK_EQ(out.len, 0); /* completions have no role chunk */
+    ea_event a = tok_event("ab", 'a', -0.25f), b = tok_event("c", 'c', -1.0f);
+    ea_oai_stream_token(&o, &a, &out);
+    ea_oai_stream_token(&o, &b, &out);
+    ea_event done;
+    memset(&done, 0, sizeof done);
+    done.kind = EA_EV_DONE;
+    done.finish = EA_FINISH_LENGTH;
+    done.prompt_tokens = 1;
+    done.completion_tokens = 2;
+    ea_oai_stream_end(&o, &done, &out);
+    static char p[8][2048];
+    int n = sse_payloads(out.data, p, 8);
+    CHECK_EQ(n, 5);
+    CHECK_STREQ(p[4], "[DONE]");
+    json_t *j = json_loads(p[1], 0, NULL);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    CHECK_STREQ(json_string_value(json_object_get(c0, "text")), "c");
+    CHECK(json_is_null(json_object_get(j, "usage")));
+    json_t *lp = json_object_get(c0, "logprobs");
+    CHECK_EQ(json_integer_value(json_array_get(json_object_get(lp, "text_offset"), 0)), 2);
+    CHECK_NEAR(json_real_value(json_array_get(json_object_get(lp, "token_logprobs"), 0)), -1.0, 1e-6);
+    json_t *top = json_array_get(json_object_get(lp, "top_logprobs"), 0);
+    CHECK_NEAR(json_real_value(json_object_get(top, "\xEF\xBF\xBD")), -9999.0, 0); /* -inf */
+    json_decref(j);
+    j = json_loads(p[2], 0, NULL);
+    CHECK_STREQ(json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "finish_reason")),
+                "length");
+    json_decref(j);
+    j = json_loads(p[3], 0, NULL);
+    CHECK_EQ(json_array_size(json_object_get(j, "choices")), 0);
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens")), 2);
+    json_decref(j);
+    ea_sbuf_deinit(&out);
+    ea_oai_output_deinit(&o);
+    ea_oai_request_deinit(&r);
+}
+
+TEST(streaming_chat_role_then_deltas) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}", &r, &e), 0);
+    ea_oai_output o;
+    ea_oai_output_init(&o, &r, 6, "m", 1000, &OPS);
+    ea_sbuf out = {0};
+    ea_oai_stream_start(&o, &out);
+    ea_event held = tok_event("", 'a', 0), a = tok_event("hi", 'h', 0);
+    ea_oai_stream_token(&o, &held, &out); /* held-back text, no logprobs: no chunk */
+    ea_oai_stream_token(&o, &a, &out);
+    ea_event done;
+    memset(&done, 0, sizeof done);
+    done.kind = EA_EV_DONE;
+    done.finish = EA_FINISH_STOP;
+    ea_oai_stream_end(&o, &done, &out);
+    static char p[8][2048];
+    CHECK_EQ(sse_payloads(out.data, p, 8), 4);
+    json_t *j = json_loads(p[0], 0, NULL);
+    CHECK_STREQ(json_string_value(json_object_get(j, "object")), "chat.completion.chunk");
+    CHECK_STREQ(json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta"), "role")),
+                "assistant");
+    CHECK(json_object_get(j, "usage") == NULL);
+    json_decref(j);
+    j = json_loads(p[1], 0, NULL);
+    CHECK_STREQ(json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta"), "content")),
+                "hi");
+    json_decref(j);
+    CHECK_STREQ(p[3], "[DONE]");
+    ea_sbuf_deinit(&out);
+    ea_oai_output_deinit(&o);
+    ea_oai_request_deinit(&r);
+}
+
+TEST(tokenize_detokenize_models) {
+    ea_sbuf b = {0};
+    ea_oai_error e;
+    const char *t = "{\"prompt\": \"ab\"}";
+    CHECK_EQ(ea_oai_tokenize(t, strlen(t), &OPS, 64, &b, &e), 0);
+    CHECK_STREQ(b.data, "{\"count\":3,\"max_model_len\":64,\"tokens\":[256,97,98]}");
+    ea_sbuf_reset(&b);
+    t = "{\"prompt\": \"ab\", \"add_special_tokens\": false}";
+    CHECK_EQ(ea_oai_tokenize(t, strlen(t), &OPS, 64, &b, &e), 0);
+    CHECK_STREQ(b.data, "{\"count\":2,\"max_model_len\":64,\"tokens\":[97,98]}");
+    ea_sbuf_reset(&b);
+    t = "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}";
+    CHECK_EQ(ea_oai_tokenize(t, strlen(t), &OPS, 64, &b, &e), 0);
+    CHECK(strstr(b.data, "\"count\":18") != NULL); /* "<user>q<assistant>" */
+    ea_sbuf_reset(&b);
+    t = "{\"tokens\": [104, 105]}";
+    CHECK_EQ(ea_oai_detokenize(t, strlen(t), &OPS, &b, &e), 0);
+    CHECK_STREQ(b.data, "{\"prompt\":\"hi\"}");
+    ea_sbuf_reset(&b);
+    t = "{\"tokens\": [104, 9999]}";
+    CHECK_EQ(ea_oai_detokenize(t, strlen(t), &OPS, &b, &e), -1);
+    CHECK_EQ(e.status, 400);
+    t = "{\"tokens\": \"hi\"}";
+    CHECK_EQ(ea_oai_detokenize(t, strlen(t), &OPS, &b, &e), -1);
+    t = "{\"text\": \"hi\"}";
+    CHECK_EQ(ea_oai_tokenize(t, strlen(t), &OPS, 64, &b, &e), -1);
+    CHECK_STREQ(e.param, "prompt");
+    ea_sbuf_reset(&b);
+    ea_oai_render_models("tiny", 4096, 5, &b);
+    CHECK_STREQ(b.data, "{\"object\":\"list\",\"data\":[{\"id\":\"tiny\",\"object\":\"model\",\"created\":5,"
+                        "\"owned_by\":\"eaas\",\"max_model_len\":4096}]}");
+    ea_sbuf_deinit(&b);
+}
+
+TEST(metrics_histograms_are_cumulative) {
+    ea_metrics *m;
+    CHECK_EQ(ea_metrics_create(&m), EA_OK);
+    ea_metrics_observe(m, EA_HIST_TTFT, 0.003);  /* bucket le=0.005 */
+    ea_metrics_observe(m, EA_HIST_TTFT, 0.005);  /* le is inclusive */
+    ea_metrics_observe(m, EA_HIST_TTFT, 9999.0); /* only +Inf */
+    ea_metrics_finished(m, EA_FINISH_LENGTH);
+    ea_metrics_http_status(m, 200);
+    ea_metrics_http_status(m, 400);
+    ea_metrics_http_status(m, 200);
+    ea_sched_stats st;
+    memset(&st, 0, sizeof st);
+    st.running = 3;
+    st.kv_blocks_total = 10;
+    st.kv_blocks_used = 5;
+    st.generation_tokens = 77;
+    ea_sbuf b = {0};
+    ea_metrics_render(m, &st, &b);
+    CHECK(strstr(b.data, "eaas:time_to_first_token_seconds_bucket{le=\"0.001\"} 0\n") != NULL);
+    CHECK(strstr(b.data, "eaas:time_to_first_token_seconds_bucket{le=\"0.005\"} 2\n") != NULL);
+    CHECK(strstr(b.data, "eaas:time_to_first_token_seconds_bucket{le=\"2560\"} 2\n") != NULL);
+    CHECK(strstr(b.data, "eaas:time_to_first_token_seconds_bucket{le=\"+Inf\"} 3\n") != NULL);
+    CHECK(strstr(b.data, "eaas:time_to_first_token_seconds_count 3\n") != NULL);
+    CHECK(strstr(b.data, "eaas:time_to_first_token_seconds_sum 9999.008\n") != NULL);
+    CHECK(strstr(b.data, "# TYPE eaas:e2e_request_latency_seconds histogram\n") != NULL);
+    CHECK(strstr(b.data, "eaas:num_requests_running 3\n") != NULL);
+    CHECK(strstr(b.data, "eaas:kv_cache_usage_perc 0.5\n") != NULL);
+    CHECK(strstr(b.data, "eaas:generation_tokens_total 77\n") != NULL);
+    CHECK(strstr(b.data, "eaas:request_success_total{finished_reason=\"length\"} 1\n") != NULL);
+    CHECK(strstr(b.data, "eaas:http_requests_total{code=\"200\"} 2\n") != NULL);
+    ea_sbuf_reset(&b);
+    ea_metrics_render(m, NULL, &b); /* loading: no scheduler gauges */
+    CHECK(strstr(b.data, "num_requests_running") == NULL);
+    CHECK(strstr(b.data, "inter_token_latency_seconds_count 0\n") != NULL);
+    ea_sbuf_deinit(&b);
+    ea_metrics_destroy(m);
+}
+
+int main(void) {
+    RUN(completions_fields_reach_params);
+    RUN(defaults);
+    RUN(bad_requests_get_400_naming_the_field);
+    RUN(prompt_longer_than_context);
+    RUN(invalid_utf8_and_position_in_error);
+    RUN(error_json_shape);
+    RUN(nonstreaming_chat_with_logprobs);
+    RUN(streaming_completions_with_usage_and_logprobs);
+    RUN(streaming_chat_role_then_deltas);
+    RUN(tokenize_detokenize_models);
+    RUN(metrics_histograms_are_cumulative);
+    return TEST_SUMMARY();
+}
