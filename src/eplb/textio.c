@@ -16,6 +16,8 @@
 #include "base/alloc.h"
 #include "base/util.h"
 
+#define EA__SMALL 65536 /* values we allocate for before checking the file is big enough */
+
 typedef struct {
     const char *p, *end; /* views the text */
     const char *what;    /* file name for messages */
@@ -108,9 +110,10 @@ ea_status ea_eplb_workload_parse(const char *text, size_t len, const char *what,
     if (!ea__next(&r)) return ea_err(EA_ERR_FORMAT, "%s:%d: empty: no 'L E' header line", what, r.line);
     EA_TRY(ea__ints(&r, 2, hd, 1, EA_EPLB_MAX_DIM, "header 'L E'", 1));
     int L = (int)hd[0], E = (int)hd[1];
-    /* every value takes at least two bytes ("0 "): a header promising more
-     * values than the file can hold is truncated, and must not size an allocation */
-    if ((size_t)L * (size_t)E > len / 2 + 1)
+    /* every value takes at least two bytes ("0 "): a large header promising more
+     * values than the file can hold must not size an allocation (small ones go on,
+     * so the error names the line where the data ends) */
+    if ((size_t)L * (size_t)E > EA__SMALL && (size_t)L * (size_t)E > len / 2 + 1)
         return ea_err(EA_ERR_FORMAT, "%s:%d: truncated: header says %d x %d counts but the file has %zu bytes", what,
                       r.line, L, E, len);
     int64_t *c = ea_malloc((size_t)L * (size_t)E * sizeof *c);
@@ -225,7 +228,7 @@ ea_status ea_eplb_placement_parse(const char *text, size_t len, const char *what
     if (M < 1 || M > P - E + 1)
         return ea_err(EA_ERR_FORMAT, "%s:%d: M %d must be in [1, P - E + 1 = %d]", what, hline, M, P - E + 1);
     size_t need = (size_t)L * (size_t)P + (size_t)L * (size_t)E * (size_t)(M + 1);
-    if (need > len / 2 + 1)
+    if (need > EA__SMALL && need > len / 2 + 1)
         return ea_err(EA_ERR_FORMAT, "%s:%d: truncated: header 'L E P M' = %d %d %d %d needs %zu values but the file has %zu bytes",
                       what, hline, L, E, P, M, need, len);
     EA_TRY(ea_eplb_placement_init(pl, L, E, P));
