@@ -62,13 +62,16 @@ size_t ea__amx_scratch_bytes(int k) { return 32 * 32 * 4 + 32 * (size_t)k * 2 + 
 
 /* y[i * ldy + j] = c[j * ldc + i] for i < ni, j < nj: a 16 x 16 transpose in
  * registers (unpack ps, unpack pd, two 128-bit lane shuffles). Moves bits only. */
-EA__T5 static void ea__put_transposed(const float *c, int ldc, float *y, int ldy, int ni, int nj) {
+EA__T5 static inline __attribute__((always_inline)) void ea__put_transposed(const float *c, int ldc, float *y, int ldy, int ni, int nj) {
     __m512 r[16], t[16];
+#pragma GCC unroll 16
     for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_ps(c + (size_t)j * ldc);
+#pragma GCC unroll 16
     for (int j = 0; j < 16; j += 2) {
         t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
         t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
     }
+#pragma GCC unroll 16
     for (int j = 0; j < 16; j += 4) {
         r[j] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[j]), _mm512_castps_pd(t[j + 2])));
         r[j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[j]), _mm512_castps_pd(t[j + 2])));
@@ -76,16 +79,24 @@ EA__T5 static void ea__put_transposed(const float *c, int ldc, float *y, int ldy
         r[j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[j + 1]), _mm512_castps_pd(t[j + 3])));
     }
     /* r[4g + e] row e (0..3) of group g: in 128-bit lane L, columns 4L..4L+3 of rows 4g..4g+3 */
+#pragma GCC unroll 2
     for (int g = 0; g < 2; g++)
+#pragma GCC unroll 4
         for (int e = 0; e < 4; e++) {
             t[8 * g + e] = _mm512_shuffle_f32x4(r[8 * g + e], r[8 * g + 4 + e], 0x88);
             t[8 * g + 4 + e] = _mm512_shuffle_f32x4(r[8 * g + e], r[8 * g + 4 + e], 0xdd);
         }
+#pragma GCC unroll 8
     for (int e = 0; e < 8; e++) {
         r[e] = _mm512_shuffle_f32x4(t[e], t[8 + e], 0x88);
         r[8 + e] = _mm512_shuffle_f32x4(t[e], t[8 + e], 0xdd);
     }
     __mmask16 msk = (__mmask16)(nj == 16 ? 0xffffu : (1u << nj) - 1);
+    if (ni == 16 && nj == 16) {
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) _mm512_storeu_ps(y + (size_t)i * ldy, r[i]);
+        return;
+    }
     for (int i = 0; i < ni; i++) _mm512_mask_storeu_ps(y + (size_t)i * ldy, msk, r[i]);
 }
 
@@ -155,8 +166,8 @@ EA__TA static void ea__amx_block(const uint8_t *w, size_t ldw, int nks, const ui
         _tile_stored(3, c + 16 * 32 + 16, 128);
     } else {
         for (int s = 0; s < nks; s++) {
-            if (pf) /* next W block, 2 KiB per step: the whole block over the k loop */
-                for (int l = 0; l < 32; l++) _mm_prefetch((const char *)pf + ((size_t)s * 32 + l) * 64, _MM_HINT_T0);
+            if (pf) /* next W block into L2 (into L1 it would evict the current one), 2 KiB per step */
+                for (int l = 0; l < 32; l++) _mm_prefetch((const char *)pf + ((size_t)s * 32 + l) * 64, _MM_HINT_T1);
             _tile_loadd(4, w + (size_t)s * 64, ldw);
             _tile_loadd(5, w + 16 * ldw + (size_t)s * 64, ldw);
             _tile_loadd(6, xb0 + (size_t)s * 512, 64);
