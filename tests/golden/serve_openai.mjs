@@ -1,0 +1,198 @@
+// serve_openai.mjs — drives a running `eaas serve` with the official `openai`
+// npm client, as any application would. Usage: node serve_openai.mjs BASE_URL MODEL
+// (BASE_URL like http://127.0.0.1:PORT/v1). Prints one line per check and
+// "N passed, N failed"; exits non-zero on any failure.
+//
+// What it asserts: models list; non-streaming == streaming text (greedy) for
+// completions and chat; usage arithmetic; stop strings (cut before the stop,
+// never emitted, also when the stop spans a token boundary, streaming too);
+// seeds (same seed -> same text, other seed -> other text); logprobs shapes
+// and greedy = argmax; 404 for an unknown model; and end-to-end determinism:
+// 64 concurrent seeded requests with different prompts each return exactly
+// the text they return alone.
+import { createRequire } from 'module';
+
+const require = createRequire(process.env.EA_SRC + '/tools/node/package.json');
+const OpenAI = require('openai');
+
+const [baseURL, model] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: process.env.EAAS_API_KEY || 'none', maxRetries: 0, timeout: 120000 });
+
+let passed = 0, failed = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    passed++;
+    console.error(`ok   ${name}`);
+  } catch (e) {
+    failed++;
+    console.error(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
+  }
+}
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+function eq(a, b, msg) { if (a !== b) throw new Error(`${msg}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`); }
+
+const PROMPT = 'The quick brown fox jumps over the lazy dog. Once upon a time';
+const greedy = { model, temperature: 0, max_tokens: 24, ignore_eos: true };
+
+async function completeText(extra) {
+  const r = await client.completions.create({ ...greedy, prompt: PROMPT, ...extra });
+  return r;
+}
+async function streamCompletion(extra) {
+  const s = await client.completions.create({ ...greedy, prompt: PROMPT, stream: true, ...extra });
+  const chunks = [];
+  let usage = null, finish = null;
+  for await (const c of s) {
+    if (c.usage) usage = c.usage;
+    if (c.choices.length) {
+      chunks.push(c.choices[0].text);
+      if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
+    }
+  }
+  return { text: chunks.join(''), chunks, usage, finish };
+}
+
+await check('models list names the served model', async () => {
+  const list = await client.models.list();
+  eq(list.data.length, 1, 'one model');
+  eq(list.data[0].id, model, 'model id');
+});
+
+let base;
+await check('completions: non-streaming, usage, finish length', async () => {
+  base = await completeText({});
+  const c = base.choices[0];
+  eq(base.object, 'text_completion', 'object');
+  eq(c.finish_reason, 'length', 'finish_reason');
+  eq(base.usage.completion_tokens, 24, 'completion_tokens');
+  assert(base.usage.prompt_tokens > 5, 'prompt_tokens > 5');
+  eq(base.usage.total_tokens, base.usage.prompt_tokens + 24, 'total_tokens');
+  assert(c.text.length > 0, 'some text');
+});
+
+await check('completions: streaming text == non-streaming text, usage chunk', async () => {
+  const s = await streamCompletion({ stream_options: { include_usage: true } });
+  eq(s.text, base.choices[0].text, 'streamed text');
+  eq(s.finish, 'length', 'finish');
+  assert(s.usage && s.usage.completion_tokens === 24, 'usage in the last chunk');
+  eq(s.usage.prompt_tokens, base.usage.prompt_tokens, 'prompt_tokens');
+});
+
+const MESSAGES = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Name three colours.' }];
+await check('chat: non-streaming == streaming, role chunk, usage', async () => {
+  const r = await client.chat.completions.create({ ...greedy, messages: MESSAGES });
+  eq(r.object, 'chat.completion', 'object');
+  eq(r.choices[0].message.role, 'assistant', 'role');
+  eq(r.usage.completion_tokens, 24, 'completion_tokens');
+  const s = await client.chat.completions.create({ ...greedy, messages: MESSAGES, stream: true, stream_options: { include_usage: true } });
+  let text = '', role = null, usage = null, finish = null;
+  for await (const c of s) {
+    if (c.usage) usage = c.usage;
+    if (!c.choices.length) continue;
+    const d = c.choices[0].delta;
+    if (d.role) role = d.role;
+    if (d.content) text += d.content;
+    if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
+  }
+  eq(role, 'assistant', 'streamed role');
+  eq(text, r.choices[0].message.content, 'streamed content');
+  eq(finish, 'length', 'finish');
+  eq(usage.prompt_tokens, r.usage.prompt_tokens, 'usage prompt_tokens');
+});
+
+await check('stop strings: cut before the stop, never emitted, across token boundaries', async () => {
+  const r = await completeText({ logprobs: 0, max_tokens: 32 });
+  const toks = r.choices[0].logprobs.tokens;
+  const full = r.choices[0].text;
+  eq(toks.length, 32, 'one logprobs entry per token');
+  // a stop made of the end of token k and the start of token k+1
+  let stop = null;
+  for (let k = 6; k + 1 < toks.length && !stop; k++) {
+    const a = toks[k], b = toks[k + 1];
+    if (a.length >= 1 && b.length >= 1 && !a.includes('\uFFFD') && !b.includes('\uFFFD')) stop = a.slice(-1) + b.slice(0, 1);
+  }
+  assert(stop, 'found two adjacent tokens to make a stop string from');
+  const want = full.slice(0, full.indexOf(stop));
+  const s1 = await completeText({ max_tokens: 32, stop: [stop, 'never-appears-ZZZ'] });
+  eq(s1.choices[0].text, want, `non-streaming text with stop ${JSON.stringify(stop)}`);
+  eq(s1.choices[0].finish_reason, 'stop', 'finish_reason');
+  const s2 = await streamCompletion({ max_tokens: 32, stop });
+  eq(s2.text, want, 'streamed text with stop');
+  eq(s2.finish, 'stop', 'streamed finish');
+  assert(!s2.text.includes(stop), 'stop never emitted');
+  // chat too
+  const c = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 32 });
+  const ct = c.choices[0].message.content;
+  const cstop = ct.slice(10, 12);
+  const c2 = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 32, stop: cstop });
+  eq(c2.choices[0].message.content, ct.slice(0, ct.indexOf(cstop)), 'chat stop');
+  eq(c2.choices[0].finish_reason, 'stop', 'chat finish');
+});
+
+await check('seeds: same seed -> same text; another seed -> another text', async () => {
+  const p = { model, prompt: PROMPT, max_tokens: 24, temperature: 1.0, top_p: 0.95, ignore_eos: true };
+  const a = await client.completions.create({ ...p, seed: 1234 });
+  const b = await client.completions.create({ ...p, seed: 1234 });
+  const c = await client.completions.create({ ...p, seed: 4321 });
+  eq(a.choices[0].text, b.choices[0].text, 'same seed');
+  assert(a.choices[0].text !== c.choices[0].text, 'different seeds gave the same 24 tokens');
+  const s = await streamCompletion({ temperature: 1.0, top_p: 0.95, seed: 1234 });
+  eq(s.text, a.choices[0].text, 'streaming with the same seed');
+});
+
+await check('logprobs: completions (int) and chat (bool + top_logprobs)', async () => {
+  const r = await completeText({ logprobs: 3, max_tokens: 8 });
+  const lp = r.choices[0].logprobs;
+  eq(lp.tokens.length, 8, 'tokens');
+  eq(lp.token_logprobs.length, 8, 'token_logprobs');
+  eq(lp.top_logprobs.length, 8, 'top_logprobs');
+  eq(lp.text_offset[0], 0, 'first text_offset');
+  for (let i = 0; i < 8; i++) {
+    assert(lp.token_logprobs[i] <= 0, 'logprob <= 0');
+    const tops = Object.values(lp.top_logprobs[i]);
+    assert(tops.length >= 1 && tops.length <= 3, 'at most 3 top entries');
+    // greedy: the chosen token is the most likely one
+    assert(Math.abs(Math.max(...tops) - lp.token_logprobs[i]) < 1e-5, 'greedy picks the argmax');
+  }
+  const c = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 6, logprobs: true, top_logprobs: 2 });
+  const content = c.choices[0].logprobs.content;
+  eq(content.length, 6, 'chat logprobs entries');
+  for (const e of content) {
+    eq(e.top_logprobs.length, 2, 'top_logprobs');
+    assert(Array.isArray(e.bytes), 'bytes');
+    assert(e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob, 'sorted');
+    assert(Math.abs(e.top_logprobs[0].logprob - e.logprob) < 1e-5, 'greedy is top-1');
+  }
+  const none = await completeText({ max_tokens: 2 });
+  eq(none.choices[0].logprobs, null, 'no logprobs unless asked');
+});
+
+await check('unknown model -> 404 NotFoundError with an OpenAI error body', async () => {
+  try {
+    await client.completions.create({ ...greedy, model: 'no-such-model', prompt: 'x' });
+    throw new Error('no error');
+  } catch (e) {
+    eq(e.status, 404, 'status');
+    eq(e.error && e.error.code, 'model_not_found', 'code');
+  }
+});
+
+await check('determinism: 64 concurrent seeded requests == each alone', async () => {
+  const reqs = [];
+  for (let i = 0; i < 64; i++)
+    reqs.push({ model, prompt: `Request ${i}: tell me about number ${i * 7919 % 1000} and ${'x'.repeat(i % 13)}`,
+      max_tokens: 16, temperature: 0.8, top_k: 50, seed: 1000 + i, ignore_eos: true });
+  const alone = [];
+  for (const r of reqs) alone.push((await client.completions.create(r)).choices[0].text);
+  const together = await Promise.all(reqs.map((r, i) => i % 2
+    ? client.completions.create(r).then(x => x.choices[0].text)
+    : client.completions.create({ ...r, stream: true }).then(async s => { let t = ''; for await (const c of s) if (c.choices.length) t += c.choices[0].text; return t; })));
+  let diff = 0;
+  for (let i = 0; i < 64; i++) if (alone[i] !== together[i]) { diff++; if (diff < 4) console.error(`  #${i}: ${JSON.stringify(alone[i])} vs ${JSON.stringify(together[i])}`); }
+  eq(diff, 0, 'requests whose batched text differs from their text alone');
+  assert(new Set(alone).size > 32, 'different prompts give different texts');
+});
+
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
