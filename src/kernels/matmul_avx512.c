@@ -10,10 +10,10 @@
  * computed together, never the operations of one (i, j).
  *
  * q8_0 (VNNI): per W row and group of 16 blocks, the W bytes stay in 8 zmm
- * (two blocks each) as |w| (u8) and the sign mask of w. For every X row,
- * vpdpbusd(|w|, x * sign(w)) gives exact int32 partial sums of w*x (each
- * product <= 128*127). A shuffle tree sums
- * each block's 8 dwords into one lane (integer adds, exact in any order);
+ * (two blocks each). For every X row, vpdpbusd(|w| as u8, x * sign(w))
+ * gives exact int32 partial sums of w*x (each product <= 128*127; the
+ * per-row abs/sign costs less than spilling them). A shuffle tree sums each
+ * block's 8 dwords into one lane (integer adds, exact in any order);
  * lane b%16 then takes fma(isum, dw*dx, acc) as in matmul_scalar.c.
  */
 #include <immintrin.h>
@@ -150,15 +150,13 @@ EA__T5V void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s)
         for (int g = 0; g < nb; g += 16) {
             int cnt = nb - g < 16 ? nb - g : 16;
             __mmask16 msk = (__mmask16)(cnt == 16 ? 0xffffu : (1u << cnt) - 1);
-            __m512i A[8];   /* |w| as u8 */
-            __mmask64 S[8]; /* sign bits of w */
+            __m512i W[8];
+#pragma GCC unroll 8
             for (int q = 0; q < 8; q++) {
                 int b = g + 2 * q;
                 __m256i lo = 2 * q < cnt ? _mm256_loadu_si256((const __m256i *)wb[b].qs) : _mm256_setzero_si256();
                 __m256i hi = 2 * q + 1 < cnt ? _mm256_loadu_si256((const __m256i *)wb[b + 1].qs) : _mm256_setzero_si256();
-                __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-                A[q] = _mm512_abs_epi8(w);
-                S[q] = _mm512_movepi8_mask(w);
+                W[q] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
                 _mm_prefetch((const char *)(wb + b) + EA__PF, _MM_HINT_T0);
             }
             /* 16 f16 scales at a 34-byte stride: 4-byte gathers (d and the first 2 bytes of qs, inside the block) */
@@ -175,8 +173,8 @@ EA__T5V void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s)
                     else if (2 * q < cnt) xv = _mm512_maskz_loadu_epi8(xmsk, xq + 64 * q);
                     else xv = _mm512_setzero_si512();
                     /* x * sign(w): |x| <= 127, so negation cannot overflow */
-                    xv = _mm512_mask_sub_epi8(xv, S[q], _mm512_setzero_si512(), xv);
-                    P[q] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), A[q], xv);
+                    xv = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(W[q]), _mm512_setzero_si512(), xv);
+                    P[q] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(W[q]), xv);
                 }
                 __m512i isum = _mm512_permutexvar_epi32(perm, ea__blocksum(P));
                 __m512 dx = _mm512_maskz_loadu_ps(msk, p->xd + (size_t)i * nb + g);
