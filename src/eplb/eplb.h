@@ -16,9 +16,10 @@
  *                     hierarchical with one group on one node.
  *   EA_EPLB_REFINED   starts from the DeepSeek result and improves each layer by
  *                     local search (slot swaps between the most loaded rank and the
- *                     others, replica re-targeting, group swaps between nodes);
- *                     per layer it keeps whichever of the two has the lower maximum
- *                     rank load, so it is never worse. See docs/eplb.md.
+ *                     others, and replica re-targeting, which re-chooses replica
+ *                     counts); per layer it keeps whichever of the two has the lower
+ *                     maximum rank load, so it is never worse. See refine.c and
+ *                     docs/eplb.md.
  *
  * Usage — one workspace per shape, created once, reused without allocation:
  *
@@ -84,7 +85,8 @@ typedef struct ea_eplb_ws ea_eplb_ws;
 ea_status ea_eplb_ws_create(const ea_eplb_shape *s, ea_eplb_ws **out);
 void ea_eplb_ws_destroy(ea_eplb_ws *ws);
 
-/* counts: [L][E], non-negative. Fills pl (shape must match ws). No allocation. */
+/* counts: [L][E], non-negative. Fills pl (shape must match ws). No allocation.
+ * On error (a negative count) pl is partly written and must not be used. */
 ea_status ea_eplb_rebalance(ea_eplb_ws *ws, ea_eplb_algo algo, const int64_t *counts,
                             ea_eplb_placement *pl);
 

@@ -29,6 +29,7 @@
  *              if (r.action == EA_EPLB_SWITCH)
  *                  ea_eplb_manager_commit(m, &meta, move_weights(ea_eplb_manager_next(m), r.layers, r.n_layers));
  *
+ * Steps that hand out a chunk do not count towards the interval.
  * No allocation after create. Threading: the step loop owns the manager and
  * the current metadata (meta.h).
  */

@@ -10,15 +10,15 @@
  */
 #include "eplb/meta.h"
 
+#include <stdarg.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "eplb/textio.h"
 
+/* Record the violation in *v (if given) and as the error message; EA_ERR_FORMAT. */
 static ea_status ea__viol(ea_eplb_violation *v, int layer, int slot, int expert, int rank, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
-
-#include <stdarg.h>
 
 static ea_status ea__viol(ea_eplb_violation *v, int layer, int slot, int expert, int rank, const char *fmt, ...) {
     if (v) {

@@ -267,7 +267,7 @@ done:
 
 /* Run a shell command, capture stdout+stderr into buf; returns the exit code. */
 static int run_capture(const char *cmd, char *buf, size_t n) {
-    char full[4200];
+    char full[4400];
     snprintf(full, sizeof full, "%s 2>&1", cmd);
     FILE *p = popen(full, "r");
     if (!p) return -1;
