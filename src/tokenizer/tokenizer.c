@@ -376,12 +376,68 @@ ea_status ea__tok_add_added(ea_tokenizer *t, int32_t id, const char *s, size_t l
     return EA_OK;
 }
 
+/* \s in tokenizer regexes means Unicode White_Space, as in HF tokenizers
+ * (Oniguruma): PCRE2's \s also takes U+180E, JavaScript's also U+FEFF and
+ * not U+0085. Outside a class \s and \S become this set and its negation;
+ * inside a class \s becomes its members (\S inside a class is left to PCRE2). */
+#define WS_SET "\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+
+static ea_status rewrite_ws(const char *p, size_t n, ea_tok_text *o) {
+    int in_class = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '\\' && i + 1 < n) {
+            char d = p[i + 1];
+            if (d == 's' || (d == 'S' && !in_class)) {
+                const char *pre = in_class ? "" : d == 's' ? "[" : "[^";
+                EA_TRY(text_append(o, pre, strlen(pre)));
+                EA_TRY(text_append(o, WS_SET, strlen(WS_SET)));
+                if (!in_class) EA_TRY(text_append(o, "]", 1));
+            } else {
+                EA_TRY(text_append(o, p + i, 2));
+            }
+            i++;
+            continue;
+        }
+        if (!in_class && c == '[') {
+            in_class = 1;
+            EA_TRY(text_append(o, p + i, 1));
+            /* a ']' right after '[' or '[^' is a literal member */
+            if (i + 1 < n && p[i + 1] == '^') EA_TRY(text_append(o, p + ++i, 1));
+            if (i + 1 < n && p[i + 1] == ']') EA_TRY(text_append(o, p + ++i, 1));
+            continue;
+        }
+        if (in_class && c == '[' && i + 1 < n && p[i + 1] == ':') {
+            const char *e = memchr(p + i + 2, ']', n - i - 2); /* POSIX class [:name:] */
+            size_t l = e ? (size_t)(e - (p + i)) + 1 : 1;
+            EA_TRY(text_append(o, p + i, l));
+            i += l - 1;
+            continue;
+        }
+        if (in_class && c == ']') in_class = 0;
+        EA_TRY(text_append(o, p + i, 1));
+    }
+    return EA_OK;
+}
+
 ea_status ea__tok_add_split(ea_tokenizer *t, const char *pattern, size_t len, int literal,
                             ea__split_behavior behavior, int invert, const char *field) {
     int errcode;
     PCRE2_SIZE erroff;
     uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    ea_tok_text rw = {0};
+    if (!literal) {
+        ea_status s = rewrite_ws(pattern, len, &rw);
+        if (s == EA_OK) s = text_append(&rw, "", 0);
+        if (s != EA_OK) {
+            ea_tok_text_free(&rw);
+            return s;
+        }
+        pattern = rw.data;
+        len = rw.len;
+    }
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &errcode, &erroff, NULL);
+    ea_tok_text_free(&rw);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(errcode, msg, sizeof msg);
