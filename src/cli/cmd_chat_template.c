@@ -77,6 +77,7 @@ int ea_cmd_chat_template(int argc, char **argv) {
             return 2;
         }
         cfg.template_src = ea_strdup(src);
+        cfg.template_len = strlen(src);
         cfg.bos_token = bos ? ea_strdup(bos) : NULL;
         cfg.eos_token = eos ? ea_strdup(eos) : NULL;
         if (!cfg.template_src) {
@@ -118,14 +119,16 @@ int ea_cmd_chat_template(int argc, char **argv) {
         if (s != EA_OK) goto fail;
         ea_free(cfg.template_src);
         cfg.template_src = src;
+        cfg.template_len = n;
     }
     if (print_template) {
-        fputs(cfg.template_src, stdout);
+        fwrite(cfg.template_src, 1, cfg.template_len, stdout);
         rc = 0;
         goto done;
     }
     if (print_config) {
-        json_t *c = json_pack("{s:s}", "chat_template", cfg.template_src);
+        json_t *c = json_object();
+        json_object_set_new(c, "chat_template", json_stringn(cfg.template_src, cfg.template_len));
         if (cfg.bos_token) json_object_set_new(c, "bos_token", json_string(cfg.bos_token));
         if (cfg.eos_token) json_object_set_new(c, "eos_token", json_string(cfg.eos_token));
         char *txt = json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -135,7 +138,7 @@ int ea_cmd_chat_template(int argc, char **argv) {
         rc = txt ? 0 : 1;
         goto done;
     }
-    s = ea_chat_template_create(cfg.template_src, strlen(cfg.template_src), &t);
+    s = ea_chat_template_create(cfg.template_src, cfg.template_len, &t);
     if (s != EA_OK) goto fail;
     if (tools) json_object_set(ctx, "tools", tools);
     json_object_set_new(ctx, "add_generation_prompt", json_boolean(!no_gen));

@@ -129,7 +129,8 @@ static ea_status load_hf(const char *dir, int want_tools, ea_chat_config *cfg) {
         s = ea_err(EA_ERR_FORMAT, "%s: chat_template must be a string or a list of {name, template}", path);
         goto done;
     }
-    cfg->template_src = ea_strndup(json_string_value(src), json_string_length(src));
+    cfg->template_len = json_string_length(src);
+    cfg->template_src = ea_strndup(json_string_value(src), cfg->template_len);
     if (!cfg->template_src) {
         s = ea_err(EA_ERR_NOMEM, "%s: out of memory", path);
         goto done;
@@ -162,6 +163,7 @@ static ea_status load_gguf(const char *path, ea_chat_config *cfg) {
     ea_status s = ea_gguf_get_str(g, "tokenizer.chat_template", &src);
     if (s == EA_ERR_NOT_FOUND) s = ea_err(EA_ERR_NOT_FOUND, "%s: no tokenizer.chat_template", path);
     if (s == EA_OK && !(cfg->template_src = ea_strdup(src))) s = ea_err(EA_ERR_NOMEM, "%s: out of memory", path);
+    if (s == EA_OK) cfg->template_len = strlen(cfg->template_src);
     if (s == EA_OK) s = gguf_token(g, path, "tokenizer.ggml.bos_token_id", &cfg->bos_token);
     if (s == EA_OK) s = gguf_token(g, path, "tokenizer.ggml.eos_token_id", &cfg->eos_token);
     ea_gguf_close(g);
@@ -182,7 +184,7 @@ ea_status ea_chat_render_model(const char *model, const json_t *messages, const 
     ea_chat_template *t = NULL;
     json_t *ctx = extra ? json_deep_copy(extra) : json_object();
     ea_status s = ctx ? EA_OK : ea_err(EA_ERR_NOMEM, "chat template: out of memory");
-    if (s == EA_OK) s = ea_chat_template_create(cfg.template_src, strlen(cfg.template_src), &t);
+    if (s == EA_OK) s = ea_chat_template_create(cfg.template_src, cfg.template_len, &t);
     if (s == EA_OK) {
         json_object_set(ctx, "messages", (json_t *)messages);
         if (tools) json_object_set(ctx, "tools", (json_t *)tools);

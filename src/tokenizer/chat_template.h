@@ -52,7 +52,8 @@ ea_status ea_chat_template_render(const ea_chat_template *t, const json_t *conte
 
 /* What a model ships for chat formatting. */
 typedef struct {
-    char *template_src; /* owns */
+    char *template_src; /* owns; NUL-terminated, but may contain NUL: use template_len */
+    size_t template_len;
     char *bos_token;    /* owns; NULL when the model has none */
     char *eos_token;    /* owns; NULL when the model has none */
 } ea_chat_config;

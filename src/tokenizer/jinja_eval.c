@@ -688,11 +688,10 @@ static ea_status ev_test(rt *R, jj_env *env, const jj_node *n, jj_val **out) {
     else if (name_is(n, "mapping")) r = is_objv(v);
     else if (name_is(n, "sequence")) r = is_arr(v) || is_objv(v) || v->t == JV_STR;
     else if (name_is(n, "lower") || name_is(n, "upper")) {
-        if (v->t != JV_STR) return rerr(R, n, "cannot test %s for %.*s", tname(v), (int)n->n, n->s);
-        if (has_non_ascii(v->s, v->n)) return rerr(R, n, "unsupported: case test on non-ASCII text");
+        r = v->t == JV_STR; /* the reference answers false for a non-string */
+        if (r && has_non_ascii(v->s, v->n)) return rerr(R, n, "unsupported: case test on non-ASCII text");
         bool lower = name_is(n, "lower");
-        r = true;
-        for (size_t i = 0; i < v->n; i++)
+        for (size_t i = 0; r && i < v->n; i++)
             if (lower ? (v->s[i] >= 'A' && v->s[i] <= 'Z') : (v->s[i] >= 'a' && v->s[i] <= 'z')) r = false;
     } else if (name_is(n, "defined")) r = v->t != JV_UNDEF;
     else if (name_is(n, "undefined")) r = v->t == JV_UNDEF;

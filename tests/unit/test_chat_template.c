@@ -159,6 +159,9 @@ static const struct {
     {"{{ messages[0]['role'] == 'system' }}{{ messages[1:] }}",
      "{\"messages\": []}",
      "false[]"},
+    {"{{ 1 is lower }}{{ 'abc' is lower }}{{ 'aBc' is upper }}{{ none is upper }}",
+     "{}",
+     "falsetruefalsefalse"},
 };
 
 /* Render `tmpl` with JSON context text; returns heap output or NULL (status in *st). */
