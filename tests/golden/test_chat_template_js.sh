@@ -4,7 +4,9 @@
 # every conversation in tests/data/conversations (with and without the
 # generation prompt); where the reference throws (e.g. Mixtral's role
 # alternation), eaas must fail too. Each template needs >= 30 conversations that
-# render without error.
+# render without error. Then the GGUF path: for models written by
+# `eaas make-model` in both formats, the template and BOS/EOS read from GGUF
+# metadata give the same prompt as tokenizer_config.json.
 set -euo pipefail
 SRC=${EA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 CACHE=${EA_CACHE:-$SRC/.cache}
@@ -28,5 +30,23 @@ node "$SRC/tests/golden/chat_ref.mjs" compare "$BIN" 30 \
   "$SRC"/tests/data/conversations/*.json
 rc=$?
 set -e
+
+gguf_same=0 gguf_diff=0
+for fam in qwen3_moe deepseek_v3 mixtral olmoe; do
+  if ! "$BIN" make-model --family $fam --preset tiny --format hf --out "$TMP/$fam-hf" --npm-cache "$CACHE/npm" >/dev/null 2>"$TMP/err" ||
+     ! "$BIN" make-model --family $fam --preset tiny --format gguf --out "$TMP/$fam.gguf" --npm-cache "$CACHE/npm" >/dev/null 2>>"$TMP/err"; then
+    echo "make-model $fam failed: $(cat "$TMP/err")"; gguf_diff=$((gguf_diff + 1)); continue
+  fi
+  for conv in "$SRC"/tests/data/conversations/*.json; do
+    set +e
+    "$BIN" chat-template --model "$TMP/$fam-hf" --messages "$conv" > "$TMP/hf.out" 2>/dev/null; a=$?
+    "$BIN" chat-template --model "$TMP/$fam.gguf" --messages "$conv" > "$TMP/gguf.out" 2>/dev/null; b=$?
+    set -e
+    if [ $a -eq $b ] && cmp -s "$TMP/hf.out" "$TMP/gguf.out"; then gguf_same=$((gguf_same + 1))
+    else gguf_diff=$((gguf_diff + 1)); echo "GGUF/HF differ: $fam $(basename "$conv") (exit $a vs $b)"; fi
+  done
+done
+echo "gguf vs hf: $gguf_same identical, $gguf_diff different"
+[ $gguf_diff -eq 0 ] || rc=1
 if [ $rc -eq 0 ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; fi
 exit $rc
