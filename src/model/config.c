@@ -389,12 +389,18 @@ ea_status ea_config_from_gguf(const ea_gguf *g, ea_model_config *c) {
     }
     ea_arch a = c->arch;
     int ds = a == EA_ARCH_DEEPSEEK_V2 || a == EA_ARCH_DEEPSEEK_V3;
+    char key_eps[160];
     EA_TRY(ea__gk_int(&k, "block_count", 1, &c->n_layers));
     EA_TRY(ea__gk_int(&k, "embedding_length", 1, &c->hidden_size));
     EA_TRY(ea__gk_int(&k, "attention.head_count", 1, &c->n_heads));
     c->n_kv_heads = c->n_heads;
     EA_TRY(ea__gk_int(&k, "attention.head_count_kv", 0, &c->n_kv_heads));
     EA_TRY(ea__gk_int(&k, "context_length", 1, &c->max_position_embeddings));
+    /* required, as llama.cpp requires it for these architectures: a default would
+     * silently differ from the HF config (1e-5 vs 1e-6) */
+    snprintf(key_eps, sizeof key_eps, "%s.attention.layer_norm_rms_epsilon", arch);
+    if (ea_gguf_find_kv(g, key_eps) < 0)
+        return ea_err(EA_ERR_NOT_FOUND, "%s: required key '%s' is missing", g->path, key_eps);
     EA_TRY(ea__gk_float(&k, "attention.layer_norm_rms_epsilon", &c->rms_norm_eps));
     EA_TRY(ea__gk_float(&k, "rope.freq_base", &c->rope_theta));
     EA_TRY(ea__gk_int(&k, "feed_forward_length", 0, &c->intermediate_size));
@@ -411,8 +417,10 @@ ea_status ea_config_from_gguf(const ea_gguf *g, ea_model_config *c) {
     }
     c->attention_bias = a == EA_ARCH_QWEN2_MOE;
     c->qk_norm = a == EA_ARCH_QWEN3_MOE ? EA_QKNORM_PER_HEAD : a == EA_ARCH_OLMOE ? EA_QKNORM_FULL : EA_QKNORM_NONE;
-    c->norm_topk_prob = a == EA_ARCH_MIXTRAL;
-    /* llama.cpp renormalises qwen3moe/olmoe top-k per its own hparam; the key is optional */
+    /* llama.cpp fixes the top-k renormalisation per architecture (llama/Mixtral and
+     * qwen3moe yes; qwen2moe, olmoe no; deepseek2 from expert_weights_norm). Those are
+     * the defaults here; an expert_weights_norm key, when a file has one, wins. */
+    c->norm_topk_prob = a == EA_ARCH_MIXTRAL || a == EA_ARCH_QWEN3_MOE;
     EA_TRY(ea__gk_bool(&k, "expert_weights_norm", &c->norm_topk_prob));
     if (a == EA_ARCH_QWEN2_MOE)
         EA_TRY(ea__gk_int(&k, "expert_shared_feed_forward_length", 1, &c->shared_expert_intermediate_size));

@@ -59,6 +59,55 @@ static int same_values(const ea_tensor *a, const ea_tensor *b, char *why, size_t
     return ok;
 }
 
+/* Open both, compare configs and every weight view's values; print what differs. */
+static int compare_models(const char *hf, const char *gg, const char *what) {
+    char why[256];
+    ea_model *mh = NULL, *mg = NULL;
+    ea_status s = ea_model_open(hf, &mh);
+    if (s != EA_OK) fprintf(stderr, "  %s hf: %s\n", what, ea_errmsg());
+    ea_status s2 = ea_model_open(gg, &mg);
+    if (s2 != EA_OK) fprintf(stderr, "  %s gguf: %s\n", what, ea_errmsg());
+    int ok = s == EA_OK && s2 == EA_OK;
+    if (ok) {
+        const ea_model_config *h = &mh->cfg, *g = &mg->cfg;
+        if (h->arch != g->arch || h->n_layers != g->n_layers || h->n_experts != g->n_experts ||
+            h->n_experts_per_tok != g->n_experts_per_tok || h->vocab_size != g->vocab_size ||
+            h->head_dim != g->head_dim || h->n_kv_heads != g->n_kv_heads || h->norm_topk_prob != g->norm_topk_prob ||
+            h->scoring != g->scoring || h->topk_method != g->topk_method || h->n_group != g->n_group ||
+            h->topk_group != g->topk_group || h->first_k_dense_replace != g->first_k_dense_replace ||
+            h->tie_word_embeddings != g->tie_word_embeddings || h->rope_scaling != g->rope_scaling ||
+            fabsf(h->routed_scaling_factor - g->routed_scaling_factor) > 1e-6f ||
+            fabsf(h->rope_theta - g->rope_theta) > 1e-3f || h->rms_norm_eps != g->rms_norm_eps ||
+            h->bos_token_id != g->bos_token_id ||
+            h->eos_token_ids[0] != g->eos_token_ids[0] || memcmp(h->layer_is_moe, g->layer_is_moe, sizeof h->layer_is_moe)) {
+            fprintf(stderr, "  %s: HF and GGUF configs differ\n", what);
+            ok = 0;
+        }
+        collect *ch = calloc(1, sizeof *ch), *cg = calloc(1, sizeof *cg);
+        ea_model_foreach(mh, collect_fn, ch);
+        ea_model_foreach(mg, collect_fn, cg);
+        if (ch->n != cg->n || ch->n == 0) {
+            fprintf(stderr, "  %s: %d HF views vs %d GGUF views\n", what, ch->n, cg->n);
+            ok = 0;
+        }
+        for (int i = 0; i < ch->n && i < cg->n; i++)
+            if (!same_values(ch->t[i], cg->t[i], why, sizeof why)) {
+                fprintf(stderr, "  %s: %s\n", what, why);
+                ok = 0;
+                break;
+            }
+        if (mh->n_unused || mg->n_unused) {
+            fprintf(stderr, "  %s: unused tensors: %s%s\n", what, mh->layout_notes, mg->layout_notes);
+            ok = 0;
+        }
+        free(ch);
+        free(cg);
+    }
+    ea_model_close(mh);
+    ea_model_close(mg);
+    return ok;
+}
+
 static void check_family(ea_arch a, int bf16, int split_kvb) {
     char dir[600], gg[600], why[256];
     snprintf(dir, sizeof dir, "%s/%s_%d%d", g_dir, ea_arch_names[a], bf16, split_kvb);
@@ -560,6 +609,7 @@ static const char *gguf_meta_case(const char *name, const char *arch, int with_e
     snprintf(k, sizeof k, "%s.feed_forward_length", arch), mf_kv_u32(&kv, k, 32), n++;
     snprintf(k, sizeof k, "%s.expert_feed_forward_length", arch), mf_kv_u32(&kv, k, 32), n++;
     snprintf(k, sizeof k, "%s.vocab_size", arch), mf_kv_u32(&kv, k, 64), n++;
+    snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", arch), mf_kv_f32(&kv, k, 1e-6f), n++;
     if (with_experts) {
         snprintf(k, sizeof k, "%s.expert_count", arch), mf_kv_u32(&kv, k, 4), n++;
         snprintf(k, sizeof k, "%s.expert_used_count", arch), mf_kv_u32(&kv, k, 2), n++;
@@ -624,6 +674,7 @@ TEST(rss_grows_with_expert_subset) {
     K("expert_feed_forward_length", (uint32_t)F);
     K("vocab_size", V);
 #undef K
+    mf_kv_f32(&kv, "qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f), n++;
     struct { const char *name; int nd; uint64_t ne[3]; } ts[] = {
         {"token_embd.weight", 2, {H, V, 0}},   {"output_norm.weight", 1, {H, 0, 0}},
         {"output.weight", 2, {H, V, 0}},       {"blk.0.attn_norm.weight", 1, {H, 0, 0}},
@@ -705,6 +756,40 @@ TEST(rss_grows_with_expert_subset) {
     ea_model_close(m);
 }
 
+/* `eaas make-model` (another module) writes both formats with llama.cpp's names:
+ * the loader must open every family and find the same values in both. */
+TEST(make_model_outputs_agree) {
+    const char *bin = getenv("EAAS_BIN");
+    if (!bin || !*bin) {
+        fprintf(stderr, "  EAAS_BIN not set: skipped\n");
+        return;
+    }
+    static const struct { const char *dtype, *hf_flags, *gguf_flags; } runs[] = {
+        {"f32", "", ""}, {"bf16", "--shards 2", ""}, {"bf16", "", "--legacy-mla"}};
+    for (int a = 0; a < EA_N_ARCHS; a++)
+        for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+            if (r == 2 && a != EA_ARCH_DEEPSEEK_V2 && a != EA_ARCH_DEEPSEEK_V3) continue;
+            char hf[700], gg[700], cmd[2400], what[128];
+            snprintf(hf, sizeof hf, "%s/mm_%s_%zu", g_dir, ea_arch_names[a], r);
+            snprintf(gg, sizeof gg, "%s/mm_%s_%zu.gguf", g_dir, ea_arch_names[a], r);
+            snprintf(what, sizeof what, "make-model %s %s %s%s", ea_arch_names[a], runs[r].dtype, runs[r].hf_flags,
+                     runs[r].gguf_flags);
+            snprintf(cmd, sizeof cmd,
+                     "'%s' make-model --family %s --preset tiny --seed 11 --dtype %s --format hf %s --out '%s' >/dev/null && "
+                     "'%s' make-model --family %s --preset tiny --seed 11 --dtype %s --format gguf %s --out '%s' >/dev/null",
+                     bin, ea_arch_names[a], runs[r].dtype, runs[r].hf_flags, hf, bin, ea_arch_names[a], runs[r].dtype,
+                     runs[r].gguf_flags, gg);
+            if (system(cmd) != 0) {
+                fprintf(stderr, "  %s: make-model failed\n", what);
+                ea_t_cur_failed = 1;
+                continue;
+            }
+            if (!compare_models(hf, gg, what)) ea_t_cur_failed = 1;
+            snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", hf, gg);
+            if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", hf);
+        }
+}
+
 int main(void) {
     const char *d = mf_tmpdir();
     if (!d) {
@@ -726,6 +811,7 @@ int main(void) {
     RUN(bad_gguf);
     RUN(bad_gguf_metadata);
     RUN(rss_grows_with_expert_subset);
+    RUN(make_model_outputs_agree);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
