@@ -24,6 +24,7 @@ typedef struct {
     int64_t n_tensors[EA_N_DTYPES];
     int64_t bytes[EA_N_DTYPES];
     int64_t elems;
+    int64_t n_mat[EA_N_DTYPES]; /* matrices (2-D and up) per dtype */
     double token_bytes;          /* non-expert bytes read per token */
     int64_t expert_bytes[EA_MAX_LAYERS];
 } ea__insp;
@@ -33,6 +34,7 @@ static void ea__acc(void *ctx, const ea_tensor *t, int layer, int expert) {
     s->n_tensors[t->dtype]++;
     s->bytes[t->dtype] += (int64_t)t->nbytes;
     s->elems += ea_tensor_nelem(t);
+    if (t->n_dims >= 2) s->n_mat[t->dtype]++;
     if (expert >= 0) {
         s->expert_bytes[layer] += (int64_t)t->nbytes;
     } else if (t == &s->m->tok_embd) {
@@ -103,6 +105,16 @@ int ea_cmd_inspect(int argc, char **argv) {
             size_t o = strlen(dtypes);
             snprintf(dtypes + o, sizeof dtypes - o, "%s%s", o ? "," : "", ea_dtypes[d].name);
         }
+    /* matrices in more than one dtype: often intended (an f32 router), worth seeing */
+    char mix[256] = "";
+    int n_mat_types = 0;
+    for (int d = 0; d < EA_N_DTYPES; d++)
+        if (st.n_mat[d]) {
+            size_t o = strlen(mix);
+            snprintf(mix + o, sizeof mix - o, "%s%s x %lld", n_mat_types++ ? ", " : "matrices in mixed dtypes: ",
+                     ea_dtypes[d].name, (long long)st.n_mat[d]);
+        }
+    if (n_mat_types < 2) mix[0] = 0;
     const char *notes = m->layout_notes ? m->layout_notes : "";
     int exit_code = 0;
     if (json) {
@@ -141,6 +153,7 @@ int ea_cmd_inspect(int argc, char **argv) {
             json_array_append_new(pr, json_stringn(p, n));
             p += n + (e ? 1 : 0);
         }
+        if (mix[0]) json_array_append_new(pr, json_string(mix));
         if (total != st.elems) {
             char b[128];
             snprintf(b, sizeof b, "config implies %lld parameters, tensors hold %lld", (long long)total,
@@ -179,7 +192,7 @@ int ea_cmd_inspect(int argc, char **argv) {
         printf("weight bytes     %lld (%s)\n", (long long)m->weight_bytes,
                ea__human(h3, sizeof h3, (double)m->weight_bytes, "B"));
         printf("bytes per token  %.0f (%s)\n", tok, ea__human(h4, sizeof h4, tok, "B"));
-        if (!*notes && total == st.elems) {
+        if (!*notes && total == st.elems && !mix[0]) {
             printf("layout           ok\n");
         } else {
             printf("layout problems\n");
@@ -189,6 +202,7 @@ int ea_cmd_inspect(int argc, char **argv) {
                 printf("  %.*s\n", (int)n, p);
                 p += n + (e ? 1 : 0);
             }
+            if (mix[0]) printf("  %s\n", mix);
             if (total != st.elems)
                 printf("  config implies %lld parameters, tensors hold %lld\n", (long long)total, (long long)st.elems);
         }
