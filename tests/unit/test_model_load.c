@@ -654,6 +654,48 @@ TEST(bad_gguf_metadata) {
 
 /* ---- subset loading: RSS follows the subset ---- */
 
+/* Open `p` (64 experts of ~2 MiB in layer 0) and check that RSS follows the loaded subset. */
+static void rss_check_body(const char *p, int *ok) {
+    ea_model *m;
+    ea_status s = ea_model_open(p, &m);
+    if (s) fprintf(stderr, "  %s\n", ea_errmsg());
+    CHECK_EQ(s, EA_OK);
+    size_t expert_bytes = m->layers[0].experts[0].gate.nbytes * 3;
+    CHECK(expert_bytes > 2u << 20);
+    size_t r0 = ea_rss_bytes();
+    uint8_t mask[64] = {0};
+    for (int e = 0; e < 64; e += 8) mask[e] = 1; /* 8 experts */
+    CHECK_EQ(ea_model_load_experts(m, 0, mask), EA_OK);
+    size_t r1 = ea_rss_bytes();
+    for (int e = 0; e < 64; e += 2) mask[e] = 1; /* 32 experts (8 already in) */
+    CHECK_EQ(ea_model_load_experts(m, 0, mask), EA_OK);
+    size_t r2 = ea_rss_bytes();
+    CHECK_EQ(ea_model_load_dense(m), EA_OK);
+    size_t r3 = ea_rss_bytes();
+    double mib = 1024.0 * 1024.0, whole = (double)m->weight_bytes / mib;
+    fprintf(stderr, "  %s: file %.1f MiB, expert %.2f MiB: rss +%.1f MiB for 8 experts, +%.1f MiB for 32, +%.1f MiB dense\n",
+            m->format == EA_FORMAT_HF ? "hf" : "gguf", whole, expert_bytes / mib, (double)(r1 - r0) / mib, (double)(r2 - r0) / mib, (double)(r3 - r2) / mib);
+    /* 8 experts: their bytes, plus at most a shared edge page per slice. The file was
+     * just written in 1 MiB chunks, so its page cache holds large folios that a fault
+     * maps whole: without the loader unmapping never-chosen pages this is ~2x. */
+    CHECK((double)(r1 - r0) >= 0.98 * 8 * expert_bytes);
+    CHECK((double)(r1 - r0) <= 8.0 * expert_bytes + 0.5 * mib);
+    CHECK((double)(r2 - r0) >= 0.98 * 32 * expert_bytes);
+    CHECK((double)(r2 - r0) <= 32.0 * expert_bytes + 1.0 * mib);
+    CHECK((double)(r2 - r0) < 0.6 * whole * mib);
+    /* dense pages are small here and no expert is paged by load_dense */
+    CHECK((double)(r3 - r2) < 2 * mib);
+    CHECK_EQ(ea_model_load_experts(m, 1, NULL), EA_ERR_INVALID_ARG);
+    ea_model_close(m);
+    *ok = 1;
+}
+
+static int rss_check(const char *p) {
+    int ok = 0;
+    rss_check_body(p, &ok);
+    return ok && !ea_t_cur_failed;
+}
+
 TEST(rss_grows_with_expert_subset) {
     /* one qwen3moe layer with 64 experts of 3 x (352 x 512) f32 = 2.06 MiB each, streamed to disk */
     const int E = 64, H = 512, F = 352, V = 32, NH = 4, HD = 16;
@@ -723,37 +765,79 @@ TEST(rss_grows_with_expert_subset) {
     free(kv.p);
     free(hdr.p);
 
-    ea_model *m;
-    ea_status s = ea_model_open(p, &m);
-    if (s) fprintf(stderr, "  %s\n", ea_errmsg());
-    CHECK_EQ(s, EA_OK);
-    size_t expert_bytes = m->layers[0].experts[0].gate.nbytes * 3;
-    CHECK(expert_bytes > 2u << 20);
-    size_t r0 = ea_rss_bytes();
-    uint8_t mask[64] = {0};
-    for (int e = 0; e < 64; e += 8) mask[e] = 1; /* 8 experts */
-    CHECK_EQ(ea_model_load_experts(m, 0, mask), EA_OK);
-    size_t r1 = ea_rss_bytes();
-    for (int e = 0; e < 64; e += 2) mask[e] = 1; /* 32 experts (8 already in) */
-    CHECK_EQ(ea_model_load_experts(m, 0, mask), EA_OK);
-    size_t r2 = ea_rss_bytes();
-    CHECK_EQ(ea_model_load_dense(m), EA_OK);
-    size_t r3 = ea_rss_bytes();
-    double mib = 1024.0 * 1024.0, whole = (double)m->weight_bytes / mib;
-    fprintf(stderr, "  file %.1f MiB, expert %.2f MiB: rss +%.1f MiB for 8 experts, +%.1f MiB for 32, +%.1f MiB dense\n",
-            whole, expert_bytes / mib, (double)(r1 - r0) / mib, (double)(r2 - r0) / mib, (double)(r3 - r2) / mib);
-    /* 8 experts: their bytes, plus at most a shared edge page per slice. The file was
-     * just written in 1 MiB chunks, so its page cache holds large folios that a fault
-     * maps whole: without the loader unmapping never-chosen pages this is ~2x. */
-    CHECK((double)(r1 - r0) >= 0.98 * 8 * expert_bytes);
-    CHECK((double)(r1 - r0) <= 8.0 * expert_bytes + 0.5 * mib);
-    CHECK((double)(r2 - r0) >= 0.98 * 32 * expert_bytes);
-    CHECK((double)(r2 - r0) <= 32.0 * expert_bytes + 1.0 * mib);
-    CHECK((double)(r2 - r0) < 0.6 * whole * mib);
-    /* dense pages are small here and no expert is paged by load_dense */
-    CHECK((double)(r3 - r2) < 2 * mib);
-    CHECK_EQ(ea_model_load_experts(m, 1, NULL), EA_ERR_INVALID_ARG);
-    ea_model_close(m);
+    CHECK(rss_check(p));
+}
+
+TEST(rss_grows_with_expert_subset_hf) {
+    /* the same shapes as an HF directory: 192 expert tensors of 704 KiB, streamed */
+    const int E = 64, H = 512, F = 352, V = 32, NH = 4, HD = 16;
+    char dir[700], p[800];
+    snprintf(dir, sizeof dir, "%s/rss_hf", g_dir);
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    char cj[512];
+    snprintf(cj, sizeof cj,
+             "{\"model_type\":\"qwen3_moe\",\"vocab_size\":%d,\"hidden_size\":%d,\"num_hidden_layers\":1,"
+             "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"head_dim\":%d,\"moe_intermediate_size\":%d,"
+             "\"num_experts\":%d,\"num_experts_per_tok\":2}", V, H, NH, NH, HD, F, E);
+    CHECK_EQ(write_text(p, cj), 0);
+    ea_model_config cfg;
+    CHECK_EQ(ea_config_from_hf_dir(dir, &cfg), EA_OK);
+    /* names and shapes from the family generator, data streamed (no big buffers) */
+    mf_opts o = {0, 0, 0};
+    mf_list l = {0};
+    cfg.n_experts = 1; /* generate one expert's names, then expand below */
+    mf_model_tensors(&cfg, &o, &l);
+    cfg.n_experts = E;
+    mf_buf hdr = {0};
+    mf_put(&hdr, "{", 1);
+    uint64_t off = 0;
+    char e[512];
+    int first = 1;
+    for (int i = 0; i < l.n; i++) {
+        const mf_t *t = &l.v[i];
+        int is_exp = strstr(t->name, ".experts.0.") != NULL;
+        int64_t shape0 = !strcmp(t->name, "model.layers.0.mlp.gate.weight") ? E : t->shape[0];
+        for (int x = 0; x < (is_exp ? E : 1); x++) {
+            char name[160];
+            snprintf(name, sizeof name, "%s", t->name);
+            if (is_exp) {
+                char *q = strstr(name, ".experts.0.");
+                char tail[96];
+                snprintf(tail, sizeof tail, "%s", q + 11);
+                snprintf(q, sizeof name - (size_t)(q - name), ".experts.%d.%s", x, tail);
+            }
+            uint64_t n = 4 * (uint64_t)shape0 * (uint64_t)(t->nd > 1 ? t->shape[1] : 1);
+            int k = snprintf(e, sizeof e, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld", first ? "" : ",", name,
+                             (long long)shape0);
+            if (t->nd > 1) k += snprintf(e + k, sizeof e - (size_t)k, ",%lld", (long long)t->shape[1]);
+            snprintf(e + k, sizeof e - (size_t)k, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                     (unsigned long long)(off + n));
+            mf_put(&hdr, e, strlen(e));
+            off += n;
+            first = 0;
+        }
+    }
+    mf_list_free(&l);
+    mf_put(&hdr, "}", 1);
+    while (hdr.n % 8) mf_put(&hdr, " ", 1);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    FILE *fp = fopen(p, "wb");
+    CHECK(fp != NULL);
+    uint64_t hl = hdr.n;
+    fwrite(&hl, 8, 1, fp);
+    fwrite(hdr.p, 1, hdr.n, fp);
+    float *chunk = malloc(1 << 20);
+    for (int i = 0; i < (1 << 18); i++) chunk[i] = (float)(i % 89) * 0.01f - 0.4f;
+    while (off) {
+        size_t k = off < (1u << 20) ? (size_t)off : (1u << 20);
+        fwrite(chunk, 1, k, fp);
+        off -= k;
+    }
+    free(chunk);
+    free(hdr.p);
+    CHECK_EQ(fclose(fp), 0);
+    CHECK(rss_check(dir));
 }
 
 /* `eaas make-model` (another module) writes both formats with llama.cpp's names:
@@ -811,6 +895,7 @@ int main(void) {
     RUN(bad_gguf);
     RUN(bad_gguf_metadata);
     RUN(rss_grows_with_expert_subset);
+    RUN(rss_grows_with_expert_subset_hf);
     RUN(make_model_outputs_agree);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
