@@ -199,16 +199,16 @@ const char *ea__tok_intern(ea_tokenizer *t, const char *s, size_t len) {
 }
 
 ea_status ea__tok_set_vocab_size(ea_tokenizer *t, int64_t n) {
-    if (n <= 0 || n > (1 << 24)) return ea_err(EA_ERR_RANGE, "%s: vocabulary size %lld out of range (1..%d)", t->what,
-                                               (long long)n, 1 << 24);
+    if (n <= 0 || n > EA__MAX_VOCAB)
+        return ea_err(EA_ERR_RANGE, "%s: vocabulary size %lld out of range (1..%d)", t->what, (long long)n,
+                      EA__MAX_VOCAB);
     t->n_vocab = (int32_t)n;
     t->piece = ea_calloc((size_t)n, sizeof *t->piece);
     t->piece_len = ea_calloc((size_t)n, sizeof *t->piece_len);
     t->bytes = ea_calloc((size_t)n, sizeof *t->bytes);
     t->bytes_len = ea_calloc((size_t)n, sizeof *t->bytes_len);
     t->special = ea_calloc((size_t)n, 1);
-    t->map_cap = 1;
-    while (t->map_cap < (size_t)n * 2 + 64) t->map_cap *= 2;
+    t->map_cap = 1024; /* grows with the entries, not with the largest id */
     t->map = ea_malloc(t->map_cap * sizeof *t->map);
     if (!t->piece || !t->piece_len || !t->bytes || !t->bytes_len || !t->special || !t->map)
         return ea_err(EA_ERR_NOMEM, "%s: vocabulary of %lld", t->what, (long long)n);
@@ -424,7 +424,7 @@ ea_status ea__tok_add_split(ea_tokenizer *t, const char *pattern, size_t len, in
                             ea__split_behavior behavior, int invert, const char *field) {
     int errcode;
     PCRE2_SIZE erroff;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* LITERAL refuses UCP */
     ea_tok_text rw = {0};
     if (!literal) {
         ea_status s = rewrite_ws(pattern, len, &rw);
@@ -739,17 +739,17 @@ static ea_status load_model(ea_tokenizer *t, const json_t *root) {
     const char *key;
     const json_t *val;
     json_object_foreach((json_t *)vocab, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= (1 << 24))
+        if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= EA__MAX_VOCAB)
             return ea_err(EA_ERR_FORMAT, "%s: model.vocab[\"%.40s\"]: id is not an integer in 0..%d", t->what, key,
-                          (1 << 24) - 1);
+                          EA__MAX_VOCAB - 1);
         if (json_integer_value(val) > max_id) max_id = json_integer_value(val);
     }
     for (size_t i = 0; i < json_array_size(added); i++) {
         const json_t *a = json_array_get(added, i);
         const json_t *id = json_object_get(a, "id");
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= (1 << 24))
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= EA__MAX_VOCAB)
             return ea_err(EA_ERR_FORMAT, "%s: added_tokens[%zu].id: not an integer in 0..%d", t->what, i,
-                          (1 << 24) - 1);
+                          EA__MAX_VOCAB - 1);
         if (!json_is_string(json_object_get(a, "content")))
             return ea_err(EA_ERR_FORMAT, "%s: added_tokens[%zu].content: missing or not a string", t->what, i);
         if (json_integer_value(id) > max_id) max_id = json_integer_value(id);

@@ -62,6 +62,9 @@ typedef struct {
     uint8_t *blob; /* owns: key_len bytes, then n_ids int32 (aligned) */
 } ea__cache_slot;
 
+/* Largest vocabulary accepted (ids 0..EA__MAX_VOCAB-1); real ones are <= ~260k. */
+#define EA__MAX_VOCAB (1 << 21)
+
 #define EA__CACHE_SLOTS 65536
 #define EA__CACHE_MAX_KEY 256
 
