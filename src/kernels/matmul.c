@@ -40,6 +40,7 @@ struct ea_kctx {
     int max_m, max_k;
     ea__isa isa;
     int has_vnni; /* avx512 q8 kernel usable */
+    int has_amx_int8; /* q8 batches on AMX int8 tiles */
     int8_t *xq;   /* owns: xq_cap bytes (q8 activations of a batch) */
     float *xd;    /* owns: xd_cap floats (their block scales) */
     uint16_t *xp; /* owns: xp_cap bytes, AMX packed X, or NULL */
@@ -95,6 +96,8 @@ static size_t ea__tscratch_need(int max_m, int max_k) {
     size_t a = (size_t)max_k * sizeof(float) + 64; /* scalar: one W row in f32 */
     size_t q = (size_t)max_m * 64;                 /* avx512 q8: one zmm per X row */
     if (q > a) a = q;
+    q = ea__amx_q8_scratch_bytes(max_k);
+    if (q > a) a = q;
     size_t b = ea__amx_scratch_bytes(max_k);
     return ((a > b ? a : b) + 63) & ~(size_t)63;
 }
@@ -111,6 +114,7 @@ ea_status ea_kctx_set_isa(ea_kctx *ctx, const char *isa) {
         if (!ctx->xp) return ea_err(EA_ERR_NOMEM, "matmul context: AMX activation buffer");
     }
     ctx->isa = (ea__isa)i;
+    ctx->has_amx_int8 = i == EA__ISA_AMX && ea__amx_int8();
     return EA_OK;
 }
 
@@ -205,7 +209,7 @@ void ea__quantize_q8(const float *x, int k, int i0, int i1, int8_t *xq, float *x
 typedef struct {
     ea__mm p;
     ea__rows_fn fn;
-    int prep; /* 0 none, 1 q8, 2 amx pack */
+    int prep; /* 0 none, 1 q8, 2 amx bf16 pack, 3 q8 then amx int8 pack */
     int unit0, n_units;     /* preparation units of this product: [unit0, unit0 + n_units) */
     int64_t row0;           /* first row of this product in the concatenated row space */
 } ea__prob;
@@ -227,10 +231,11 @@ static void ea__task_prep(void *arg, int task, int thread) {
         int a = u0 > pr->unit0 ? u0 : pr->unit0, b = u1 < pr->unit0 + pr->n_units ? u1 : pr->unit0 + pr->n_units;
         for (int u = a; u < b; u++) {
             int tb = u - pr->unit0, i0 = tb * EA__AMX_TB, i1 = i0 + EA__AMX_TB < pr->p.m ? i0 + EA__AMX_TB : pr->p.m;
-            if (pr->prep == 1)
-                ea__quantize_q8(pr->p.x, pr->p.k, i0, i1, (int8_t *)pr->p.xq, (float *)pr->p.xd);
-            else
-                ea__amx_pack(pr->p.x, pr->p.m, pr->p.k, tb, tb + 1, (uint16_t *)pr->p.xp);
+            if (pr->prep == 1 || pr->prep == 3)
+                (jb->ctx->isa >= EA__ISA_AVX512 ? ea__quantize_q8_avx512 : ea__quantize_q8)(
+                    pr->p.x, pr->p.k, i0, i1, (int8_t *)pr->p.xq, (float *)pr->p.xd);
+            if (pr->prep == 2) ea__amx_pack(pr->p.x, pr->p.m, pr->p.k, tb, tb + 1, (uint16_t *)pr->p.xp);
+            if (pr->prep == 3) ea__amx_q8_pack(pr->p.xq, pr->p.xd, pr->p.m, pr->p.k, tb, (uint8_t *)pr->p.xp);
         }
     }
 }
@@ -260,10 +265,14 @@ static void ea__task_rows(void *arg, int task, int thread) {
     }
 }
 
-static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt) {
+/* Smallest m for which q8_0 goes to the AMX int8 kernel (same bits either way). */
+#define EA__AMX_Q8_MIN_M 4
+
+static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt, int m) {
     ea__isa isa = ctx->isa;
     if (dt == EA_Q8_0) {
         /* Every q8 kernel gives the same bits (matmul_impl.h); take the fastest. */
+        if (isa == EA__ISA_AMX && ctx->has_amx_int8 && m >= EA__AMX_Q8_MIN_M) return ea__rows_amx_q8;
         if (isa >= EA__ISA_AVX512 && ctx->has_vnni) return ea__rows_avx512_q8;
         if (isa >= EA__ISA_AVX2) return ea__rows_avx2_q8;
         return ea__rows_scalar_q8;
@@ -319,12 +328,13 @@ void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm) {
         p->p.m = m;
         p->p.x = mm[q].x;
         p->p.y = mm[q].y;
-        p->fn = ea__pick(ctx, w->dtype);
+        p->fn = ea__pick(ctx, w->dtype, m);
         size_t need_q = 0, need_d = 0, need_p = 0;
         if (w->dtype == EA_Q8_0) {
-            p->prep = 1;
+            p->prep = p->fn == ea__rows_amx_q8 ? 3 : 1;
             need_q = ((size_t)m * (size_t)k + 63) & ~(size_t)63;
             need_d = (size_t)m * (size_t)(k / EA_QK8_0);
+            if (p->prep == 3) need_p = (ea__amx_q8_pack_bytes(m, (int)k) + 63) & ~(size_t)63;
         } else if (p->fn == ea__rows_amx_bf16) {
             p->prep = 2;
             need_p = (ea__amx_pack_bytes(m, (int)k) + 63) & ~(size_t)63;

@@ -52,6 +52,13 @@ int ea__amx_enable(void) {
     return ok;
 }
 
+int ea__amx_int8(void) {
+    if (!ea__amx_enable()) return 0;
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+    return (d >> 25) & 1; /* AMX-INT8 */
+}
+
 size_t ea__amx_pack_bytes(int m, int k) {
     size_t ntb = (size_t)(m + EA__AMX_TB - 1) / EA__AMX_TB;
     return ntb * (size_t)(k / EA__AMX_KS) * 1024 + 64;
@@ -62,7 +69,7 @@ size_t ea__amx_scratch_bytes(int k) { return 32 * 32 * 4 + 32 * (size_t)k * 2 + 
 
 /* y[i * ldy + j] = c[j * ldc + i] for i < ni, j < nj: a 16 x 16 transpose in
  * registers (unpack ps, unpack pd, two 128-bit lane shuffles). Moves bits only. */
-EA__T5 static inline __attribute__((always_inline)) void ea__put_transposed(const float *c, int ldc, float *y, int ldy, int ni, int nj) {
+EA__T5 void ea__put_transposed(const float *c, int ldc, float *y, int ldy, int ni, int nj) {
     __m512 r[16], t[16];
 #pragma GCC unroll 16
     for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_ps(c + (size_t)j * ldc);

@@ -185,3 +185,29 @@ EA__T5V void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s)
         for (int i = 0; i < m; i++) p->y[(size_t)i * p->n + j] = ea__reduce16_avx512(acc[i]);
     }
 }
+
+/* ---- q8 activation quantisation ---------------------------------------------- */
+
+/* Same bits as ea__quantize_q8 (matmul.c): amax is exact, d = amax/127 and
+ * 1/d are the same IEEE operations, vcvtps2dq rounds half to even like rintf
+ * in the default rounding mode, and |q| <= 127 so the narrowing is exact. */
+EA__T5 void ea__quantize_q8_avx512(const float *x, int k, int i0, int i1, int8_t *xq, float *xd) {
+    int nb = k / EA_QK8_0;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int i = i0; i < i1; i++) {
+        const float *xr = x + (size_t)i * k;
+        for (int b = 0; b < nb; b++) {
+            __m512 v0 = _mm512_loadu_ps(xr + b * EA_QK8_0), v1 = _mm512_loadu_ps(xr + b * EA_QK8_0 + 16);
+            __m512 a = _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1));
+            float amax = _mm512_reduce_max_ps(a);
+            float d = amax / 127.0f;
+            float id = d != 0.0f ? 1.0f / d : 0.0f;
+            xd[(size_t)i * nb + b] = d;
+            __m512 vid = _mm512_set1_ps(id);
+            __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)));
+            __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vid)));
+            _mm_storeu_si128((__m128i *)(xq + (size_t)i * k + b * EA_QK8_0), q0);
+            _mm_storeu_si128((__m128i *)(xq + (size_t)i * k + b * EA_QK8_0 + 16), q1);
+        }
+    }
+}

@@ -62,9 +62,14 @@ void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s);
 void ea__rows_avx512_f(const ea__mm *p, int j0, int j1, ea__scratch *s);
 void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* needs VNNI */
 void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *s);
+void ea__rows_amx_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* xp from ea__amx_q8_pack */
 
 /* Q8_0 activations: xq (m, k) int8, xd (m, k/32) scales; rows [i0, i1). */
 void ea__quantize_q8(const float *x, int k, int i0, int i1, int8_t *xq, float *xd);
+void ea__quantize_q8_avx512(const float *x, int k, int i0, int i1, int8_t *xq, float *xd); /* same bits */
+
+/* y[i * ldy + j] = c[j * ldc + i] for i < ni <= 16, j < nj <= 16 (AVX-512; moves bits only). */
+void ea__put_transposed(const float *c, int ldc, float *y, int ldy, int ni, int nj);
 
 /* AMX: rows of X per token block and k per k-step. */
 #define EA__AMX_TB 16
@@ -75,8 +80,14 @@ size_t ea__amx_pack_bytes(int m, int k);
 void ea__amx_pack(const float *x, int m, int k, int tb0, int tb1, uint16_t *xp);
 /* Per-thread scratch the AMX rows function needs for k. */
 size_t ea__amx_scratch_bytes(int k);
-/* Ask Linux for the AMX tile state; 1 if usable. */
+/* Ask Linux for the AMX tile state; 1 if usable (tile + bf16). */
 int ea__amx_enable(void);
+/* 1 if AMX-INT8 is usable too. */
+int ea__amx_int8(void);
+/* q8_0 on AMX: packed X tiles of token block tb from quantised xq/xd (see matmul_amx_q8.c). */
+size_t ea__amx_q8_pack_bytes(int m, int k);
+size_t ea__amx_q8_scratch_bytes(int k);
+void ea__amx_q8_pack(const int8_t *xq, const float *xd, int m, int k, int tb, uint8_t *xp);
 
 /* The canonical 16-lane tree reduction (scalar form; SIMD variants match it). */
 static inline float ea__reduce16(const float a[16]) {
