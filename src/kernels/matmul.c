@@ -318,6 +318,7 @@ void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm) {
         if (m == 0) continue;
         size_t rb = ea_dtype_row_bytes(w->dtype, (size_t)k);
         EA_ASSERT(rb != 0 && rb * (size_t)n <= w->nbytes);
+        EA_ASSERT((uintptr_t)w->data % (w->dtype == EA_F32 ? 4u : 2u) == 0);
         ea__prob *p = &pr[n_pr];
         memset(p, 0, sizeof *p);
         p->p.dtype = w->dtype;
