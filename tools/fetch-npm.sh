@@ -41,10 +41,11 @@ echo "$PINNED" | while read -r name ver sum; do
   fi
 done
 
-# JS reference oracles (exact versions; installed once)
-if [ ! -f tools/node/node_modules/.installed ]; then
+# JS reference oracles (exact versions); reinstalled when package.json changes
+want=$(sha256sum tools/node/package.json | cut -d' ' -f1)
+if [ "$(cat tools/node/node_modules/.installed 2>/dev/null)" != "$want" ]; then
   (cd tools/node && npm install --silent --no-audit --no-fund --no-package-lock >/dev/null 2>&1) || {
     echo "fetch-npm: npm install in tools/node failed" >&2; exit 1; }
-  touch tools/node/node_modules/.installed
+  echo "$want" > tools/node/node_modules/.installed
 fi
 echo "fetch-npm: cached in $CACHE/npm"

@@ -500,7 +500,7 @@ ea_status ea__mm_gguf_meta(ea_gguf_writer *w, const ea_mm_shape *s, const ea_mm_
         EA_TRY(ea_gguf_w_f32(w, K_("rope.scaling.yarn_beta_slow"), (float)s->yarn_beta_slow));
     }
     EA_TRY(ea_gguf_w_f32(w, K_("rope.freq_base"), (float)s->rope_theta));
-    EA_TRY(ea_gguf_w_f32(w, K_("attention.layer_norm_rms_eps"), (float)s->rms_eps));
+    EA_TRY(ea_gguf_w_f32(w, K_("attention.layer_norm_rms_epsilon"), (float)s->rms_eps));
     EA_TRY(ea_gguf_w_u32(w, K_("expert_count"), (uint32_t)s->n_experts));
     EA_TRY(ea_gguf_w_u32(w, K_("expert_used_count"), (uint32_t)s->top_k));
     if (ds) {

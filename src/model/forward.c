@@ -324,7 +324,7 @@ static ea_status ea__moe(ea_forward *f, int l, int n) {
     const ea_model_config *c = f->c;
     const ea_layer_weights *L = &f->m->layers[l];
     int E = c->n_experts, K = c->n_experts_per_tok, H = c->hidden_size;
-    ea_k_matmul(f->kctx, &L->router, f->xn, n, f->rl);
+    ea_k_matmul(f->o.kctx_router ? f->o.kctx_router : f->kctx, &L->router, f->xn, n, f->rl);
     ea_router r = f->router;
     r.bias = f->lv[l].router_bias;
     for (int t = 0; t < n; t++)
@@ -333,7 +333,7 @@ static ea_status ea__moe(ea_forward *f, int l, int n) {
     if (L->shared.gate.data) {
         /* the shared expert's output goes to att (free at this point), then adds in */
         ea__ffn(f, &L->shared, n, f->att);
-        if (L->shared_gate.data) ea_k_matmul(f->kctx, &L->shared_gate, f->xn, n, f->sgate);
+        if (L->shared_gate.data) ea_k_matmul(f->o.kctx_router ? f->o.kctx_router : f->kctx, &L->shared_gate, f->xn, n, f->sgate);
         for (int t = 0; t < n; t++) {
             float gsc = L->shared_gate.data ? ea_k_sigmoid(f->sgate[t]) : 1.0f;
             float *y = f->y + (size_t)t * H;

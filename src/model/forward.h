@@ -34,6 +34,10 @@ typedef struct ea_forward ea_forward;
 typedef struct {
     int max_tokens;  /* largest n per call */
     int max_ctx;     /* positions per sequence (RoPE table, attention scratch) */
+    ea_kctx *kctx_router; /* borrows: kernels for the gating products (router, shared-expert gate), one
+                             that keeps activations in f32: routing decides on near-ties that bf16
+                             rounding flips, and a gate stored as f32 in GGUF but bf16 in HF must give
+                             the same bits both ways; NULL = kctx */
     int mla_expanded; /* MLA models: attend through expanded K/V (the published form) instead of
                          the absorbed form over the latent cache; for checking, slower */
 } ea_forward_opts;

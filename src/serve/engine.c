@@ -15,6 +15,7 @@ void ea_engine_destroy(ea_engine *e) {
     ea_forward_destroy(e->fw);
     ea_kv_deinit(&e->kv);
     ea_moe_backend_destroy(e->be);
+    ea_kctx_destroy(e->kctx_router);
     ea_kctx_destroy(e->kctx);
     ea_pool_destroy(e->pool);
     ea_model_close(e->m);
@@ -44,6 +45,12 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i] > max_k) max_k = dims[i];
     if ((s = ea_kctx_create(e->pool, eo->max_tokens, max_k, &e->kctx)) != EA_OK) goto fail;
+    /* AMX rounds activations to bf16; the router gets exact f32 activations (docs/forward.md) */
+    if (strcmp(ea_kctx_isa(e->kctx), "amx") == 0) {
+        if ((s = ea_kctx_create(e->pool, eo->max_tokens, max_k, &e->kctx_router)) != EA_OK) goto fail;
+        const char *alt = ea_k_isa_supported("avx512") ? "avx512" : ea_k_isa_supported("avx2") ? "avx2" : "scalar";
+        if ((s = ea_kctx_set_isa(e->kctx_router, alt)) != EA_OK) goto fail;
+    }
     if ((s = ea_forward_local_backend(e->m, e->kctx, eo->max_tokens, &e->be)) != EA_OK) goto fail;
 
     int kd, vd;
@@ -57,7 +64,8 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     }
     if ((s = ea_kv_init(&e->kv, c->n_layers, kd, vd, n_blocks, eo->block_size, eo->max_seqs, eo->max_ctx)) != EA_OK)
         goto fail;
-    ea_forward_opts fo = {.max_tokens = eo->max_tokens, .max_ctx = eo->max_ctx, .mla_expanded = eo->mla_expanded};
+    ea_forward_opts fo = {.max_tokens = eo->max_tokens, .max_ctx = eo->max_ctx, .kctx_router = e->kctx_router,
+                         .mla_expanded = eo->mla_expanded};
     if ((s = ea_forward_create(e->m, e->kctx, e->pool, e->be, &e->kv, &fo, &e->fw)) != EA_OK) goto fail;
     EA_LOGD("engine: %s, %d threads, isa %s, kv %d blocks x %d tokens (%.1f MiB)", ea_arch_names[c->arch],
             ea_pool_size(e->pool), ea_kctx_isa(e->kctx), n_blocks, eo->block_size,

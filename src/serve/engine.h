@@ -32,6 +32,7 @@ typedef struct {
     ea_model *m;        /* owns */
     ea_pool *pool;      /* owns */
     ea_kctx *kctx;      /* owns */
+    ea_kctx *kctx_router; /* owns: f32-activation kernels for the router when kctx rounds them (AMX) */
     ea_moe_backend *be; /* owns */
     ea_kv_cache kv;     /* owns */
     ea_forward *fw;     /* owns */

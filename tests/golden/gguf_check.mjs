@@ -179,7 +179,7 @@ kv(A("feed_forward_length"), cfg.intermediate_size, T.U32);
 kv(A("attention.head_count"), cfg.num_attention_heads, T.U32);
 kv(A("attention.head_count_kv"), isDs && !legacyMla ? 1 : cfg.num_key_value_heads, T.U32);
 kv(A("rope.freq_base"), cfg.rope_theta, T.F32);
-kv(A("attention.layer_norm_rms_eps"), mt === "olmoe" ? 1e-5 : cfg.rms_norm_eps, T.F32);
+kv(A("attention.layer_norm_rms_epsilon"), mt === "olmoe" ? 1e-5 : cfg.rms_norm_eps, T.F32);
 kv(A("expert_count"), nExp, T.U32);
 kv(A("expert_used_count"), cfg.num_experts_per_tok, T.U32);
 if (cfg.head_dim) { kv(A("attention.key_length"), cfg.head_dim, T.U32); kv(A("attention.value_length"), cfg.head_dim, T.U32); }

@@ -115,9 +115,8 @@ static int read_ref(const char *dir, const int32_t *tok, float **logits, int V, 
     return 0;
 }
 
-/* max over rows of max|a-b| / max|b| */
-static double rel_err(const float *a, const float *b, int rows, int V) {
-    double worst = 0;
+/* Per-row error: max|a-b| / max|b| of each row. */
+static void row_errs(const float *a, const float *b, int rows, int V, double *e) {
     for (int r = 0; r < rows; r++) {
         double md = 0, mb = 0;
         for (int i = 0; i < V; i++) {
@@ -125,14 +124,25 @@ static double rel_err(const float *a, const float *b, int rows, int V) {
             md = d > md ? d : md;
             mb = fabs(b[(size_t)r * V + i]) > mb ? fabs(b[(size_t)r * V + i]) : mb;
         }
-        if (md / mb > worst) worst = md / mb;
+        e[r] = md / mb;
     }
+}
+
+static double rel_err(const float *a, const float *b, int rows, int V) {
+    double e[NP], worst = 0;
+    row_errs(a, b, rows, V, e);
+    for (int r = 0; r < rows; r++) worst = e[r] > worst ? e[r] : worst;
     return worst;
 }
 
-static void check_family_vs_reference(const char *fam, const char *dtype, double tol, int check_greedy) {
-    char dir[1200];
-    if (make_model(fam, dtype, "hf", dir, sizeof dir)) {
+/* Compare the C engine on `fmt`/`dtype` weights with the reference run on the HF model of
+ * `ref_dtype` (same seed). Every row within `tight`, except at most `max_loose` rows (routing
+ * decided differently on a near-tie) that must stay within `loose`. Greedy tokens compared
+ * when `check_greedy`. The bounds are documented in docs/forward.md. */
+static void check_vs_reference(const char *fam, const char *fmt, const char *dtype, const char *ref_dtype,
+                               double tight, int max_loose, double loose, int check_greedy) {
+    char dir[1200], rdir[1200];
+    if (make_model(fam, dtype, fmt, dir, sizeof dir) || make_model(fam, ref_dtype, "hf", rdir, sizeof rdir)) {
         ea_t_cur_failed = 1;
         return;
     }
@@ -143,20 +153,39 @@ static void check_family_vs_reference(const char *fam, const char *dtype, double
     ea_status s = run_c(dir, 2, tok, &lc, &V, g_c);
     if (s != EA_OK) fprintf(stderr, "  %s %s: %s\n", fam, dtype, ea_errmsg());
     CHECK_EQ(s, EA_OK);
-    CHECK_EQ(read_ref(dir, tok, &lr, V, g_ref), 0);
-    double err = rel_err(lc, lr, NP, V);
-    fprintf(stderr, "  %s %s: max relative logit error %.3g (bound %.1g)\n", fam, dtype, err, tol);
-    CHECK(err <= tol);
+    CHECK_EQ(read_ref(rdir, tok, &lr, V, g_ref), 0);
+    if (getenv("EA_DUMP_LOGITS")) {
+        char p[1300];
+        snprintf(p, sizeof p, "%s.c.f32", dir);
+        ea_write_file(p, lc, sizeof(float) * (size_t)V * NP);
+    }
+    double e[NP], worst = 0;
+    int n_loose = 0;
+    row_errs(lc, lr, NP, V, e);
+    for (int r = 0; r < NP; r++) {
+        worst = e[r] > worst ? e[r] : worst;
+        n_loose += e[r] > tight;
+    }
+    fprintf(stderr, "  %s %s %s vs reference on %s: max row error %.3g, %d rows above %.1g (allowed %d, <= %.2g)\n",
+            fam, fmt, dtype, ref_dtype, worst, n_loose, tight, max_loose, loose);
+    CHECK(n_loose <= max_loose);
+    CHECK(worst <= loose);
     if (check_greedy)
         for (int i = 0; i < NG; i++) CHECK_EQ(g_c[i], g_ref[i]);
     free(lc);
     free(lr);
 }
 
+/* f32 and f16 weights run with f32 activations on every ISA: 1e-4, greedy identical.
+ * bf16 weights on AMX round activations to bf16: 1e-2 per row, 2 rows of 64 may differ more
+ * (a routing near-tie decided the other way), within 0.15. q8_0 (GGUF) against the f32
+ * reference of the same seed: weight quantisation error, 5e-2 per row, 4 rows up to 0.3. */
 #define FAMILY_TESTS(X) X(qwen3_moe) X(qwen2_moe) X(mixtral) X(olmoe) X(deepseek_v2) X(deepseek_v3)
-#define DEF(F)                                                                  \
-    TEST(F##_f32_matches_reference) { check_family_vs_reference(#F, "f32", 1e-4, 1); } \
-    TEST(F##_bf16_within_bound) { check_family_vs_reference(#F, "bf16", 3e-2, 0); }
+#define DEF(F)                                                                                           \
+    TEST(F##_f32_matches_reference) { check_vs_reference(#F, "hf", "f32", "f32", 1e-4, 0, 1e-4, 1); }     \
+    TEST(F##_f16_matches_reference) { check_vs_reference(#F, "hf", "f16", "f16", 1e-4, 0, 1e-4, 0); }     \
+    TEST(F##_bf16_within_bound) { check_vs_reference(#F, "hf", "bf16", "bf16", 1e-2, 2, 0.15, 0); }       \
+    TEST(F##_q8_0_within_bound) { check_vs_reference(#F, "gguf", "q8_0", "f32", 5e-2, 4, 0.3, 0); }
 FAMILY_TESTS(DEF)
 
 static void check_hf_gguf_identical(const char *fam, const char *dtype) {
@@ -169,6 +198,8 @@ static void check_hf_gguf_identical(const char *fam, const char *dtype) {
     prompt(tok, NP, 1000, 5);
     CHECK_EQ(run_c(hf, 2, tok, &a, &V, g1), EA_OK);
     CHECK_EQ(run_c(gg, 2, tok, &b, &V, g2), EA_OK);
+    if (memcmp(a, b, sizeof(float) * (size_t)V * NP) != 0)
+        fprintf(stderr, "  %s %s: HF and GGUF logits differ (max relative %.3g)\n", fam, dtype, rel_err(b, a, NP, V));
     CHECK(memcmp(a, b, sizeof(float) * (size_t)V * NP) == 0);
     CHECK(memcmp(g1, g2, sizeof g1) == 0);
     free(a);
@@ -292,7 +323,7 @@ TEST(decode_loop_allocates_nothing) {
 int main(void) {
     snprintf(work, sizeof work, "%s/golden-models", getenv("EA_BUILD") ? getenv("EA_BUILD") : ".");
     sh("mkdir -p %s", work);
-#define RUNF(F) RUN(F##_f32_matches_reference); RUN(F##_bf16_within_bound);
+#define RUNF(F) RUN(F##_f32_matches_reference); RUN(F##_f16_matches_reference); RUN(F##_bf16_within_bound); RUN(F##_q8_0_within_bound);
     FAMILY_TESTS(RUNF)
     RUN(mla_absorbed_matches_expanded);
     RUN(decode_loop_allocates_nothing);
