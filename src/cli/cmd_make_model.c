@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/args.h"
+#include "base/util.h"
 #include "cli/commands.h"
 #include "cli/make_model.h"
 
@@ -83,8 +85,19 @@ int ea_cmd_make_model(int argc, char **argv) {
     o.dtype = (ea_dtype)dt;
     char cache[4096];
     if (!npm) {
+        /* $EA_CACHE, else ./.cache, else the checkout the binary was built in (<exe>/../.cache) */
         const char *ec = getenv("EA_CACHE");
         snprintf(cache, sizeof cache, "%s/npm", ec && *ec ? ec : ".cache");
+        if (!(ec && *ec) && !ea_is_dir(cache)) {
+            char exe[3000];
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            if (n > 0) {
+                exe[n] = 0;
+                char *slash = strrchr(exe, '/');
+                if (slash) *slash = 0;
+                snprintf(cache, sizeof cache, "%s/../.cache/npm", exe);
+            }
+        }
         npm = cache;
     }
     o.npm_cache = npm;
