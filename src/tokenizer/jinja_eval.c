@@ -464,7 +464,7 @@ static ea_status call_func(rt *R, const jj_node *at, const jj_val *f, const args
     case JF_RAISE: {
         jj_buf b;
         ea__jj_buf_init(&b, R->pool);
-        if (na > 0 && a[0]->t != JV_UNDEF && !ea__jj_to_js_string(&b, a[0])) CHK(ea__jj_buf_add(&b, "?", 1));
+        if (na > 0 && a[0]->t != JV_UNDEF && a[0]->t != JV_NULL && !ea__jj_to_js_string(&b, a[0])) CHK(ea__jj_buf_add(&b, "?", 1));
         int line, col;
         ea__jj_linecol(R->sm, at->pos, &line, &col);
         return ea_err(EA_ERR_INVALID_ARG, "chat template raised an exception (line %d): %.*s", line,
@@ -1138,6 +1138,23 @@ static ea_status ev_binary(rt *R, jj_env *env, const jj_node *n, jj_val **out) {
     EA_TRY(ev(R, env, n->b, &r));
     if (n->op == JOP_EQ || n->op == JOP_NE) {
         int e = ea__jj_loose_eq(l, r);
+        if (e < 0 && l->t != JV_FUNC && r->t != JV_FUNC) {
+            /* object == primitive: JS compares the object's toString() form */
+            jj_val *obj = (l->t == JV_NULL || l->t == JV_UNDEF || l->t == JV_BOOL || l->t == JV_INT || l->t == JV_FLOAT ||
+                           l->t == JV_STR) ? r : l;
+            jj_buf b;
+            ea__jj_buf_init(&b, R->pool);
+            if (ea__jj_to_js_string(&b, obj)) {
+                jj_val *sv = ea__jj_str_take(R->pool, b.s ? b.s : "", b.n);
+                CHK(sv);
+                if (!b.s) CHK(sv = mkstr(R, "", 0));
+                e = obj == l ? ea__jj_loose_eq(sv, r) : ea__jj_loose_eq(l, sv);
+            } else if (R->pool->failed) {
+                return oom(R);
+            } else {
+                return rerr(R, n, "unsupported: comparing a %s with a %s", tname(l), tname(r));
+            }
+        }
         if (e < 0) return rerr(R, n, "unsupported: comparing a %s with a %s", tname(l), tname(r));
         *out = ea__jj_bool(n->op == JOP_EQ ? e : !e);
         return EA_OK;

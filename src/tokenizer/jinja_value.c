@@ -531,11 +531,13 @@ bool ea__jj_to_output(jj_buf *b, const jj_val *v) {
     }
 }
 
-/* RuntimeValue#toString for an element of an array being joined by JS. */
+/* RuntimeValue#toString for an element of an array being joined by JS. The
+ * reference builds `none` as NullValue() with no argument, so its JS value is
+ * `undefined`, and it stringifies (and compares with ===) as undefined. */
 static bool elem_to_string(jj_buf *b, const jj_val *v) {
     switch (v->t) {
-    case JV_UNDEF: return add_s(b, "undefined");
-    case JV_NULL: return add_s(b, "null");
+    case JV_UNDEF:
+    case JV_NULL: return add_s(b, "undefined");
     default: return ea__jj_to_output(b, v);
     }
 }
@@ -543,8 +545,8 @@ static bool elem_to_string(jj_buf *b, const jj_val *v) {
 bool ea__jj_to_js_string(jj_buf *b, const jj_val *v) {
     char num[48];
     switch (v->t) {
-    case JV_UNDEF: return add_s(b, "undefined");
-    case JV_NULL: return add_s(b, "null");
+    case JV_UNDEF:
+    case JV_NULL: return add_s(b, "undefined"); /* see elem_to_string */
     case JV_BOOL: return add_s(b, v->b ? "true" : "false");
     case JV_INT:
     case JV_FLOAT: ea__jj_fmt_num(num, v->num); return add_s(b, num);
@@ -649,6 +651,7 @@ int ea__jj_loose_eq(const jj_val *a, const jj_val *b) {
 
 bool ea__jj_strict_eq(const jj_val *a, const jj_val *b) {
     if (is_number(a) && is_number(b)) return a->num == b->num;
+    if ((a->t == JV_NULL || a->t == JV_UNDEF) && (b->t == JV_NULL || b->t == JV_UNDEF)) return true; /* both JS undefined */
     if (a->t != b->t) {
         bool aa = a->t == JV_ARRAY || a->t == JV_TUPLE, ba = b->t == JV_ARRAY || b->t == JV_TUPLE;
         bool am = a->t == JV_OBJECT || a->t == JV_KWARGS, bm = b->t == JV_OBJECT || b->t == JV_KWARGS;
