@@ -57,7 +57,7 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     ea_forward_kv_dims(c, &kd, &vd);
     size_t per_block = ea_kv_bytes_per_block(c->n_layers, kd, vd, eo->block_size);
     int blocks_full = eo->max_seqs * ((eo->max_ctx + eo->block_size - 1) / eo->block_size);
-    int n_blocks = eo->kv_mib ? (int)((eo->kv_mib << 20) / per_block) : blocks_full;
+    int n_blocks = eo->kv_blocks > 0 ? eo->kv_blocks : eo->kv_mib ? (int)((eo->kv_mib << 20) / per_block) : blocks_full;
     if (n_blocks < 1) {
         s = ea_err(EA_ERR_INVALID_ARG, "KV cache of %zu MiB holds no block of %zu bytes", eo->kv_mib, per_block);
         goto fail;

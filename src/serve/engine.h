@@ -23,6 +23,7 @@ typedef struct {
     int max_ctx;        /* positions per sequence; <= 0: min(model's, 4096) */
     int max_seqs;       /* sequence slots */
     size_t kv_mib;      /* KV cache size; 0: enough for max_seqs full contexts */
+    int kv_blocks;      /* if > 0: exactly this many KV blocks (overrides kv_mib; tests) */
     int block_size;     /* KV block size in tokens; <= 0: 16 */
     int mla_expanded;   /* MLA models: expanded-form attention (checking only) */
 } ea_engine_opts;

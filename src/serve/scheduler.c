@@ -364,18 +364,35 @@ static int ea__stop_suffix(const ea_request *r, const char *h, int len) {
     return keep;
 }
 
-/* Add a token's text; fill ev->text with what can be emitted. Returns 1 if a stop string matched. */
+/* Add a token's text and push its TOKEN event(s): the first carries the token and its
+ * logprobs, further ones (text longer than one event holds) carry token -1.
+ * Returns 1 if a stop string matched (the text before it is emitted, the rest dropped). */
 static int ea__text(ea_sched *s, ea_request *r, int32_t tok, ea_event *ev) {
-    char bytes[64];
+    char bytes[1024];
     int nb = ea_detok_token_bytes(s->tok, tok, bytes, (int)sizeof bytes);
     for (int i = 0; i < nb; i++) {
         if (r->n_pend < (int)sizeof r->pend) r->pend[r->n_pend++] = bytes[i];
         int need = ea__utf8_len((unsigned char)r->pend[0]);
         if (r->n_pend >= need) {
-            if (r->n_hold + r->n_pend <= EA__HOLD_MAX) {
-                memcpy(r->hold + r->n_hold, r->pend, (size_t)r->n_pend);
-                r->n_hold += r->n_pend;
+            if (r->n_hold + r->n_pend > EA__HOLD_MAX) { /* hold is full of stop-free text: emit it */
+                int keep = ea__stop_suffix(r, r->hold, r->n_hold);
+                int out = r->n_hold - keep;
+                while (out > 0) {
+                    int c = out < (int)sizeof ev->text - 1 ? out : (int)sizeof ev->text - 1;
+                    while (c > 0 && c < out && ((unsigned char)r->hold[c] & 0xc0) == 0x80) c--;
+                    memcpy(ev->text, r->hold, (size_t)c);
+                    ev->text[c] = 0;
+                    ev->text_len = c;
+                    ea__push(r, ev);
+                    ev->token = -1;
+                    ev->n_top = 0;
+                    memmove(r->hold, r->hold + c, (size_t)(r->n_hold - c));
+                    r->n_hold -= c;
+                    out -= c;
+                }
             }
+            memcpy(r->hold + r->n_hold, r->pend, (size_t)r->n_pend);
+            r->n_hold += r->n_pend;
             r->n_pend = 0;
         }
     }
@@ -386,14 +403,20 @@ static int ea__text(ea_sched *s, ea_request *r, int32_t tok, ea_event *ev) {
         if (m && (cut < 0 || m - r->hold < cut)) cut = (int)(m - r->hold);
     }
     int emit = cut >= 0 ? cut : r->n_hold - ea__stop_suffix(r, r->hold, r->n_hold);
-    if (emit > (int)sizeof ev->text - 1) emit = (int)sizeof ev->text - 1;
-    /* never split a character */
-    while (emit > 0 && emit < r->n_hold && ((unsigned char)r->hold[emit] & 0xc0) == 0x80) emit--;
-    memcpy(ev->text, r->hold, (size_t)emit);
-    ev->text[emit] = 0;
-    ev->text_len = emit;
-    memmove(r->hold, r->hold + emit, (size_t)(r->n_hold - emit));
-    r->n_hold -= emit;
+    do {
+        int c = emit < (int)sizeof ev->text - 1 ? emit : (int)sizeof ev->text - 1;
+        while (c > 0 && c < emit && ((unsigned char)r->hold[c] & 0xc0) == 0x80) c--; /* never split a character */
+        memcpy(ev->text, r->hold, (size_t)c);
+        ev->text[c] = 0;
+        ev->text_len = c;
+        ea__push(r, ev);
+        ev->token = -1;
+        ev->n_top = 0;
+        memmove(r->hold, r->hold + c, (size_t)(r->n_hold - c));
+        r->n_hold -= c;
+        emit -= c;
+    } while (emit > 0);
+    if (cut >= 0) r->n_hold = 0;
     return cut >= 0;
 }
 
@@ -451,8 +474,10 @@ static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
 
     int eos = !r->p.ignore_eos && ea__is_eos(s, t);
     int stopped = 0;
-    if (!eos) stopped = ea__text(s, r, t, &ev);
-    ea__push(r, &ev);
+    if (!eos)
+        stopped = ea__text(s, r, t, &ev); /* pushes the TOKEN event(s) */
+    else
+        ea__push(r, &ev);
     if (eos || stopped) {
         if (!stopped) ea__flush_text(r);
         ea__finish(s, r, EA_FINISH_STOP, EA_OK, NULL);

@@ -65,9 +65,9 @@ static void collect(ea_request *r, result *out) {
     ea_req_release(r);
 }
 
-static ea_sched *start(ea_engine **e, int max_seqs, size_t kv_mib, int prefix) {
+static ea_sched *start(ea_engine **e, int max_seqs, int kv_blocks, int prefix) {
     ea_engine_opts o = {.model_path = model, .threads = 2, .max_tokens = 64, .max_ctx = 256, .max_seqs = max_seqs,
-                        .kv_mib = kv_mib, .block_size = 16};
+                        .kv_blocks = kv_blocks, .block_size = 16};
     if (ea_engine_create(&o, e) != EA_OK) {
         fprintf(stderr, "engine: %s\n", ea_errmsg());
         return NULL;
@@ -102,9 +102,9 @@ static void run_alone(void) {
     stop(s, e);
 }
 
-static void concurrent_matches_alone(int max_seqs, size_t kv_mib, int prefix, int expect_preempt) {
+static void concurrent_matches_alone(int max_seqs, int kv_blocks, int prefix, int expect_preempt) {
     ea_engine *e;
-    ea_sched *s = start(&e, max_seqs, kv_mib, prefix);
+    ea_sched *s = start(&e, max_seqs, kv_blocks, prefix);
     CHECK(s != NULL);
     for (int seeded = 0; seeded < 2; seeded++) {
         ea_request *rs[NREQ];
@@ -127,7 +127,7 @@ static void concurrent_matches_alone(int max_seqs, size_t kv_mib, int prefix, in
     }
     ea_sched_stats st;
     ea_sched_get_stats(s, &st);
-    fprintf(stderr, "  seqs %d kv %zu MiB: %llu steps, %llu preemptions, %d/%d blocks used at end\n", max_seqs, kv_mib,
+    fprintf(stderr, "  seqs %d kv blocks %d: %llu steps, %llu preemptions, %d/%d blocks used at end\n", max_seqs, kv_blocks,
             (unsigned long long)st.steps, (unsigned long long)st.preemptions, st.kv_blocks_used, st.kv_blocks_total);
     if (expect_preempt) CHECK(st.preemptions > 0);
     stop(s, e);
@@ -136,8 +136,9 @@ static void concurrent_matches_alone(int max_seqs, size_t kv_mib, int prefix, in
 TEST(concurrent_equals_alone) { concurrent_matches_alone(8, 0, 1, 0); }
 
 TEST(preemption_keeps_outputs) {
-    /* the tiny model's KV is about 3 KiB per token: 1 MiB holds ~20 blocks of 16 */
-    concurrent_matches_alone(8, 1, 0, 1);
+    /* requests need up to 7 blocks of 16 tokens each; 16 blocks hold about two at a time */
+    concurrent_matches_alone(8, 16, 0, 1);
+    concurrent_matches_alone(8, 16, 1, 1); /* and with the prefix cache competing for blocks */
 }
 
 TEST(prefix_cache_hit_same_output) {
