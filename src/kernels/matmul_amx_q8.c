@@ -35,9 +35,9 @@ size_t ea__amx_q8_pack_bytes(int m, int k) {
 }
 
 size_t ea__amx_q8_scratch_bytes(int k) {
-    /* C tiles (2 blocks x 2 x 1 KiB), accumulators (2 x 16 lanes x 16 rows x 16 tokens f32),
+    /* C tiles (2 pairs x 2 blocks x 2 x 1 KiB), accumulators (2 x 16 lanes x 16 rows x 16 tokens f32),
      * result (16 x 16 f32), 16 zero-padded W rows */
-    return 4096 + 2 * 16 * 16 * 64 + 1024 + 16 * ((size_t)k / EA_QK8_0 * sizeof(ea_block_q8_0)) + 128;
+    return 8192 + 2 * 16 * 16 * 64 + 1024 + 16 * ((size_t)k / EA_QK8_0 * sizeof(ea_block_q8_0)) + 128;
 }
 
 void ea__amx_q8_pack(const int8_t *xq, const float *xd, int m, int k, int tb, uint8_t *xp) {
@@ -91,20 +91,22 @@ EA__TQ void ea__rows_amx_q8(const ea__mm *p, int j0, int j1, ea__scratch *sc) {
     int k = p->k, m = p->m, n = p->n, nb = k / EA_QK8_0;
     int ntb = (m + 15) / 16;
     size_t rb = p->row_bytes;
-    int32_t *cb = (int32_t *)sc->buf;                    /* 2 blocks x 2 x 16 x 16 int32 */
-    __m512 *acc = (__m512 *)(sc->buf + 4096);            /* [h][lane][row] over 16 tokens */
-    float *res = (float *)(sc->buf + 4096 + 2 * 16 * 16 * 64);
-    uint8_t *wt = sc->buf + 4096 + 2 * 16 * 16 * 64 + 1024;
+    int32_t *cb = (int32_t *)sc->buf;                    /* 2 pairs x 2 blocks x 2 x 16 x 16 int32 */
+    __m512 *acc = (__m512 *)(sc->buf + 8192);            /* [h][lane][row] over 16 tokens */
+    float *res = (float *)(sc->buf + 8192 + 2 * 16 * 16 * 64);
+    uint8_t *wt = sc->buf + 8192 + 2 * 16 * 16 * 64 + 1024;
 
     ea__tilecfg_q cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    cfg.rows[0] = cfg.rows[1] = 16; /* C: 16 W rows x 16 tokens int32 */
-    cfg.colsb[0] = cfg.colsb[1] = 64;
-    cfg.rows[2] = 16; /* A: 16 W rows x 32 int8 */
-    cfg.colsb[2] = 32;
-    cfg.rows[3] = cfg.rows[4] = 8; /* B: 8 x (16 tokens x 4 int8) */
-    cfg.colsb[3] = cfg.colsb[4] = 64;
+    for (int t = 0; t < 4; t++) { /* C: 16 W rows x 16 tokens int32 */
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
+    cfg.rows[4] = cfg.rows[5] = 16; /* A: 16 W rows x 32 int8 */
+    cfg.colsb[4] = cfg.colsb[5] = 32;
+    cfg.rows[6] = cfg.rows[7] = 8; /* B: 8 x (16 tokens x 4 int8) */
+    cfg.colsb[6] = cfg.colsb[7] = 64;
     _tile_loadconfig(&cfg);
 
     for (int jb = j0; jb < j1; jb += 16) {
@@ -118,26 +120,50 @@ EA__TQ void ea__rows_amx_q8(const ea__mm *p, int j0, int j1, ea__scratch *sc) {
         for (int tb = 0; tb < ntb; tb += 2) {
             int nh = tb + 1 < ntb ? 2 : 1;
             int nl = nb < 16 ? nb : 16; /* lanes in use (written first at b = lane); the others are +0 */
-            /* The int32 tiles of block b are stored while block b-1's float
-             * part runs: a vector load right after a tile store of the same
-             * bytes would wait for the store. */
-            for (int b = 0; b <= nb; b++) {
-                if (b < nb) {
-                    const uint8_t *x0 = (const uint8_t *)p->xp + ((size_t)tb * nb + b) * EA__QTILE;
-                    int32_t *c = cb + (b & 1) * 512;
-                    _tile_loadd(2, w + (size_t)b * sizeof(ea_block_q8_0) + 2, rb);
+            /* Two blocks in flight (C tiles 0,1 and 2,3), so one block's
+             * zero/multiply/store chain overlaps the next; the int32 tiles of a
+             * pair are stored while the previous pair's float part runs (a
+             * vector load right after a tile store of the same bytes waits). */
+            int npairs = (nb + 1) / 2;
+            for (int pp = 0; pp <= npairs; pp++) {
+                if (pp < npairs) {
+                    int b0 = 2 * pp, has1 = b0 + 1 < nb;
+                    const uint8_t *x0 = (const uint8_t *)p->xp + ((size_t)tb * nb + b0) * EA__QTILE;
+                    const uint8_t *x1 = x0 + (size_t)nb * EA__QTILE; /* next token block */
+                    int32_t *c = cb + (pp & 1) * 1024;
+                    _tile_loadd(4, w + (size_t)b0 * sizeof(ea_block_q8_0) + 2, rb);
                     _tile_zero(0);
-                    _tile_loadd(3, x0, 64);
-                    _tile_dpbssd(0, 2, 3);
-                    _tile_stored(0, c, 64);
+                    _tile_loadd(6, x0, 64);
+                    _tile_dpbssd(0, 4, 6);
                     if (nh == 2) {
                         _tile_zero(1);
-                        _tile_loadd(4, x0 + (size_t)nb * EA__QTILE, 64);
-                        _tile_dpbssd(1, 2, 4);
-                        _tile_stored(1, c + 256, 64);
+                        _tile_loadd(7, x1, 64);
+                        _tile_dpbssd(1, 4, 7);
+                    }
+                    if (has1) {
+                        _tile_loadd(5, w + (size_t)(b0 + 1) * sizeof(ea_block_q8_0) + 2, rb);
+                        _tile_zero(2);
+                        _tile_loadd(6, x0 + EA__QTILE, 64);
+                        _tile_dpbssd(2, 5, 6);
+                        if (nh == 2) {
+                            _tile_zero(3);
+                            _tile_loadd(7, x1 + EA__QTILE, 64);
+                            _tile_dpbssd(3, 5, 7);
+                        }
+                    }
+                    _tile_stored(0, c, 64);
+                    if (nh == 2) _tile_stored(1, c + 256, 64);
+                    if (has1) {
+                        _tile_stored(2, c + 512, 64);
+                        if (nh == 2) _tile_stored(3, c + 768, 64);
                     }
                 }
-                if (b > 0) ea__q8_float_part(p, w, rb, tb, nb, nh, b - 1, cb + ((b - 1) & 1) * 512, acc);
+                if (pp > 0) {
+                    int b0 = 2 * (pp - 1);
+                    const int32_t *c = cb + ((pp - 1) & 1) * 1024;
+                    ea__q8_float_part(p, w, rb, tb, nb, nh, b0, c, acc);
+                    if (b0 + 1 < nb) ea__q8_float_part(p, w, rb, tb, nb, nh, b0 + 1, c + 512, acc);
+                }
             }
             for (int h = 0; h < nh; h++) {
                 __m512 *a = acc + h * 16 * 16;
