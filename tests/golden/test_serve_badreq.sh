@@ -140,7 +140,7 @@ for i in 1 2 3 4 5 6 7 8; do
     *) nbad=$((nbad + 1)) ;;
   esac
 done
-if [ "$n503" -ge 1 ] && [ "$n200" -ge 4 ] && [ "$nbad" = 0 ]; then
+if [ "$n503" -ge 1 ] && [ "$n200" -ge 2 ] && [ "$nbad" = 0 ]; then
   ok "queue full -> 503 with Retry-After ($n200 served, $n503 refused)"
 else
   bad "queue full: $n200 served, $n503 refused with Retry-After, $nbad other"
