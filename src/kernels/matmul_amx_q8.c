@@ -40,21 +40,20 @@ size_t ea__amx_q8_scratch_bytes(int k) {
     return 8192 + 2 * 16 * 16 * 64 + 1024 + 16 * ((size_t)k / EA_QK8_0 * sizeof(ea_block_q8_0)) + 128;
 }
 
-void ea__amx_q8_pack(const int8_t *xq, const float *xd, int m, int k, int tb, uint8_t *xp) {
+EA__T5 void ea__amx_q8_pack(const int8_t *xq, const float *xd, int m, int k, int tb, uint8_t *xp) {
     int nb = k / EA_QK8_0;
+    int nt = m - tb * 16 < 16 ? m - tb * 16 : 16;
+    float tmp[16 * 16]; /* token t: its 8 dwords of block b, then 8 zero dwords (moved as bits) */
+    memset(tmp, 0, sizeof tmp);
     for (int b = 0; b < nb; b++) {
         uint8_t *t0 = xp + ((size_t)tb * nb + b) * EA__QTILE;
-        uint32_t *tile = (uint32_t *)t0;
         float *dx = (float *)(t0 + 512);
         for (int t = 0; t < 16; t++) {
             int i = tb * 16 + t;
-            for (int r = 0; r < 8; r++) {
-                uint32_t v = 0;
-                if (i < m) memcpy(&v, xq + (size_t)i * k + (size_t)b * EA_QK8_0 + 4 * r, 4);
-                tile[r * 16 + t] = v;
-            }
-            dx[t] = i < m ? xd[(size_t)i * nb + b] : 0.0f;
+            if (t < nt) memcpy(tmp + 16 * t, xq + (size_t)i * k + (size_t)b * EA_QK8_0, 32);
+            dx[t] = t < nt ? xd[(size_t)i * nb + b] : 0.0f;
         }
+        ea__put_transposed(tmp, 16, (float *)t0, 16, 8, 16); /* tile[r][t] = dword r of token t */
     }
 }
 
