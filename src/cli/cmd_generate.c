@@ -1,7 +1,180 @@
-/* cmd_generate.c — placeholder until the subcommand lands; replaced by its owner. */
+/*
+ * cmd_generate.c — `eaas generate`: one prompt, streamed to stdout.
+ *
+ * The prompt is tokenized (with the chat template when --chat), prefilled in
+ * chunks of up to 512 tokens, then decoded one token per step until EOS,
+ * --max-tokens, or the context end. Sampling defaults come from the model's
+ * generation_config.json (as vLLM does) unless given; --temperature 0 is
+ * greedy. Text is streamed as whole UTF-8 characters. Timing goes to stderr:
+ * prompt tokens/s (prefill) and decode tokens/s.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/args.h"
+#include "base/util.h"
 #include "cli/commands.h"
+#include "serve/engine.h"
+#include "serve/sampler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+static const char *usage_text =
+    "usage: eaas generate --model M --prompt TEXT [flags]\n\n"
+    "Generate text from a prompt and stream it to stdout; speed goes to stderr.\n\n";
+
+static ea_status render_chat(const char *model, const char *system, const char *prompt, char **out) {
+    json_t *msgs = json_array();
+    if (system) json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", system));
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", prompt));
+    size_t n;
+    ea_status s = ea_chat_render_model(model, msgs, NULL, 1, NULL, out, &n);
+    json_decref(msgs);
+    return s;
+}
+
+static int is_eos(const ea_model_config *c, int32_t t) {
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_token_ids[i] == t) return 1;
+    return 0;
+}
 
 int ea_cmd_generate(int argc, char **argv) {
-    (void)argc;
-    return ea_cli_fail(argv[0], ea_err(EA_ERR_UNSUPPORTED, "not built yet"));
+    const char *model = NULL, *prompt = NULL, *system = NULL;
+    int chat = 0, max_tokens = 128, ignore_eos = 0, threads = 0, top_k = -1, ctx = 0;
+    double temperature = -1, top_p = -1, min_p = 0, seed = 0;
+    ea_arg spec[] = {
+        {"model", EA_ARG_STR, &model, "PATH", "model directory (HF) or .gguf file"},
+        {"prompt", EA_ARG_STR, &prompt, "TEXT", "the prompt"},
+        {"chat", EA_ARG_BOOL, &chat, NULL, "wrap the prompt as a user message with the chat template"},
+        {"system", EA_ARG_STR, &system, "TEXT", "system message (with --chat)"},
+        {"max-tokens", EA_ARG_INT, &max_tokens, "N", "tokens to generate (default 128)"},
+        {"ignore-eos", EA_ARG_BOOL, &ignore_eos, NULL, "do not stop at end-of-sequence tokens"},
+        {"threads", EA_ARG_INT, &threads, "N", "threads (default: CPU count)"},
+        {"ctx", EA_ARG_INT, &ctx, "N", "context length (default: min(model, 4096))"},
+        {"temperature", EA_ARG_DOUBLE, &temperature, "T", "0 = greedy (default: generation_config, else 1)"},
+        {"top-p", EA_ARG_DOUBLE, &top_p, "P", "nucleus sampling (default: generation_config, else 1)"},
+        {"top-k", EA_ARG_INT, &top_k, "K", "top-k sampling (default: generation_config, else off)"},
+        {"min-p", EA_ARG_DOUBLE, &min_p, "P", "min-p sampling (default off)"},
+        {"seed", EA_ARG_DOUBLE, &seed, "S", "random seed (default 0)"},
+        {0}};
+    ea_args_rest rest;
+    ea_status s = ea_args_parse(spec, argc, argv, &rest);
+    if (s != EA_OK || rest.help || !model || !prompt || rest.n_pos) {
+        FILE *f = rest.help ? stdout : stderr;
+        if (s != EA_OK) fprintf(stderr, "eaas generate: %s\n\n", ea_errmsg());
+        else if (!rest.help) fprintf(stderr, "eaas generate: --model and --prompt are required\n\n");
+        fputs(usage_text, f);
+        ea_args_usage(f, spec);
+        return rest.help && s == EA_OK ? 0 : 2;
+    }
+    if (max_tokens < 1) {
+        fprintf(stderr, "eaas generate: --max-tokens must be at least 1\n");
+        return 2;
+    }
+
+    ea_tokenizer *tok = NULL;
+    ea_engine *e = NULL;
+    ea_sampler *sm = NULL;
+    char *text = NULL;
+    ea_tokens ids = {0};
+    float *logits = NULL;
+    int32_t *chunk = NULL, *pos = NULL, *seq = NULL;
+    int rc = 1;
+
+    ea_engine_opts eo = {.model_path = model, .threads = threads, .max_tokens = 512, .max_ctx = ctx, .max_seqs = 1};
+    if ((s = ea_engine_create(&eo, &e)) != EA_OK) goto fail;
+    if ((s = ea_tokenizer_load(model, &tok)) != EA_OK) goto fail;
+    const ea_model_config *c = &e->m->cfg;
+    if (chat) {
+        if ((s = render_chat(model, system, prompt, &text)) != EA_OK) goto fail;
+        s = ea_tokenizer_encode(tok, text, strlen(text), EA_TOK_PARSE_SPECIAL, &ids);
+    } else {
+        s = ea_tokenizer_encode(tok, prompt, strlen(prompt), EA_TOK_ADD_SPECIAL | EA_TOK_PARSE_SPECIAL, &ids);
+    }
+    if (s != EA_OK) goto fail;
+    int n_prompt = (int)ids.n, max_ctx = e->o.max_ctx;
+    if (n_prompt == 0) {
+        s = ea_err(EA_ERR_INVALID_ARG, "the prompt has no tokens");
+        goto fail;
+    }
+    if (n_prompt >= max_ctx) {
+        s = ea_err(EA_ERR_RANGE, "the prompt has %d tokens; the context holds %d", n_prompt, max_ctx);
+        goto fail;
+    }
+    if (n_prompt + max_tokens > max_ctx) max_tokens = max_ctx - n_prompt;
+
+    ea_sampling_params sp;
+    ea_sampling_defaults(&sp);
+    sp.temperature = temperature >= 0 ? (float)temperature : c->gen_temperature >= 0 ? c->gen_temperature : 1.0f;
+    sp.top_p = top_p >= 0 ? (float)top_p : c->gen_top_p >= 0 ? c->gen_top_p : 1.0f;
+    sp.top_k = top_k >= 0 ? top_k : c->gen_top_k >= 0 ? c->gen_top_k : 0;
+    sp.min_p = (float)min_p;
+    sp.seed = (uint64_t)seed;
+    ea_rng rng;
+    ea_rng_seed(&rng, sp.seed);
+
+    int V = c->vocab_size, T = e->o.max_tokens;
+    logits = malloc(sizeof(float) * (size_t)V);
+    chunk = malloc(sizeof(int32_t) * (size_t)T);
+    pos = malloc(sizeof(int32_t) * (size_t)T);
+    seq = calloc((size_t)T, sizeof(int32_t));
+    if (!logits || !chunk || !pos || !seq || (s = ea_sampler_create(V, &sm)) != EA_OK) {
+        s = s != EA_OK ? s : ea_err(EA_ERR_NOMEM, "generate buffers");
+        goto fail;
+    }
+    if ((s = ea_kv_seq_reserve(&e->kv, 0, n_prompt + max_tokens)) != EA_OK) goto fail;
+
+    double t0 = ea_now_s();
+    for (int at = 0; at < n_prompt; at += T) {
+        int n = n_prompt - at < T ? n_prompt - at : T;
+        for (int i = 0; i < n; i++) chunk[i] = ids.ids[at + i], pos[i] = at + i;
+        int32_t last = n - 1;
+        if ((s = ea_forward_run(e->fw, n, chunk, pos, seq, at + n == n_prompt ? 1 : 0, &last, logits)) != EA_OK)
+            goto fail;
+    }
+    double t1 = ea_now_s();
+    ea_detok_stream ds;
+    ea_detok_stream_init(&ds, EA_DETOK_SKIP_SPECIAL);
+    ea_tok_text out = {0};
+    int n_gen = 0;
+    for (;;) {
+        int32_t t = ea_sample(sm, &sp, &rng, logits, NULL, NULL);
+        n_gen++;
+        if (!ignore_eos && is_eos(c, t)) break;
+        out.len = 0;
+        if ((s = ea_detok_stream_push(tok, &ds, t, &out)) != EA_OK) goto fail;
+        if (out.len) {
+            fwrite(out.data, 1, out.len, stdout);
+            fflush(stdout);
+        }
+        if (n_gen >= max_tokens) break;
+        int32_t p = n_prompt + n_gen - 1, z = 0;
+        if ((s = ea_forward_run(e->fw, 1, &t, &p, seq, 1, &z, logits)) != EA_OK) goto fail;
+    }
+    out.len = 0;
+    ea_detok_stream_flush(&ds, &out);
+    if (out.len) fwrite(out.data, 1, out.len, stdout);
+    ea_tok_text_free(&out);
+    double t2 = ea_now_s();
+    printf("\n");
+    fprintf(stderr, "eaas generate: prompt %d tokens in %.3f s (%.2f tok/s), generated %d tokens in %.3f s (%.2f tok/s), %d threads, isa %s\n",
+            n_prompt, t1 - t0, n_prompt / (t1 - t0), n_gen, t2 - t1, n_gen > 1 ? (n_gen - 1) / (t2 - t1) : 0.0,
+            ea_pool_size(e->pool), ea_kctx_isa(e->kctx));
+    rc = 0;
+fail:
+    if (rc) ea_cli_fail(argv[0], s);
+    free(logits);
+    free(chunk);
+    free(pos);
+    free(seq);
+    ea_tokens_free(&ids);
+    ea_free(text);
+    ea_sampler_destroy(sm);
+    ea_tokenizer_destroy(tok);
+    ea_engine_destroy(e);
+    return rc;
 }
