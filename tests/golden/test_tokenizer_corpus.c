@@ -145,7 +145,7 @@ TEST(cache_changes_nothing) {
 }
 
 TEST(invalid_utf8_round_trips) {
-    static const char *hand[] = {"\xff", "abc\xfe\xff" "def", "\xc3", "\xe4\xbd", "\xed\xa0\x80", "\xc0\xaf",
+    static const char *hand[] = {"\xff", ("abc\xfe\xff" "def"), "\xc3", "\xe4\xbd", "\xed\xa0\x80", "\xc0\xaf",
                                  "\xf4\x90\x80\x80", "ok\x80\x80\x80ok", "<|im_end|>\xff<|im_end|>", "\xe4\xbd\xa0\xe4"};
     srand(12345);
     for (int m = 0; m < 2; m++) {
