@@ -345,22 +345,25 @@ ea_status ea_tokenizer_from_json(const char *json, size_t json_len, const char *
     return EA_OK;
 }
 
-static int ends_with(const char *s, const char *suf) {
-    size_t n = strlen(s), m = strlen(suf);
-    return n >= m && strcmp(s + n - m, suf) == 0;
+/* 1 if the file starts with the GGUF magic (the model loader also takes any
+ * non-directory as GGUF, whatever its name). */
+static int is_gguf(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char m[4] = {0};
+    size_t got = fread(m, 1, 4, f);
+    fclose(f);
+    return got == 4 && memcmp(m, "GGUF", 4) == 0;
 }
 
 ea_status ea_tokenizer_load(const char *path, ea_tokenizer **out) {
     *out = NULL;
-    if (!ea_is_dir(path) && ends_with(path, ".gguf")) return ea__tok_load_gguf(path, out);
+    if (!ea_is_dir(path) && is_gguf(path)) return ea__tok_load_gguf(path, out);
     char tj[4096], tc[4096], dir[4096];
     if (ea_is_dir(path)) {
         snprintf(dir, sizeof dir, "%s", path);
         ea_path_join(tj, sizeof tj, path, "tokenizer.json");
-        if (!ea_file_exists(tj)) {
-            /* a model directory may hold a GGUF instead */
-            return ea_err(EA_ERR_NOT_FOUND, "%s: no tokenizer.json in this directory", path);
-        }
+        if (!ea_file_exists(tj)) return ea_err(EA_ERR_NOT_FOUND, "%s: no tokenizer.json in this directory", path);
     } else {
         snprintf(tj, sizeof tj, "%s", path);
         snprintf(dir, sizeof dir, "%s", path);
