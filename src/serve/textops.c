@@ -5,21 +5,23 @@
  * ea_chat_template_create); each render builds the context
  * {messages, add_generation_prompt, bos_token, eos_token}.
  *
- * TEMPORARY until src/tokenizer/tokenizer.h lands: encode maps each byte of
- * the text to the token id of the same value and decode writes "<id>" (the
- * same stand-in src/serve/detok.c uses), so the HTTP layer can be exercised
- * with token-id prompts. Replaced by the real tokenizer calls when it lands.
+ * Prompts are encoded with special tokens recognised in the text (a chat
+ * template writes them as text); BOS/EOS are added only for completions
+ * prompts (add_special), as vLLM does: a rendered chat prompt carries its own.
  */
 #include "serve/textops.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 struct ea_serve_text {
+    ea_tokenizer *tok;       /* owns */
     ea_chat_config cfg;      /* owns */
     ea_chat_template *tpl;   /* owns; NULL: the model has no chat template */
     char tpl_error[256];     /* why tpl is NULL */
@@ -28,23 +30,22 @@ struct ea_serve_text {
 
 static ea_status t_encode(void *ctx, const char *text, size_t len, int add_special, int32_t **ids, int *n) {
     ea_serve_text *t = ctx;
-    (void)add_special;
-    if (len > (size_t)1 << 28) return ea_err(EA_ERR_RANGE, "text too long");
-    int32_t *p = ea_malloc((len ? len : 1) * sizeof *p);
-    if (!p) return ea_err(EA_ERR_NOMEM, "encode");
-    for (size_t i = 0; i < len; i++) p[i] = (int32_t)((unsigned char)text[i] % (unsigned)(t->vocab > 0 ? t->vocab : 256));
-    *ids = p;
-    *n = (int)len;
+    ea_tokens out = {0};
+    unsigned flags = EA_TOK_PARSE_SPECIAL | (add_special ? EA_TOK_ADD_SPECIAL : 0);
+    ea_status s = ea_tokenizer_encode(t->tok, text, len, flags, &out);
+    if (s == EA_OK && out.n > (size_t)INT32_MAX) s = ea_err(EA_ERR_RANGE, "%zu tokens", out.n);
+    if (s != EA_OK) {
+        ea_tokens_free(&out);
+        return s;
+    }
+    *ids = out.ids; /* ea_malloc'd: the caller frees with ea_free */
+    *n = (int)out.n;
     return EA_OK;
 }
 
 static ea_status t_decode(void *ctx, const int32_t *ids, int n, char **text, size_t *len) {
-    (void)ctx;
-    ea_sbuf b = {0};
-    ea_sbuf_puts(&b, "");
-    for (int i = 0; i < n; i++) ea_sbuf_printf(&b, "<%d>", (int)ids[i]);
-    if (!(*text = ea_sbuf_take(&b, len))) return ea_err(EA_ERR_NOMEM, "decode");
-    return EA_OK;
+    ea_serve_text *t = ctx;
+    return ea_tokenizer_decode(t->tok, ids, (size_t)(n > 0 ? n : 0), 0, text, len);
 }
 
 static ea_status t_render(void *ctx, const json_t *messages, int add_generation_prompt, char **text) {
@@ -64,7 +65,12 @@ ea_status ea_serve_text_load(const char *model_path, int vocab, ea_serve_text **
     ea_serve_text *t = ea_calloc(1, sizeof *t);
     if (!t) return ea_err(EA_ERR_NOMEM, "text ops");
     t->vocab = vocab;
-    ea_status s = ea_chat_config_load(model_path, 0, &t->cfg);
+    ea_status s = ea_tokenizer_load(model_path, &t->tok);
+    if (s != EA_OK) {
+        ea_serve_text_destroy(t);
+        return s;
+    }
+    s = ea_chat_config_load(model_path, 0, &t->cfg);
     if (s == EA_OK && t->cfg.template_src)
         s = ea_chat_template_create(t->cfg.template_src, strlen(t->cfg.template_src), &t->tpl);
     else if (s == EA_OK)
@@ -79,14 +85,12 @@ ea_status ea_serve_text_load(const char *model_path, int vocab, ea_serve_text **
     return EA_OK;
 }
 
-const struct ea_tokenizer *ea_serve_text_tokenizer(const ea_serve_text *t) {
-    (void)t;
-    return NULL;
-}
+const struct ea_tokenizer *ea_serve_text_tokenizer(const ea_serve_text *t) { return t->tok; }
 
 void ea_serve_text_destroy(ea_serve_text *t) {
     if (!t) return;
     ea_chat_template_destroy(t->tpl);
     ea_chat_config_deinit(&t->cfg);
+    ea_tokenizer_destroy(t->tok);
     ea_free(t);
 }
