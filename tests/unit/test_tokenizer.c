@@ -228,6 +228,20 @@ TEST(split_behaviors) {
     }
 }
 
+TEST(split_string_pattern_is_literal) {
+    /* {"String": ...} matches the text literally (regex characters included) */
+    const char *const w[] = {"a-", "-b", "--", "ab", NULL};
+    json_t *r = make_tok(w, NULL, 0);
+    set_pre(r, json_pack("{s:s,s:[{s:s,s:{s:s},s:s},{s:s,s:b,s:b}]}", "type", "Sequence", "pretokenizers", "type",
+                         "Split", "pattern", "String", ".+", "behavior", "Removed", "type", "ByteLevel",
+                         "add_prefix_space", 0, "use_regex", 0));
+    ea_tokenizer *t = build(r, NULL);
+    CHECK(t);
+    CHECK_STREQ(enc(t, "a.+b", 0), "97,98");
+    CHECK_STREQ(enc(t, "a.b", 0), "97,46,98");
+    ea_tokenizer_destroy(t);
+}
+
 TEST(whitespace_is_unicode_white_space) {
     json_t *r = make_tok(NULL, NULL, 0);
     set_pre(r, split("\\s+", "Removed", 0));
@@ -508,6 +522,7 @@ int main(void) {
     RUN(ignore_merges_uses_whole_word);
     RUN(added_tokens_longest_special_strip);
     RUN(split_behaviors);
+    RUN(split_string_pattern_is_literal);
     RUN(whitespace_is_unicode_white_space);
     RUN(nfc);
     RUN(bytelevel_prefix_space_and_regex);
