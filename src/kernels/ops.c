@@ -9,7 +9,9 @@
  */
 #include "kernels/ops.h"
 
+#include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 
 void ea_k_rmsnorm(const float *x, const float *w, float eps, int n, float *y) {
     float ss = ea_k_dot_f32(x, x, n);
@@ -53,11 +55,16 @@ void ea_k_silu_mul(float *g, const float *u, int n) {
     for (int i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-void ea_k_axpy(float a, const float *x, float *y, int n) {
+/* The dot product and axpy are the inner loops of attention; each has a plain
+ * twin (_ref) and an AVX-512 variant that performs the same operations in the
+ * same order (separate multiply and add, no FMA; the same 16 lanes and the
+ * same reduction tree), so both give the same bits. The variant is picked once
+ * from the CPU's features. */
+void ea_k_axpy_ref(float a, const float *x, float *y, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-float ea_k_dot_f32(const float *a, const float *b, int n) {
+float ea_k_dot_f32_ref(const float *a, const float *b, int n) {
     float acc[16] = {0};
     int i = 0;
     for (; i + 16 <= n; i += 16)
@@ -66,6 +73,55 @@ float ea_k_dot_f32(const float *a, const float *b, int n) {
     for (int w = 8; w >= 1; w /= 2)
         for (int j = 0; j < w; j++) acc[j] += acc[j + w];
     return acc[0];
+}
+
+__attribute__((target("avx512f"))) static void ea__axpy_avx512(float a, const float *x, float *y, int n) {
+    __m512 va = _mm512_set1_ps(a);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(va, _mm512_loadu_ps(x + i))));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        __m512 r = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_mul_ps(va, _mm512_maskz_loadu_ps(m, x + i)));
+        _mm512_mask_storeu_ps(y + i, m, r);
+    }
+}
+
+__attribute__((target("avx512f"))) static float ea__dot_avx512(const float *a, const float *b, int n) {
+    __m512 acc = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        acc = _mm512_mask_add_ps(acc, m, acc, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+    }
+    /* tree: lanes j += j+8, then j += j+4, j += j+2, j += j+1 */
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
+typedef float (*ea__dot_fn)(const float *, const float *, int);
+typedef void (*ea__axpy_fn)(float, const float *, float *, int);
+static ea__dot_fn ea__dot_impl;
+static ea__axpy_fn ea__axpy_impl;
+
+static void ea__ops_pick(void) {
+    int v = __builtin_cpu_supports("avx512f") && !getenv("EAAS_OPS_REF");
+    ea__dot_impl = v ? ea__dot_avx512 : ea_k_dot_f32_ref;
+    ea__axpy_impl = v ? ea__axpy_avx512 : ea_k_axpy_ref;
+}
+
+void ea_k_axpy(float a, const float *x, float *y, int n) {
+    if (!ea__axpy_impl) ea__ops_pick();
+    ea__axpy_impl(a, x, y, n);
+}
+
+float ea_k_dot_f32(const float *a, const float *b, int n) {
+    if (!ea__dot_impl) ea__ops_pick();
+    return ea__dot_impl(a, b, n);
 }
 
 int ea_k_argmax(const float *x, int n) {

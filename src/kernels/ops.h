@@ -33,9 +33,13 @@ static inline float ea_k_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* y += a * x                                   (n) */
 void ea_k_axpy(float a, const float *x, float *y, int n);
+void ea_k_axpy_ref(float a, const float *x, float *y, int n);
 
-/* dot(a, b) over n, left to right in f32 with a fixed 16-lane split. */
+/* dot(a, b) over n in f32: lane j (0..15) sums a[i]*b[i] for i ≡ j (mod 16) in
+ * increasing i, then lanes fold j += j+8, j += j+4, j += j+2, j += j+1.
+ * The AVX-512 variant gives the same bits as the _ref twin. */
 float ea_k_dot_f32(const float *a, const float *b, int n);
+float ea_k_dot_f32_ref(const float *a, const float *b, int n);
 
 /* Index of the largest value (lowest index on ties). */
 int ea_k_argmax(const float *x, int n);

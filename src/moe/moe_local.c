@@ -26,9 +26,10 @@ typedef struct {
     int32_t *order;  /* (P) pair indices sorted by expert */
     int32_t *pe;     /* (P) expert of each pair */
     int32_t *prow;   /* (P) token row of each pair */
-    float *xg;       /* (max_tokens, hidden) gathered rows of one expert */
-    float *g, *u;    /* (max_tokens, ff) */
-    float *yo;       /* (max_tokens, hidden) expert output rows */
+    float *xg;       /* (P, hidden) input rows, grouped by expert */
+    float *g, *u;    /* (P, ff) */
+    float *yo;       /* (P, hidden) expert output rows, grouped by expert */
+    ea_k_mm *mm;     /* (2 * n_experts) products of one batched call */
     float *ys;       /* (P, hidden) per-pair outputs */
 } ea__local;
 
@@ -46,25 +47,34 @@ static ea_status ea__run_pairs(ea__local *L, int layer, const float *x, int n_pa
         L->count[e + 1]++;
     }
     for (int e = 0; e < E; e++) L->count[e + 1] += L->count[e];
-    /* count[e] is now the start of e's run; fill order stably */
+    /* count[e] = start of e's run; fill order stably, then count[e] = end of e's run */
     for (int p = 0; p < n_pairs; p++) L->order[L->count[pexp[p]]++] = p;
-    /* after filling, count[e] = end of e's run = start of e+1 */
-    int start = 0;
+    for (int i = 0; i < n_pairs; i++)
+        memcpy(L->xg + (size_t)i * H, x + (size_t)prow[L->order[i]] * H, sizeof(float) * H);
+    /* gate and up of every expert in as few pool runs as possible, then down */
+    int n_mm = 0, start = 0;
     for (int e = 0; e < E; e++) {
-        int end = L->count[e];
-        int c = end - start;
+        int c = L->count[e] - start;
         if (c > 0) {
-            for (int i = 0; i < c; i++)
-                memcpy(L->xg + (size_t)i * H, x + (size_t)prow[L->order[start + i]] * H, sizeof(float) * H);
-            ea_k_matmul(o->kctx, &ex[e].gate, L->xg, c, L->g);
-            ea_k_matmul(o->kctx, &ex[e].up, L->xg, c, L->u);
-            for (int i = 0; i < c; i++) ea_k_silu_mul(L->g + (size_t)i * F, L->u + (size_t)i * F, F);
-            ea_k_matmul(o->kctx, &ex[e].down, L->g, c, L->yo);
-            for (int i = 0; i < c; i++)
-                memcpy(out + (size_t)L->order[start + i] * H, L->yo + (size_t)i * H, sizeof(float) * H);
+            L->mm[n_mm++] = (ea_k_mm){&ex[e].gate, L->xg + (size_t)start * H, c, L->g + (size_t)start * F};
+            L->mm[n_mm++] = (ea_k_mm){&ex[e].up, L->xg + (size_t)start * H, c, L->u + (size_t)start * F};
         }
-        start = end;
+        start = L->count[e];
     }
+    for (int i = 0; i < n_mm; i += EA_K_BATCH_MAX)
+        ea_k_matmul_batch(o->kctx, L->mm + i, n_mm - i < EA_K_BATCH_MAX ? n_mm - i : EA_K_BATCH_MAX);
+    for (int i = 0; i < n_pairs; i++) ea_k_silu_mul(L->g + (size_t)i * F, L->u + (size_t)i * F, F);
+    n_mm = 0;
+    start = 0;
+    for (int e = 0; e < E; e++) {
+        int c = L->count[e] - start;
+        if (c > 0) L->mm[n_mm++] = (ea_k_mm){&ex[e].down, L->g + (size_t)start * F, c, L->yo + (size_t)start * H};
+        start = L->count[e];
+    }
+    for (int i = 0; i < n_mm; i += EA_K_BATCH_MAX)
+        ea_k_matmul_batch(o->kctx, L->mm + i, n_mm - i < EA_K_BATCH_MAX ? n_mm - i : EA_K_BATCH_MAX);
+    for (int i = 0; i < n_pairs; i++)
+        memcpy(out + (size_t)L->order[i] * H, L->yo + (size_t)i * H, sizeof(float) * H);
     return EA_OK;
 }
 
@@ -101,6 +111,7 @@ static void ea__local_destroy(ea_moe_backend *be) {
     ea__local *L = (ea__local *)be;
     if (!L) return;
     ea_free(L->experts);
+    ea_free(L->mm);
     ea_free(L->count);
     ea_free(L->order);
     ea_free(L->pe);
@@ -122,19 +133,19 @@ ea_status ea_moe_local_create(const ea_moe_local_opts *o, ea_moe_backend **out) 
     L->base.vt = &ea__local_vt;
     L->o = *o;
     size_t P = (size_t)o->max_tokens * (size_t)o->max_k;
-    size_t T = (size_t)o->max_tokens;
     L->experts = ea_calloc((size_t)o->n_layers, sizeof *L->experts);
     if (L->experts) memcpy(L->experts, o->experts, sizeof *L->experts * (size_t)o->n_layers);
     L->count = ea_calloc((size_t)o->n_experts + 1, sizeof(int32_t));
     L->order = ea_calloc(P, sizeof(int32_t));
     L->pe = ea_calloc(P, sizeof(int32_t));
     L->prow = ea_calloc(P, sizeof(int32_t));
-    L->xg = ea_aligned_alloc(64, T * (size_t)o->hidden * sizeof(float));
-    L->g = ea_aligned_alloc(64, T * (size_t)o->ff * sizeof(float));
-    L->u = ea_aligned_alloc(64, T * (size_t)o->ff * sizeof(float));
-    L->yo = ea_aligned_alloc(64, T * (size_t)o->hidden * sizeof(float));
+    L->xg = ea_aligned_alloc(64, P * (size_t)o->hidden * sizeof(float));
+    L->g = ea_aligned_alloc(64, P * (size_t)o->ff * sizeof(float));
+    L->u = ea_aligned_alloc(64, P * (size_t)o->ff * sizeof(float));
+    L->yo = ea_aligned_alloc(64, P * (size_t)o->hidden * sizeof(float));
+    L->mm = ea_calloc(2 * (size_t)o->n_experts, sizeof(ea_k_mm));
     L->ys = ea_aligned_alloc(64, P * (size_t)o->hidden * sizeof(float));
-    if (!L->experts || !L->count || !L->order || !L->pe || !L->prow || !L->xg || !L->g || !L->u || !L->yo || !L->ys) {
+    if (!L->mm || !L->experts || !L->count || !L->order || !L->pe || !L->prow || !L->xg || !L->g || !L->u || !L->yo || !L->ys) {
         ea__local_destroy(&L->base);
         return ea_err(EA_ERR_NOMEM, "moe local backend scratch (%zu pairs)", P);
     }

@@ -1,0 +1,62 @@
+/* test_ops.c — the row-wise kernels: the AVX-512 dot and axpy give the same
+ * bits as their plain twins on every length; rmsnorm, softmax and RoPE against
+ * direct formulas. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "harness.h"
+#include "kernels/ops.h"
+
+static float rnd(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
+TEST(dot_and_axpy_match_ref_bits) {
+    uint64_t s = 1;
+    float a[300], b[300], y1[300], y2[300];
+    for (int i = 0; i < 300; i++) a[i] = rnd(&s), b[i] = rnd(&s) * 100;
+    for (int n = 0; n <= 300; n++) {
+        float d1 = ea_k_dot_f32(a, b, n), d2 = ea_k_dot_f32_ref(a, b, n);
+        CHECK(memcmp(&d1, &d2, 4) == 0 || (d1 == 0 && d2 == 0));
+        for (int i = 0; i < n; i++) y1[i] = y2[i] = b[i];
+        ea_k_axpy(0.37f, a, y1, n);
+        ea_k_axpy_ref(0.37f, a, y2, n);
+        CHECK(memcmp(y1, y2, sizeof(float) * (size_t)n) == 0);
+    }
+    double exact = 0;
+    for (int i = 0; i < 300; i++) exact += (double)a[i] * b[i];
+    CHECK_NEAR(ea_k_dot_f32(a, b, 300), exact, 1e-3);
+}
+
+TEST(rmsnorm_softmax_rope) {
+    float x[8] = {1, 2, 3, 4, -1, -2, -3, -4}, w[8] = {1, 1, 1, 1, 2, 2, 2, 2}, y[8];
+    ea_k_rmsnorm(x, w, 1e-6f, 8, y);
+    double ms = (1 + 4 + 9 + 16) * 2 / 8.0;
+    CHECK_NEAR(y[0], 1 / sqrt(ms + 1e-6), 1e-6);
+    CHECK_NEAR(y[7], -4 * 2 / sqrt(ms + 1e-6), 1e-5);
+    float p[3] = {1, 2, 3};
+    ea_k_softmax(p, 3);
+    double z = exp(1) + exp(2) + exp(3);
+    CHECK_NEAR(p[2], exp(3) / z, 1e-6);
+    /* rotate-half: pair (x0, x2) and (x1, x3) by angles 0 and pi/2 */
+    float r[4] = {1, 2, 3, 4}, cs[4] = {1, 0, 0, 1}; /* cos0=1, cos1=0, sin0=0, sin1=1 */
+    ea_k_rope_half(r, 4, cs);
+    CHECK_NEAR(r[0], 1, 1e-7);
+    CHECK_NEAR(r[2], 3, 1e-7);
+    CHECK_NEAR(r[1], -4, 1e-7); /* x1*cos - x3*sin */
+    CHECK_NEAR(r[3], 2, 1e-7);  /* x3*cos + x1*sin */
+    float q[4] = {1, 2, 3, 4};
+    ea_k_rope_interleaved(q, 4, cs);
+    CHECK_NEAR(q[0], 1, 1e-7);
+    CHECK_NEAR(q[1], 2, 1e-7);
+    CHECK_NEAR(q[2], -4, 1e-7);
+    CHECK_NEAR(q[3], 3, 1e-7);
+}
+
+int main(void) {
+    RUN(dot_and_axpy_match_ref_bits);
+    RUN(rmsnorm_softmax_rope);
+    return TEST_SUMMARY();
+}
