@@ -10,6 +10,9 @@
  * Shapes (n x k, W is (n, k)): lm_head 151936x1024, q 2048x1024, kv 512x1024,
  * o 1024x2048, up 384x1024 (expert gate/up), down 1024x384 (expert down).
  * lm_head runs only at m = 1 and 8 (prefill needs logits of the last token).
+ * For the expert shapes (n, k <= 1024) at m <= 64 it also times 8 different
+ * expert matrices with m tokens each, as 8 ea_k_matmul calls ("call":"single",
+ * shape "up_x8") and as one ea_k_matmul_batch ("call":"batch").
  *
  * Weights rotate through enough copies to fill --ws-mb (default past this
  * machine's 480 MiB L3), so each call reads W from memory as decode does.
@@ -310,6 +313,32 @@ int main(int argc, char **argv) {
                                all_isas[a], ea_dtypes[dt].name, shapes[s].name, m, shapes[s].n, shapes[s].k, nt,
                                fl / per / 1e9, (double)bytes / per / 1e9, per * 1e6);
                         fflush(stdout);
+                        /* the MoE pattern: 8 experts' matrices, m tokens each — one batch call vs 8 calls */
+                        if (shapes[s].n <= 1024 && shapes[s].k <= 1024 && m <= 64 && ncopy >= 16) {
+                            for (int mode = 0; mode < 2; mode++) {
+                                ea_k_mm mm[8];
+                                iters = 0;
+                                t0 = ea_now_s();
+                                do {
+                                    c = (c + 8) % (ncopy - 8);
+                                    for (int e = 0; e < 8; e++)
+                                        mm[e] = (ea_k_mm){&wt[c + e], x, m, y + (size_t)e * m * shapes[s].n};
+                                    if (mode) ea_k_matmul_batch(ctx, mm, 8);
+                                    else
+                                        for (int e = 0; e < 8; e++) ea_k_matmul(ctx, mm[e].w, x, m, mm[e].y);
+                                    iters++;
+                                    t = ea_now_s() - t0;
+                                } while (t < secs);
+                                per = t / iters;
+                                printf("{\"bench\":\"matmul\",\"isa\":\"%s\",\"dtype\":\"%s\",\"shape\":\"%s_x8\","
+                                       "\"call\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"gflops\":%.1f,"
+                                       "\"gbps\":%.2f,\"us\":%.1f}\n",
+                                       all_isas[a], ea_dtypes[dt].name, shapes[s].name, mode ? "batch" : "single", m,
+                                       shapes[s].n, shapes[s].k, nt, 8 * fl / per / 1e9, 8.0 * (double)bytes / per / 1e9,
+                                       per * 1e6);
+                                fflush(stdout);
+                            }
+                        }
                     }
                     ea_kctx_destroy(ctx);
                     ea_pool_destroy(pool);
