@@ -48,7 +48,8 @@ const char *ea_k_isa_best(void);
 /* Y (m, n) = X (m, k) · Wᵀ where W is a 2-D view (n, k). m <= max_m, k <= max_k.
  * W's data must be aligned to its element (4 bytes f32, 2 bytes f16/bf16/q8_0;
  * loaders check file offsets); X and Y need no alignment. One call at a time
- * per context (its scratch is shared); use one context per calling thread. */
+ * per context (its scratch is shared), and contexts that share a pool must not
+ * run at the same time (ea_pool_run is not reentrant). */
 void ea_k_matmul(ea_kctx *ctx, const ea_tensor *w, const float *x, int m, float *y);
 
 /* Several independent products in one call, e.g. the experts of a MoE layer:
