@@ -7,6 +7,7 @@
  * vocab arrays, and load errors that name the field.
  */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -516,6 +517,49 @@ TEST(json_text_helper) {
     ea_tok_text_free(&b);
 }
 
+/* Many threads encoding at once (the word cache is shared) give the serial ids. */
+static ea_tokenizer *mt_tok;
+static const char *mt_texts[] = {"hello hello hell he", "abc abc ab bc", "hellohello\xff\xfe", "a b c d e f g h"};
+static char mt_want[4][128];
+
+static void *mt_worker(void *arg) {
+    long bad = 0;
+    for (int rep = 0; rep < 2000; rep++) {
+        int k = (int)(((long)arg + rep) % 4);
+        ea_tokens ids = {0};
+        char got[128];
+        size_t o = 0;
+        got[0] = 0;
+        if (ea_tokenizer_encode(mt_tok, mt_texts[k], strlen(mt_texts[k]), 0, &ids) != EA_OK) bad++;
+        for (size_t i = 0; i < ids.n && o < sizeof got - 12; i++) o += (size_t)snprintf(got + o, sizeof got - o, ",%d", ids.ids[i]);
+        if (strcmp(got, mt_want[k]) != 0) bad++;
+        ea_tokens_free(&ids);
+    }
+    return (void *)bad;
+}
+
+TEST(concurrent_encode) {
+    mt_tok = build(make_tok(words, hello_merges, 0), NULL);
+    CHECK(mt_tok);
+    for (int k = 0; k < 4; k++) {
+        ea_tokens ids = {0};
+        size_t o = 0;
+        CHECK(ea_tokenizer_encode(mt_tok, mt_texts[k], strlen(mt_texts[k]), 0, &ids) == EA_OK);
+        for (size_t i = 0; i < ids.n; i++) o += (size_t)snprintf(mt_want[k] + o, sizeof mt_want[k] - o, ",%d", ids.ids[i]);
+        ea_tokens_free(&ids);
+    }
+    pthread_t th[4];
+    for (long i = 0; i < 4; i++) pthread_create(&th[i], NULL, mt_worker, (void *)i);
+    long bad = 0;
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        bad += (long)r;
+    }
+    CHECK_EQ(bad, 0);
+    ea_tokenizer_destroy(mt_tok);
+}
+
 int main(void) {
     RUN(merges_string_and_array_forms);
     RUN(merge_rank_order_and_leftmost_ties);
@@ -533,5 +577,6 @@ int main(void) {
     RUN(load_errors_name_the_field);
     RUN(gguf_vocab_arrays);
     RUN(json_text_helper);
+    RUN(concurrent_encode);
     return TEST_SUMMARY();
 }
