@@ -77,7 +77,7 @@ typedef struct {
     int status;       /* for the access log: 200, or the error status sent in-stream */
     int prompt_tokens, completion_tokens;
     ea_finish finish;
-    double t0, t_last_send, t_last_tok;
+    double t0, t_last_send, t_last_tok, t_check;
     char path[32];
 } stream_ctx;
 
@@ -239,26 +239,28 @@ static int stream_step(stream_ctx *s) {
         s->ended = s->finished_ok = 1;
         finish_metrics(s->h, s->req, EA_FINISH_NONE);
     } else if (st == EA_ERR_TIMEOUT) {
-        if (!client_alive(s->fd)) return -1;
-        if (timed_out(s->h, s->t0)) {
-            ea_oai_error e;
-            ea_oai_fail(&e, 504, "server_error", NULL, "timeout", "request timed out after %g s",
-                        s->h->o.request_timeout_s);
-            ea_req_cancel(s->req);
-            ea_oai_stream_error(&e, &s->pend);
-            s->status = 504;
-            s->finish = EA_FINISH_CANCELLED;
-            s->ended = s->finished_ok = 1;
-            finish_metrics(s->h, s->req, EA_FINISH_CANCELLED);
-        } else if (s->h->o.keepalive_s > 0 && now - s->t_last_send >= s->h->o.keepalive_s) {
+        if (s->h->o.keepalive_s > 0 && now - s->t_last_send >= s->h->o.keepalive_s)
             ea_sbuf_puts(&s->pend, ": keep-alive\n\n");
-        }
     } else {
         ea_oai_error e;
         ea_oai_error_from_status(st, ea_errmsg(), &e);
         ea_oai_stream_error(&e, &s->pend);
         s->status = e.status;
         s->ended = 1;
+    }
+    /* by the clock, not only on timeouts: tokens may come faster than POLL_MS */
+    if (s->ended || now - s->t_check < POLL_MS * 1e-3) return 0;
+    s->t_check = now;
+    if (!client_alive(s->fd)) return -1;
+    if (timed_out(s->h, s->t0)) {
+        ea_oai_error e;
+        ea_oai_fail(&e, 504, "server_error", NULL, "timeout", "request timed out after %g s", s->h->o.request_timeout_s);
+        ea_req_cancel(s->req);
+        ea_oai_stream_error(&e, &s->pend);
+        s->status = 504;
+        s->finish = EA_FINISH_CANCELLED;
+        s->ended = s->finished_ok = 1;
+        finish_metrics(s->h, s->req, EA_FINISH_CANCELLED);
     }
     return 0;
 }
@@ -296,7 +298,7 @@ static enum MHD_Result start_stream(ea_http *h, struct MHD_Connection *c, ea_oai
         s->status = 200;
         s->prompt_tokens = r->n_prompt;
         s->t0 = t0;
-        s->t_last_send = s->t_last_tok = ea_now_s();
+        s->t_last_send = s->t_last_tok = s->t_check = ea_now_s();
         snprintf(s->path, sizeof s->path, "%s", path);
         ea_oai_output_init(&s->out, r, ea_req_id(req), h->model, (long)time(NULL), h->ops);
         ea_oai_stream_start(&s->out, &s->pend);
