@@ -82,7 +82,7 @@ ea_status ea_tok_text_append_json(ea_tok_text *b, const char *s, size_t n);
 
 /* path: a directory with tokenizer.json (and optionally tokenizer_config.json),
  * a tokenizer.json file (its directory is searched for tokenizer_config.json),
- * or a .gguf file. */
+ * or a GGUF file (recognized by its magic, whatever its name). */
 ea_status ea_tokenizer_load(const char *path, ea_tokenizer **out);
 
 /* From tokenizer.json text and optional tokenizer_config.json text (NULL, 0
