@@ -64,6 +64,8 @@ struct ea_request {
     char hold[EA__HOLD_MAX];  /* whole characters not yet emitted (stop-string lookahead) */
     int n_hold;
     int finished;             /* step loop: DONE/ERROR pushed */
+    int headless;             /* made from the control bus on a rank without clients */
+    int cancel_applied;       /* step loop: cancel arrived through the bus */
     atomic_int cancelled;
     double t_arrival, t_first, t_finish, t_admit;
 
@@ -115,7 +117,12 @@ struct ea_sched {
     int n_waiting;
     ea_request *running;    /* step loop only, in admission order */
     int n_running;
+    int shutdown_seen;      /* step loop: the bus carried a shutdown */
+    uint8_t *bus_buf;       /* step loop: the batch being built (rank 0) */
+    size_t bus_len, bus_cap;
 };
+
+static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, ea_request **out);
 
 /* ------------------------------------------------------------ events */
 
@@ -135,6 +142,7 @@ static void ea__req_unref(ea_request *r) {
 }
 
 static void ea__push(ea_request *r, const ea_event *ev) {
+    if (r->headless) return;
     pthread_mutex_lock(&r->mu);
     if (r->ev_n == r->cap_ev) {
         int nc = r->cap_ev * 2;
@@ -502,10 +510,15 @@ static void ea__take_incoming(ea_sched *s) {
     s->n_waiting += n;
 }
 
+/* Without a bus a cancel takes effect at once; with one, only when it came through the bus. */
+static int ea__cancelled(const ea_sched *s, ea_request *r) {
+    return s->o.bus ? r->cancel_applied : atomic_load(&r->cancelled);
+}
+
 static void ea__drop_finished(ea_sched *s) {
     for (ea_request **p = &s->running; *p;) {
         ea_request *r = *p;
-        if (atomic_load(&r->cancelled) && !r->finished) {
+        if (ea__cancelled(s, r) && !r->finished) {
             ea__flush_text(r);
             ea__finish(s, r, EA_FINISH_CANCELLED, EA_OK, NULL);
         }
@@ -519,7 +532,7 @@ static void ea__drop_finished(ea_sched *s) {
     }
     for (ea_request **p = &s->waiting; *p;) {
         ea_request *r = *p;
-        if (atomic_load(&r->cancelled) && !r->finished) ea__finish(s, r, EA_FINISH_CANCELLED, EA_OK, NULL);
+        if (ea__cancelled(s, r) && !r->finished) ea__finish(s, r, EA_FINISH_CANCELLED, EA_OK, NULL);
         if (r->finished) {
             *p = r->next;
             s->n_waiting--;
@@ -640,6 +653,12 @@ static int ea__step(ea_sched *s) {
         snprintf(msg, sizeof msg, "forward pass failed: %s", ea_errmsg());
         EA_LOGE("%s", msg);
         for (int k = 0; k < np; k++) ea__finish(s, s->p_req[k], EA_FINISH_NONE, st, msg);
+        if (st == EA_ERR_TIMEOUT || st == EA_ERR_PEER) { /* a rank is gone: lockstep is lost */
+            pthread_mutex_lock(&s->mu);
+            s->st.failed = 1;
+            snprintf(s->st.failure, sizeof s->st.failure, "%s", msg);
+            pthread_mutex_unlock(&s->mu);
+        }
     } else {
         for (int i = 0; i < n_out; i++)
             if (!s->b_req[i]->finished) ea__after_logits(s, s->b_req[i], s->logits + (size_t)i * s->vocab);
@@ -651,17 +670,242 @@ static int ea__step(ea_sched *s) {
     return 1;
 }
 
+/* ------------------------------------------------------------ control bus
+ *
+ * One batch per step (little-endian):
+ *   u32 magic "EAB1"   u64 step   u32 n_events   then n_events of:
+ *   u8 kind (1 submit, 2 cancel, 3 shutdown)   u64 request id
+ *   submit only: i32 n_prompt, max_tokens, ignore_eos, logprobs, top_logprobs, n_stop;
+ *                f32 temperature, top_p; i32 top_k; f32 min_p, presence, frequency,
+ *                repetition; u64 seed; n_stop x (u32 len, bytes); n_prompt x i32 ids
+ * An empty batch (n_events 0) is the tick that keeps every rank in step.
+ */
+
+static int ea__put(ea_sched *s, const void *p, size_t n) {
+    if (s->bus_len + n > s->bus_cap) {
+        size_t nc = s->bus_cap ? s->bus_cap * 2 : 4096;
+        while (nc < s->bus_len + n) nc *= 2;
+        uint8_t *nb = ea_realloc(s->bus_buf, nc);
+        if (!nb) return 0;
+        s->bus_buf = nb;
+        s->bus_cap = nc;
+    }
+    memcpy(s->bus_buf + s->bus_len, p, n);
+    s->bus_len += n;
+    return 1;
+}
+#define EA__PUT(v) ok &= ea__put(s, &(v), sizeof(v))
+
+static int ea__put_submit(ea_sched *s, const ea_request *r) {
+    int ok = 1;
+    uint8_t kind = 1;
+    int32_t iv[6] = {r->p.n_prompt, r->p.max_tokens, r->p.ignore_eos, r->p.logprobs, r->p.top_logprobs, r->p.n_stop};
+    float fv[2] = {r->p.sp.temperature, r->p.sp.top_p};
+    int32_t tk = r->p.sp.top_k;
+    float fv2[4] = {r->p.sp.min_p, r->p.sp.presence_penalty, r->p.sp.frequency_penalty, r->p.sp.repetition_penalty};
+    uint64_t seed = r->p.sp.seed;
+    EA__PUT(kind);
+    EA__PUT(r->id);
+    EA__PUT(iv);
+    EA__PUT(fv);
+    EA__PUT(tk);
+    EA__PUT(fv2);
+    EA__PUT(seed);
+    for (int i = 0; i < r->p.n_stop; i++) {
+        uint32_t n = (uint32_t)strlen(r->p.stop[i]);
+        EA__PUT(n);
+        ok &= ea__put(s, r->p.stop[i], n);
+    }
+    ok &= ea__put(s, r->tokens, sizeof(int32_t) * (size_t)r->p.n_prompt);
+    return ok;
+}
+
+typedef struct {
+    const uint8_t *p, *end;
+} ea__rd;
+
+static int ea__get(ea__rd *d, void *out, size_t n) {
+    if ((size_t)(d->end - d->p) < n) return 0;
+    memcpy(out, d->p, n);
+    d->p += n;
+    return 1;
+}
+
+static ea_request *ea__find(ea_sched *s, uint64_t id) {
+    for (ea_request *r = s->running; r; r = r->next)
+        if (r->id == id) return r;
+    for (ea_request *r = s->waiting; r; r = r->next)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+/* Apply one received batch. `mine` is rank 0's list of the requests it announced. */
+static ea_status ea__apply(ea_sched *s, const uint8_t *buf, size_t len, ea_request **mine) {
+    ea__rd d = {buf, buf + len};
+    uint32_t magic, n;
+    uint64_t step;
+    if (!ea__get(&d, &magic, 4) || magic != 0x31424145u || !ea__get(&d, &step, 8) || !ea__get(&d, &n, 4))
+        return ea_err(EA_ERR_FORMAT, "control bus: bad batch header (%zu bytes)", len);
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t kind;
+        uint64_t id;
+        if (!ea__get(&d, &kind, 1) || !ea__get(&d, &id, 8))
+            return ea_err(EA_ERR_FORMAT, "control bus: event %u of %u truncated", i, n);
+        if (kind == 1) {
+            int32_t iv[6], tk;
+            float fv[2], fv2[4];
+            uint64_t seed;
+            if (!ea__get(&d, iv, sizeof iv) || !ea__get(&d, fv, sizeof fv) || !ea__get(&d, &tk, 4) ||
+                !ea__get(&d, fv2, sizeof fv2) || !ea__get(&d, &seed, 8) || iv[5] < 0 || iv[5] > EA_MAX_STOP ||
+                iv[0] <= 0 || iv[0] > (1 << 24))
+                return ea_err(EA_ERR_FORMAT, "control bus: submit %llu malformed", (unsigned long long)id);
+            ea_request *r = NULL;
+            if (mine && *mine) { /* rank 0: the request object already exists, in this order */
+                r = *mine;
+                *mine = r->next;
+                if (r->id != id) return ea_err(EA_ERR_INTERNAL, "control bus: order mismatch at request %llu", (unsigned long long)id);
+                r->next = NULL;
+                for (int k = 0; k < iv[5]; k++) {
+                    uint32_t sl;
+                    if (!ea__get(&d, &sl, 4) || (size_t)(d.end - d.p) < sl) return ea_err(EA_ERR_FORMAT, "control bus: stop");
+                    d.p += sl;
+                }
+                if ((size_t)(d.end - d.p) < sizeof(int32_t) * (size_t)iv[0]) return ea_err(EA_ERR_FORMAT, "control bus: prompt");
+                d.p += sizeof(int32_t) * (size_t)iv[0];
+            } else {
+                char stops[EA_MAX_STOP][EA__HOLD_MAX / 2];
+                ea_req_params p;
+                memset(&p, 0, sizeof p);
+                p.n_prompt = iv[0];
+                p.max_tokens = iv[1];
+                p.ignore_eos = iv[2];
+                p.logprobs = iv[3];
+                p.top_logprobs = iv[4];
+                p.n_stop = iv[5];
+                p.sp.temperature = fv[0];
+                p.sp.top_p = fv[1];
+                p.sp.top_k = tk;
+                p.sp.min_p = fv2[0];
+                p.sp.presence_penalty = fv2[1];
+                p.sp.frequency_penalty = fv2[2];
+                p.sp.repetition_penalty = fv2[3];
+                p.sp.seed = seed;
+                for (int k = 0; k < p.n_stop; k++) {
+                    uint32_t sl;
+                    if (!ea__get(&d, &sl, 4) || sl >= sizeof stops[k] || !ea__get(&d, stops[k], sl))
+                        return ea_err(EA_ERR_FORMAT, "control bus: stop string of %llu", (unsigned long long)id);
+                    stops[k][sl] = 0;
+                    p.stop[k] = stops[k];
+                }
+                if ((size_t)(d.end - d.p) < sizeof(int32_t) * (size_t)p.n_prompt)
+                    return ea_err(EA_ERR_FORMAT, "control bus: prompt of %llu truncated", (unsigned long long)id);
+                p.prompt = (const int32_t *)(const void *)d.p; /* copied by ea__req_new */
+                int32_t *tmp = ea_malloc(sizeof(int32_t) * (size_t)p.n_prompt);
+                if (!tmp) return ea_err(EA_ERR_NOMEM, "control bus");
+                memcpy(tmp, d.p, sizeof(int32_t) * (size_t)p.n_prompt);
+                p.prompt = tmp;
+                d.p += sizeof(int32_t) * (size_t)p.n_prompt;
+                ea_status st = ea__req_new(s, &p, 1, &r);
+                ea_free(tmp);
+                if (st != EA_OK) return ea_err_wrap(st, "control bus: request %llu: ", (unsigned long long)id);
+                r->id = id;
+            }
+            ea__list_append(&s->waiting, r);
+            s->n_waiting++;
+        } else if (kind == 2) {
+            ea_request *r = ea__find(s, id);
+            if (r) r->cancel_applied = 1;
+        } else if (kind == 3) {
+            s->shutdown_seen = 1;
+        } else {
+            return ea_err(EA_ERR_FORMAT, "control bus: unknown event kind %u", kind);
+        }
+    }
+    return EA_OK;
+}
+
+/* One round of the bus: rank 0 builds and sends the batch, everyone applies it. */
+static ea_status ea__bus_round(ea_sched *s, int shutdown) {
+    const ea_sched_bus *bus = s->o.bus;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    ea_request *mine = NULL;
+    if (bus->rank == 0) {
+        pthread_mutex_lock(&s->mu);
+        mine = s->incoming;
+        s->incoming = s->incoming_tail = NULL;
+        s->n_incoming = 0;
+        pthread_mutex_unlock(&s->mu);
+        s->bus_len = 0;
+        int ok = 1;
+        uint32_t magic = 0x31424145u, n = 0;
+        uint64_t step = s->st.steps;
+        EA__PUT(magic);
+        EA__PUT(step);
+        size_t n_at = s->bus_len;
+        EA__PUT(n);
+        for (ea_request *r = mine; r; r = r->next, n++) ok &= ea__put_submit(s, r);
+        for (int pass = 0; pass < 2; pass++)
+            for (ea_request *r = pass ? s->waiting : s->running; r; r = r->next)
+                if (atomic_load(&r->cancelled) && !r->cancel_applied && !r->finished) {
+                    uint8_t kind = 2;
+                    EA__PUT(kind);
+                    EA__PUT(r->id);
+                    n++;
+                }
+        if (shutdown) {
+            uint8_t kind = 3;
+            uint64_t z = 0;
+            EA__PUT(kind);
+            EA__PUT(z);
+            n++;
+        }
+        if (!ok) return ea_err(EA_ERR_NOMEM, "control bus batch");
+        memcpy(s->bus_buf + n_at, &n, 4);
+        buf = s->bus_buf;
+        len = s->bus_len;
+    }
+    EA_TRY(bus->bcast(bus->ctx, &buf, &len));
+    ea_status st = ea__apply(s, buf, len, bus->rank == 0 ? &mine : NULL);
+    if (bus->rank != 0) ea_free(buf);
+    return st;
+}
+
+static void ea__fail_all(ea_sched *s, ea_status st, const char *why) {
+    EA_LOGE("step loop stopped: %s", why);
+    pthread_mutex_lock(&s->mu);
+    s->st.failed = 1;
+    snprintf(s->st.failure, sizeof s->st.failure, "%s", why);
+    pthread_mutex_unlock(&s->mu);
+    ea__take_incoming(s);
+    for (ea_request *r = s->running; r; r = r->next) ea__finish(s, r, EA_FINISH_NONE, st, why);
+    for (ea_request *r = s->waiting; r; r = r->next) ea__finish(s, r, EA_FINISH_NONE, st, why);
+    ea__drop_finished(s);
+}
+
 static void *ea__loop(void *arg) {
     ea_sched *s = arg;
     for (;;) {
-        ea__take_incoming(s);
         pthread_mutex_lock(&s->mu);
         int stopping = s->stopping;
         double dl = s->drain_deadline;
         pthread_mutex_unlock(&s->mu);
-        if (stopping && (ea_now_s() > dl || (!s->running && !s->waiting))) {
-            for (ea_request *r = s->running; r; r = r->next) ea_req_cancel(r);
-            for (ea_request *r = s->waiting; r; r = r->next) ea_req_cancel(r);
+        int quit = stopping && (ea_now_s() > dl || (!s->running && !s->waiting && !s->n_incoming));
+        if (s->o.bus) {
+            ea_status st = ea__bus_round(s, quit);
+            if (st != EA_OK) {
+                char why[256];
+                snprintf(why, sizeof why, "control bus: %s", ea_errmsg());
+                ea__fail_all(s, st, why);
+                break;
+            }
+            quit = s->shutdown_seen;
+        } else {
+            ea__take_incoming(s);
+        }
+        if (quit) {
+            for (ea_request *r = s->running; r; r = r->next) r->cancel_applied = 1, ea_req_cancel(r);
+            for (ea_request *r = s->waiting; r; r = r->next) r->cancel_applied = 1, ea_req_cancel(r);
             ea__drop_finished(s);
             break;
         }
@@ -670,13 +914,15 @@ static void *ea__loop(void *arg) {
         int ran = ea__step(s);
         ea__drop_finished(s);
         pthread_mutex_lock(&s->mu);
+        int failed = s->st.failed;
         s->st.running = s->n_running;
         s->st.waiting = s->n_waiting + s->n_incoming;
         s->st.kv_blocks_total = s->e->kv.n_blocks;
         s->st.kv_blocks_used = s->e->kv.n_blocks - s->e->kv.n_free;
         if (!ran) {
             s->st.last_step_time = ea_now_s(); /* idle is progress */
-            if (!s->n_incoming && !s->stopping) {
+            /* followers block in the bus instead; rank 0 (or a lone process) naps until work comes */
+            if (!s->n_incoming && !s->stopping && (!s->o.bus || s->o.bus->rank == 0)) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 ts.tv_nsec += 20 * 1000000L;
@@ -688,8 +934,17 @@ static void *ea__loop(void *arg) {
             }
         }
         pthread_mutex_unlock(&s->mu);
+        if (failed) {
+            ea__fail_all(s, EA_ERR_PEER, s->st.failure);
+            break;
+        }
     }
     return NULL;
+}
+
+ea_status ea_sched_run(ea_sched *s) {
+    ea__loop(s);
+    return s->st.failed ? ea_err(EA_ERR_PEER, "%s", s->st.failure) : EA_OK;
 }
 
 /* ------------------------------------------------------------ API */
@@ -774,6 +1029,7 @@ void ea_sched_destroy(ea_sched *s) {
     ea_free(s->p_cnt);
     ea_free(s->slots);
     ea_free(s->pc);
+    ea_free(s->bus_buf);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     ea_free(s);
@@ -781,7 +1037,8 @@ void ea_sched_destroy(ea_sched *s) {
 
 int ea_sched_context_len(const ea_sched *s) { return s->e->o.max_ctx; }
 
-ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out) {
+/* Validate p and make a request (refs 2: client and scheduler; 1 when headless). */
+static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, ea_request **out) {
     *out = NULL;
     int ctx = s->e->o.max_ctx;
     if (p->n_prompt <= 0) return ea_err(EA_ERR_INVALID_ARG, "the prompt is empty");
@@ -805,14 +1062,15 @@ ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out)
     ea_request *r = ea_calloc(1, sizeof *r);
     if (!r) return ea_err(EA_ERR_NOMEM, "request");
     r->p = *p;
+    r->headless = headless;
     r->cap = p->n_prompt + p->max_tokens;
     r->tokens = ea_malloc(sizeof(int32_t) * (size_t)r->cap);
     r->cap_ev = 64;
-    r->ev = ea_malloc(sizeof(ea_event) * (size_t)r->cap_ev);
+    r->ev = headless ? NULL : ea_malloc(sizeof(ea_event) * (size_t)r->cap_ev);
     int pen = p->sp.frequency_penalty != 0 || p->sp.presence_penalty != 0 || p->sp.repetition_penalty != 1.0f;
     if (pen) r->out_counts = ea_calloc((size_t)s->vocab, sizeof(int32_t));
     if (p->sp.repetition_penalty != 1.0f) r->prompt_seen = ea_calloc((size_t)s->vocab, 1);
-    int ok = r->tokens && r->ev && (!pen || r->out_counts) && (p->sp.repetition_penalty == 1.0f || r->prompt_seen);
+    int ok = r->tokens && (headless || r->ev) && (!pen || r->out_counts) && (p->sp.repetition_penalty == 1.0f || r->prompt_seen);
     for (int i = 0; ok && i < p->n_stop; i++) {
         r->stop_copy[i] = ea_strdup(p->stop[i]);
         r->p.stop[i] = r->stop_copy[i];
@@ -820,7 +1078,7 @@ ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out)
     }
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
-    r->refs = 2;
+    r->refs = headless ? 1 : 2;
     if (!ok) {
         r->refs = 1;
         ea__req_unref(r);
@@ -834,13 +1092,22 @@ ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out)
     r->seq = -1;
     ea_rng_seed(&r->rng, p->sp.seed);
     r->t_arrival = ea_now_s();
+    *out = r;
+    return EA_OK;
+}
 
+ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out) {
+    *out = NULL;
+    if (s->o.bus && s->o.bus->rank != 0) return ea_err(EA_ERR_INVALID_ARG, "only rank 0 accepts requests");
+    ea_request *r;
+    EA_TRY(ea__req_new(s, p, 0, &r));
     pthread_mutex_lock(&s->mu);
-    if (s->stopping) {
+    if (s->stopping || s->st.failed) {
         pthread_mutex_unlock(&s->mu);
         r->refs = 1;
         ea__req_unref(r);
-        return ea_err(EA_ERR_BUSY, "the server is shutting down");
+        return ea_err(EA_ERR_BUSY, s->st.failed ? "the server failed: %s" : "the server is shutting down%s",
+                      s->st.failed ? s->st.failure : "");
     }
     if (s->st.waiting + s->n_incoming >= s->o.max_queue) {
         pthread_mutex_unlock(&s->mu);

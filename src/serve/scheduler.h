@@ -73,7 +73,23 @@ typedef struct {
     char message[256];
 } ea_event;
 
+/* The control bus (multi-rank serving, DESIGN.md section 4): each step rank 0
+ * sends one ordered batch of events — submit (the whole request), cancel (id),
+ * shutdown, or nothing (a tick) — and every rank, rank 0 included, applies the
+ * same batch before the step, so all ranks run the same schedule. Only rank 0
+ * accepts ea_sched_submit; the other ranks' requests are made from the bus and
+ * have no reader. The batch format is in docs/protocol.md ("Control bus"). */
 typedef struct {
+    void *ctx;
+    int rank;
+    /* Rank 0: send (*buf, *len). Others: receive into a new ea_malloc'd *buf of *len
+     * bytes (the caller frees it). Must give up with an error naming the missing
+     * rank when its deadline passes. */
+    ea_status (*bcast)(void *ctx, uint8_t **buf, size_t *len);
+} ea_sched_bus;
+
+typedef struct {
+    const ea_sched_bus *bus;   /* NULL: one process */
     int max_running;           /* sequences decoding at once */
     int max_queue;             /* waiting requests; submit beyond it -> EA_ERR_BUSY */
     int max_batch_tokens;      /* tokens per forward call (<= engine max_tokens) */
@@ -87,12 +103,16 @@ typedef struct {
     double last_step_time;     /* ea_now_s() of the last completed step (or start) */
     uint64_t prompt_tokens, generation_tokens, prefix_hit_tokens, preemptions;
     uint64_t requests_finished;
+    int failed;                /* the bus or a collective failed: this rank stopped serving */
+    char failure[256];
 } ea_sched_stats;
 
 /* engine and tok are borrowed. */
 ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea_sched_opts *o, ea_sched **out);
 /* Start the step-loop thread. */
 ea_status ea_sched_start(ea_sched *s);
+/* Run the step loop on the calling thread until shutdown (ranks other than 0). */
+ea_status ea_sched_run(ea_sched *s);
 /* Stop accepting; finish in-flight requests for up to drain_seconds, cancel the rest; join. */
 void ea_sched_stop(ea_sched *s, double drain_seconds);
 void ea_sched_destroy(ea_sched *s);

@@ -203,6 +203,135 @@ TEST(cancel_and_limits) {
     stop(s, e);
 }
 
+/* ---- control bus: two schedulers in one process, joined by an in-memory bus */
+#include <pthread.h>
+#include "base/alloc.h"
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint8_t *buf;
+    size_t len;
+    uint64_t seq, taken;
+    int dead; /* rank 0 stopped sending: rank 1 times out */
+} fake_bus;
+
+static ea_status fake_bcast(void *ctx, uint8_t **buf, size_t *len, int rank) {
+    fake_bus *b = ctx;
+    pthread_mutex_lock(&b->mu);
+    if (rank == 0) {
+        while (b->seq != b->taken) pthread_cond_wait(&b->cv, &b->mu); /* rank 1 has the last one */
+        ea_free(b->buf);
+        b->buf = ea_malloc(*len);
+        memcpy(b->buf, *buf, *len);
+        b->len = *len;
+        b->seq++;
+        pthread_cond_broadcast(&b->cv);
+    } else {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 2;
+        while (b->seq == b->taken && !b->dead)
+            if (pthread_cond_timedwait(&b->cv, &b->mu, &dl) != 0) break;
+        if (b->seq == b->taken) {
+            pthread_mutex_unlock(&b->mu);
+            return ea_err(EA_ERR_TIMEOUT, "rank 0 did not arrive within 2 s");
+        }
+        *buf = ea_malloc(b->len);
+        memcpy(*buf, b->buf, b->len);
+        *len = b->len;
+        b->taken++;
+        pthread_cond_broadcast(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return EA_OK;
+}
+static ea_status fake_bcast0(void *ctx, uint8_t **buf, size_t *len) { return fake_bcast(ctx, buf, len, 0); }
+static ea_status fake_bcast1(void *ctx, uint8_t **buf, size_t *len) { return fake_bcast(ctx, buf, len, 1); }
+
+static void *run_follower(void *arg) {
+    ea_sched_run(arg);
+    return NULL;
+}
+
+TEST(control_bus_lockstep) {
+    fake_bus fb;
+    memset(&fb, 0, sizeof fb);
+    pthread_mutex_init(&fb.mu, NULL);
+    pthread_cond_init(&fb.cv, NULL);
+    ea_sched_bus b0 = {&fb, 0, fake_bcast0}, b1 = {&fb, 1, fake_bcast1};
+    ea_engine_opts o = {.model_path = model, .threads = 1, .max_tokens = 64, .max_ctx = 256, .max_seqs = 8, .block_size = 16};
+    ea_engine *e0, *e1;
+    CHECK_EQ(ea_engine_create(&o, &e0), EA_OK);
+    CHECK_EQ(ea_engine_create(&o, &e1), EA_OK);
+    ea_sched_opts so0 = {.bus = &b0, .max_running = 8, .max_queue = 64, .max_batch_tokens = 64, .prefix_cache = 1};
+    ea_sched_opts so1 = so0;
+    so1.bus = &b1;
+    ea_sched *s0, *s1;
+    CHECK_EQ(ea_sched_create(e0, NULL, &so0, &s0), EA_OK);
+    CHECK_EQ(ea_sched_create(e1, NULL, &so1, &s1), EA_OK);
+    pthread_t th;
+    pthread_create(&th, NULL, run_follower, s1);
+    CHECK_EQ(ea_sched_start(s0), EA_OK);
+    ea_request *r;
+    ea_req_params rp;
+    int32_t p[60];
+    prompt_of(2, p, 60);
+    params(&rp, p, 60, 8, 0, 1);
+    CHECK_EQ(ea_sched_submit(s1, &rp, &r), EA_ERR_INVALID_ARG); /* only rank 0 takes requests */
+    /* 8 requests at once; one cancelled after its first token */
+    ea_request *rs[NREQ];
+    int32_t ps[NREQ][100];
+    for (int i = 0; i < NREQ; i++) {
+        prompt_of(i, ps[i], 20 + i * 9);
+        params(&rp, ps[i], 20 + i * 9, i == 3 ? 200 : 24, i % 2, 42 + (uint64_t)i);
+        CHECK_EQ(ea_sched_submit(s0, &rp, &rs[i]), EA_OK);
+    }
+    ea_event ev;
+    CHECK_EQ(ea_req_next(rs[3], 60000, &ev), EA_OK);
+    ea_req_cancel(rs[3]);
+    for (int i = 0; i < NREQ; i++) {
+        result got;
+        collect(rs[i], &got);
+        CHECK(!got.error);
+        if (i != 3 && i % 2 == 0) { /* greedy ones equal their output alone */
+            CHECK_EQ(got.n, alone[0][i].n);
+            CHECK(memcmp(got.toks, alone[0][i].toks, sizeof(int32_t) * (size_t)got.n) == 0);
+        }
+        if (i == 3) CHECK_EQ(got.finish, EA_FINISH_CANCELLED);
+    }
+    ea_sched_stop(s0, 5); /* sends the shutdown through the bus */
+    pthread_join(th, NULL);
+    ea_sched_stats a, b;
+    ea_sched_get_stats(s0, &a);
+    ea_sched_get_stats(s1, &b);
+    fprintf(stderr, "  rank0: %llu steps %llu prompt %llu generated %llu finished; rank1: %llu %llu %llu %llu\n",
+            (unsigned long long)a.steps, (unsigned long long)a.prompt_tokens, (unsigned long long)a.generation_tokens,
+            (unsigned long long)a.requests_finished, (unsigned long long)b.steps, (unsigned long long)b.prompt_tokens,
+            (unsigned long long)b.generation_tokens, (unsigned long long)b.requests_finished);
+    CHECK_EQ(a.steps, b.steps);
+    CHECK_EQ(a.prompt_tokens, b.prompt_tokens);
+    CHECK_EQ(a.generation_tokens, b.generation_tokens);
+    CHECK_EQ(a.requests_finished, b.requests_finished);
+    CHECK_EQ(b.failed, 0);
+    ea_sched_destroy(s0);
+    ea_sched_destroy(s1);
+
+    /* rank 0 goes silent: the follower reports it and stops instead of hanging */
+    fb.seq = fb.taken = 0;
+    CHECK_EQ(ea_sched_create(e1, NULL, &so1, &s1), EA_OK);
+    double t0 = ea_now_s();
+    CHECK_EQ(ea_sched_run(s1), EA_ERR_PEER);
+    ea_sched_get_stats(s1, &b);
+    CHECK(b.failed);
+    CHECK(strstr(b.failure, "rank 0") != NULL);
+    CHECK(ea_now_s() - t0 < 10);
+    ea_sched_destroy(s1);
+    ea_engine_destroy(e0);
+    ea_engine_destroy(e1);
+    ea_free(fb.buf);
+}
+
 int main(void) {
     const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
     snprintf(model, sizeof model, "%s/golden-models/sched-qwen3", b ? b : ".");
@@ -218,5 +347,6 @@ int main(void) {
     RUN(preemption_keeps_outputs);
     RUN(prefix_cache_hit_same_output);
     RUN(cancel_and_limits);
+    RUN(control_bus_lockstep);
     return TEST_SUMMARY();
 }
