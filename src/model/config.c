@@ -161,6 +161,8 @@ static ea_status ea__hf_rope(const ea__js *j, ea_model_config *c) {
         snprintf(field, sizeof field, "rope_scaling.%s", names[i]);
         EA_TRY(ea__jv_float(j->file, field, json_object_get(rs, names[i]), dst[i]));
     }
+    json_t *mad = json_object_get(rs, "mscale_all_dim");
+    if (json_is_number(mad)) c->yarn_log_mult = (float)(0.1 * json_number_value(mad));
     int orig = 0;
     EA_TRY(ea__js_int(&r, "original_max_position_embeddings", 0, &orig));
     c->rope_orig_max_pos = orig;
@@ -480,6 +482,7 @@ ea_status ea_config_from_gguf(const ea_gguf *g, ea_model_config *c) {
         /* llama.cpp stores 0.1 * mscale_all_dim; HF DeepSeek configs carry mscale == mscale_all_dim,
          * so both come back from the one number (the cos/sin factor is then 1). */
         if (ylm > 0) c->yarn_mscale = c->yarn_mscale_all_dim = ylm / 0.1f;
+        c->yarn_log_mult = ylm;
         if (c->rope_scaling != EA_ROPE_NONE && !(c->rope_factor > 0))
             return ea_err(EA_ERR_FORMAT, "%s: key '%s.rope.scaling.factor' must be > 0", g->path, arch);
     } else {

@@ -76,6 +76,9 @@ typedef struct {
     int rope_orig_max_pos;      /* original_max_position_embeddings */
     float yarn_beta_fast, yarn_beta_slow, yarn_mscale, yarn_mscale_all_dim;
     float yarn_attn_factor;     /* "attention_factor" if given, else 0 (= derive) */
+    float yarn_log_mult;        /* 0.1 * mscale_all_dim rounded to f32, as GGUF stores it
+                                   (rope.scaling.yarn_log_multiplier); MLA's softmax-scale
+                                   correction is computed from this one f32 in both formats */
     float llama3_low_freq_factor, llama3_high_freq_factor;
 
     /* Feed-forward */

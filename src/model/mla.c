@@ -21,7 +21,8 @@
  *   k_nope[h][p] = W_UK[h]·latent[p], value[h][p] = W_UV[h]·latent[p]
  *   s[p] = (q_nope[h]·k_nope[h][p] + q_pe[h]·k_pe[p]) · scale, o[h] = Σ a[p] value[h][p]
  * Both equal in exact arithmetic; in f32 they agree to ~1e-6 relative.
- * scale = 1/sqrt(n + r), times mscale² under YaRN (mscale = 0.1·mscale_all_dim·ln(factor) + 1).
+ * scale = 1/sqrt(n + r), times mscale² under YaRN (mscale = 0.1·mscale_all_dim·ln(factor) + 1, with
+ * 0.1·mscale_all_dim held as one f32, config.h yarn_log_mult, so HF and GGUF compute the same bits).
  */
 #include <math.h>
 #include <string.h>
@@ -46,8 +47,8 @@ ea_status ea__mla_create(ea_forward *f) {
     f->kv_dim = C + r;
     f->rot = r;
     f->attn_scale = 1.0f / sqrtf((float)(n + r));
-    if (c->rope_scaling == EA_ROPE_YARN && c->yarn_mscale_all_dim > 0 && c->rope_factor > 1) {
-        float m = 0.1f * c->yarn_mscale_all_dim * logf(c->rope_factor) + 1.0f;
+    if (c->rope_scaling == EA_ROPE_YARN && c->yarn_log_mult > 0 && c->rope_factor > 1) {
+        float m = c->yarn_log_mult * logf(c->rope_factor) + 1.0f;
         f->attn_scale *= m * m;
     }
     int ok = 1;
