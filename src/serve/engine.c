@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "eplb/eplb_backend.h"
 
 void ea_engine_destroy(ea_engine *e) {
     if (!e) return;
@@ -19,7 +20,67 @@ void ea_engine_destroy(ea_engine *e) {
     ea_kctx_destroy(e->kctx);
     ea_pool_destroy(e->pool);
     ea_model_close(e->m);
+    ea_free(e->router_bias);
     ea_free(e);
+}
+
+/* test_router_bias: each MoE layer's router_bias becomes (model's bias or 0) + the test bias */
+static ea_status ea__test_router_bias(ea_engine *e) {
+    const float *tb = e->o.test_router_bias;
+    if (!tb) return EA_OK;
+    const ea_model_config *c = &e->m->cfg;
+    int E = c->n_experts;
+    e->router_bias = ea_calloc((size_t)c->n_layers * (size_t)E, sizeof(float));
+    if (!e->router_bias) return ea_err(EA_ERR_NOMEM, "test router bias");
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->layer_is_moe[l]) continue;
+        ea_tensor *t = &e->m->layers[l].router_bias;
+        float *b = e->router_bias + (size_t)l * E;
+        if (t->data) {
+            if (ea_tensor_nelem(t) != E) return ea_err(EA_ERR_FORMAT, "layer %d router bias: %lld values, %d experts", l,
+                                                       (long long)ea_tensor_nelem(t), E);
+            ea_dtypes[t->dtype].to_f32(t->data, b, (size_t)E);
+        }
+        for (int i = 0; i < E; i++) b[i] += tb[i];
+        *t = (ea_tensor){.name = "test_router_bias", .dtype = EA_F32, .n_dims = 1, .shape = {E}, .data = b,
+                         .nbytes = sizeof(float) * (size_t)E};
+    }
+    return EA_OK;
+}
+
+static ea_status ea__eplb_backend(ea_engine *e) {
+    const ea_model_config *c = &e->m->cfg;
+    const ea_engine_opts *eo = &e->o;
+    ea_ffn_weights **per_layer = ea_calloc((size_t)c->n_layers, sizeof *per_layer);
+    if (!per_layer) return ea_err(EA_ERR_NOMEM, "EPLB backend");
+    for (int l = 0; l < c->n_layers; l++) per_layer[l] = c->layer_is_moe[l] ? e->m->layers[l].experts : NULL;
+    ea_eplb_backend_opts o;
+    ea_eplb_backend_opts_default(&o);
+    o.n_layers = c->n_layers;
+    o.hidden = c->hidden_size;
+    o.ff = c->moe_intermediate_size;
+    o.n_logical = c->n_experts;
+    o.max_tokens = eo->max_tokens;
+    o.max_k = c->n_experts_per_tok;
+    o.experts = (ea_ffn_weights *const *)per_layer;
+    o.kctx = e->kctx;
+    o.n_redundant = eo->eplb_redundant;
+    if (eo->eplb_ranks > 0) o.n_ranks = eo->eplb_ranks;
+    if (eo->eplb_nodes > 0) o.n_nodes = eo->eplb_nodes;
+    o.n_groups = c->n_group > 1 ? c->n_group : 1;
+    o.rank = eo->eplb_rank;
+    o.init_location = eo->init_expert_location;
+    if (eo->eplb_window > 0) o.window = eo->eplb_window;
+    if (eo->eplb_interval != 0) o.interval = eo->eplb_interval > 0 ? eo->eplb_interval : 0;
+    if (eo->eplb_min_balancedness > 0) o.min_balancedness = eo->eplb_min_balancedness;
+    o.layers_per_step = eo->eplb_layers_per_step;
+    o.record = eo->eplb_record;
+    ea_status s = eo->eplb_algorithm ? ea_eplb_algo_parse(eo->eplb_algorithm, &o.algo) : EA_OK;
+    if (s == EA_OK) s = ea_eplb_backend_create(&o, &e->eplb);
+    ea_free(per_layer);
+    if (s != EA_OK) return s;
+    e->be = ea_eplb_backend_moe(e->eplb);
+    return EA_OK;
 }
 
 ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
@@ -51,7 +112,14 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
         const char *alt = ea_k_isa_supported("avx512") ? "avx512" : ea_k_isa_supported("avx2") ? "avx2" : "scalar";
         if ((s = ea_kctx_set_isa(e->kctx_router, alt)) != EA_OK) goto fail;
     }
-    if ((s = ea_forward_local_backend(e->m, e->kctx, eo->max_tokens, &e->be)) != EA_OK) goto fail;
+    if ((s = ea__test_router_bias(e)) != EA_OK) goto fail;
+    if ((s = eo->eplb ? ea__eplb_backend(e) : ea_forward_local_backend(e->m, e->kctx, eo->max_tokens, &e->be)) != EA_OK)
+        goto fail;
+    if (eo->test_wrap_backend) {
+        ea_moe_backend *outer;
+        if ((s = eo->test_wrap_backend(eo->test_wrap_ctx, e->be, &outer)) != EA_OK) goto fail;
+        e->be = outer;
+    }
 
     int kd, vd;
     ea_forward_kv_dims(c, &kd, &vd);

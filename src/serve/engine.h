@@ -26,6 +26,29 @@ typedef struct {
     int kv_blocks;      /* if > 0: exactly this many KV blocks (overrides kv_mib; tests) */
     int block_size;     /* KV block size in tokens; <= 0: 16 */
     int mla_expanded;   /* MLA models: expanded-form attention (checking only) */
+
+    /* EPLB (docs/eplb.md "Integration"): the MoE backend becomes the eplb
+     * wrapper over a local backend of physical slots. Zero = default. */
+    int eplb;                   /* 1: on */
+    int eplb_redundant;         /* R redundant slots (P = E + R) */
+    int eplb_ranks;             /* ranks the placement spreads over; <= 0: 1 */
+    int eplb_nodes;             /* <= 0: 1 */
+    int eplb_rank;              /* dispatch rank of this process; -1: token t as if from rank t % ranks */
+    int eplb_window;            /* <= 0: 1000 */
+    int eplb_interval;          /* 0: 1000; < 0: rebalance only on request */
+    double eplb_min_balancedness; /* <= 0: 0.9 */
+    int eplb_layers_per_step;   /* 0: all layers in one step */
+    const char *eplb_algorithm; /* "deepseek" (NULL) | "refined" */
+    const char *init_expert_location; /* placement file, or NULL: trivial placement */
+    int eplb_record;            /* start the dump recorder at load */
+
+    /* Test hooks. test_router_bias (n_experts floats, borrowed during create):
+     * added to every MoE layer's selection scores (the router's score-correction
+     * bias; on top of the model's own), to make routing skewed on purpose.
+     * test_wrap_backend: wraps the MoE backend (outermost); the wrapper owns inner. */
+    const float *test_router_bias;
+    ea_status (*test_wrap_backend)(void *ctx, ea_moe_backend *inner, ea_moe_backend **out);
+    void *test_wrap_ctx;
 } ea_engine_opts;
 
 typedef struct {
@@ -35,6 +58,8 @@ typedef struct {
     ea_kctx *kctx;      /* owns */
     ea_kctx *kctx_router; /* owns: f32-activation kernels for the router when kctx rounds them (AMX) */
     ea_moe_backend *be; /* owns */
+    struct ea_eplb_backend *eplb; /* views the EPLB wrapper inside be (eplb_backend.h); NULL when off */
+    float *router_bias; /* owns: test_router_bias per MoE layer (the model's router_bias views it) */
     ea_kv_cache kv;     /* owns */
     ea_forward *fw;     /* owns */
 } ea_engine;

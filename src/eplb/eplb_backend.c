@@ -1,0 +1,444 @@
+/*
+ * eplb_backend.c — the EPLB moe backend wrapper (contract in eplb_backend.h).
+ *
+ * State, all sized at create (a forward call and a step allocate nothing):
+ *   moe_of[n_layers]      model layer -> MoE index (-1 dense); layer_of[] the inverse
+ *   slots[n_moe][P]       the views the inner local backend reads for each physical
+ *                         slot; stage[n_moe][P] the same, for a chunk being moved
+ *   meta                  the current placement (meta.h)
+ *   win, rec              window recorder (feeds the manager; always on) and dump
+ *                         recorder (HTTP start/stop/dump)
+ *   periodic, forced      two managers over the same meta: `periodic` runs every
+ *                         `interval` steps with the configured threshold; `forced`
+ *                         (interval 1, threshold 2 > any balancedness) carries out
+ *                         POST /eplb/rebalance. At most one has a plan in
+ *                         progress (`active`); the other is not stepped meanwhile.
+ *
+ * Invariants:
+ *   - slots[l][p] holds (points at the weights of) model expert meta.phy2log[l][p],
+ *     for every layer at every forward step; a chunk's new views are staged and
+ *     checked before any slot of the chunk changes, then the manager commits the
+ *     maps of the same layers — both in end_step, on the step-loop thread.
+ *   - mu guards win, rec, the managers' stats, meta against readers on other
+ *     threads, and the pending flags. The step loop writes meta and slots only
+ *     while holding mu; it reads them in forward without mu (it is their only
+ *     writer). Recording takes mu for two array updates per layer call.
+ */
+#include "eplb/eplb_backend.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "eplb/manager.h"
+#include "eplb/recorder.h"
+#include "moe/moe_local.h"
+
+struct ea_eplb_backend {
+    ea_moe_backend base;          /* must be first: the vtable's functions cast back */
+    ea_eplb_backend_opts o;       /* init_location not kept (borrowed at create only) */
+    int n_moe, P;
+    ea_moe_backend *inner;        /* owns: local backend over the physical slots */
+    int32_t *moe_of;              /* owns [n_layers] */
+    int32_t *layer_of;            /* owns [n_moe] */
+    ea_ffn_weights *slots;        /* owns [n_moe][P] views (borrowed by inner) */
+    ea_ffn_weights *stage;        /* owns [n_moe][P] */
+    int32_t *src;                 /* owns [P] move plan of one layer */
+    int32_t *phys;                /* owns [max_tokens * max_k] physical ids of a call */
+    ea_ffn_weights **logical;     /* owns the array [n_layers]; borrows the views (opts.experts) */
+    ea_eplb_meta meta;            /* owns */
+    ea_eplb_recorder win, rec;    /* own */
+    ea_eplb_manager *periodic;    /* owns; NULL when interval <= 0 */
+    ea_eplb_manager *forced;      /* owns */
+    ea_eplb_manager *active;      /* borrows periodic or forced while a plan is in progress */
+    uint64_t active_done;         /* rebalances + failures of `active` when its plan began */
+    pthread_mutex_t mu;
+    int force_pending;            /* guarded by mu */
+    int fail_moves;               /* test hook, guarded by mu */
+    uint64_t steps, last_switch_step;
+    double last_before, last_after;
+    uint64_t seen_failures;       /* failures already copied into reason */
+    char reason[256];
+};
+
+void ea_eplb_backend_opts_default(ea_eplb_backend_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->n_ranks = 1;
+    o->n_nodes = 1;
+    o->n_groups = 1;
+    o->window = 1000;
+    o->interval = 1000;
+    o->min_balancedness = 0.9;
+    o->algo = EA_EPLB_DEEPSEEK;
+}
+
+static uint64_t ea__done(const ea_eplb_manager *m) {
+    const ea_eplb_manager_stats *s = ea_eplb_manager_get_stats(m);
+    return s->n_rebalances + s->n_failures;
+}
+
+/* ---------------------------------------------------------------- data path */
+
+static ea_status ea__be_forward(ea_moe_backend *be, int layer, const float *x, int n, int k, const int32_t *ids,
+                                  const float *w, float *y) {
+    ea_eplb_backend *b = (ea_eplb_backend *)be;
+    if (layer < 0 || layer >= b->o.n_layers || b->moe_of[layer] < 0)
+        return ea_err(EA_ERR_INVALID_ARG, "EPLB: layer %d has no routed experts", layer);
+    if (n < 0 || k < 0 || n > b->o.max_tokens || k > b->o.max_k)
+        return ea_err(EA_ERR_RANGE, "EPLB: moe call of %d tokens x %d slots exceeds %d x %d", n, k, b->o.max_tokens,
+                      b->o.max_k);
+    int ml = b->moe_of[layer], nk = n * k;
+    /* record (logical ids) */
+    pthread_mutex_lock(&b->mu);
+    ea_eplb_record(&b->win, ml, ids, nk);
+    ea_eplb_record(&b->rec, ml, ids, nk);
+    pthread_mutex_unlock(&b->mu);
+    /* logical -> physical, nearest replica to the sending rank */
+    if (b->o.rank >= 0)
+        ea_eplb_meta_map(&b->meta, ml, b->o.rank, ids, nk, b->phys);
+    else
+        for (int t = 0; t < n; t++)
+            ea_eplb_meta_map(&b->meta, ml, t % b->meta.n_ranks, ids + (size_t)t * k, k, b->phys + (size_t)t * k);
+    for (int i = 0; i < nk; i++)
+        if (b->phys[i] < 0)
+            return ea_err(EA_ERR_RANGE, "EPLB: layer %d token %d slot %d: logical expert %d not in [0, %d)", layer,
+                          i / k, i % k, ids[i], b->o.n_logical);
+    return ea_moe_backend_forward(b->inner, layer, x, n, k, b->phys, w, y);
+}
+
+/* Local weight move of a chunk: stage every layer's new views from the old slots
+ * the plan names, check each against the model, then install them all. */
+static ea_status ea__move(ea_eplb_backend *b, const ea_eplb_meta *next, const int32_t *layers, int n_layers) {
+    int P = b->P;
+    for (int i = 0; i < n_layers; i++) {
+        int ml = layers[i], l = b->layer_of[ml];
+        if (b->fail_moves > 0) {
+            b->fail_moves--;
+            return ea_err(EA_ERR_INTERNAL, "injected weight-move failure at MoE layer %d (model layer %d)", ml, l);
+        }
+        ea_eplb_meta_move_plan(&b->meta, next, ml, b->src);
+        const ea_ffn_weights *old = b->slots + (size_t)ml * P;
+        ea_ffn_weights *st = b->stage + (size_t)ml * P;
+        for (int p = 0; p < P; p++) {
+            int e = next->phy2log[(size_t)ml * P + p];
+            const ea_ffn_weights *want = &b->logical[l][e];
+            st[p] = old[b->src[p]];
+            if (st[p].gate.data != want->gate.data || st[p].up.data != want->up.data ||
+                st[p].down.data != want->down.data)
+                return ea_err(EA_ERR_INTERNAL, "EPLB move plan: MoE layer %d (model layer %d) slot %d should hold "
+                              "expert %d, source slot %d holds other weights", ml, l, p, e, b->src[p]);
+        }
+    }
+    for (int i = 0; i < n_layers; i++)
+        memcpy(b->slots + (size_t)layers[i] * P, b->stage + (size_t)layers[i] * P, sizeof(ea_ffn_weights) * (size_t)P);
+    return EA_OK;
+}
+
+/* Copy the reason of a new failure of manager m (the one just stepped). */
+static void ea__note_failures(ea_eplb_backend *b, const ea_eplb_manager *m) {
+    uint64_t total = ea_eplb_manager_get_stats(b->forced)->n_failures +
+                     (b->periodic ? ea_eplb_manager_get_stats(b->periodic)->n_failures : 0);
+    if (total != b->seen_failures) {
+        snprintf(b->reason, sizeof b->reason, "%s", ea_eplb_manager_get_stats(m)->reason);
+        b->seen_failures = total;
+    }
+}
+
+static void ea__be_end_step(ea_moe_backend *be) {
+    ea_eplb_backend *b = (ea_eplb_backend *)be;
+    if (b->inner->vt->end_step) b->inner->vt->end_step(b->inner);
+    pthread_mutex_lock(&b->mu);
+    ea_eplb_recorder_end_step(&b->win);
+    ea_eplb_recorder_end_step(&b->rec);
+    b->steps++;
+    ea_eplb_manager *m = b->active;
+    if (!m && b->force_pending) m = b->forced;
+    if (!m) m = b->periodic;
+    b->force_pending = 0; /* taken now, or merged into the plan in progress */
+    if (!m) {
+        pthread_mutex_unlock(&b->mu);
+        return;
+    }
+    ea_eplb_step_result r;
+    ea_status st = ea_eplb_manager_step(m, &b->meta, ea_eplb_recorder_counts(&b->win), &r);
+    if (st != EA_OK) {
+        EA_LOGE("eplb: manager step: %s", ea_errmsg()); /* a bug: a commit outstanding */
+        pthread_mutex_unlock(&b->mu);
+        return;
+    }
+    if (r.action == EA_EPLB_SWITCH) {
+        if (!b->active) {
+            b->active = m;
+            b->active_done = ea__done(m);
+            b->last_before = r.balancedness_before;
+            b->last_after = r.balancedness_after;
+            EA_LOGI("eplb: rebalancing (%s, step %llu): window balancedness %.4f -> %.4f planned",
+                    m == b->forced ? "requested" : "periodic", (unsigned long long)b->steps, r.balancedness_before,
+                    r.balancedness_after);
+        }
+        ea_status ms = ea__move(b, ea_eplb_manager_next(m), r.layers, r.n_layers);
+        ea_eplb_manager_commit(m, &b->meta, ms);
+        if (ms == EA_OK) b->last_switch_step = b->steps;
+        if (ea__done(m) != b->active_done) b->active = NULL;
+    } else if (m == b->forced) {
+        if (r.action == EA_EPLB_SKIP_NO_DATA) EA_LOGI("eplb: rebalance requested, but the window has no tokens");
+        if (r.action == EA_EPLB_SKIP_UNCHANGED) EA_LOGI("eplb: rebalance requested: placement already optimal");
+    }
+    ea__note_failures(b, m);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* ---------------------------------------------------------------- create */
+
+void ea_eplb_backend_destroy(ea_eplb_backend *b) {
+    if (!b) return;
+    ea_moe_backend_destroy(b->inner);
+    ea_eplb_manager_destroy(b->periodic);
+    ea_eplb_manager_destroy(b->forced);
+    ea_eplb_recorder_deinit(&b->win);
+    ea_eplb_recorder_deinit(&b->rec);
+    ea_eplb_meta_deinit(&b->meta);
+    ea_free(b->moe_of);
+    ea_free(b->layer_of);
+    ea_free(b->slots);
+    ea_free(b->stage);
+    ea_free(b->src);
+    ea_free(b->phys);
+    ea_free(b->logical);
+    pthread_mutex_destroy(&b->mu);
+    ea_free(b);
+}
+
+static void ea__be_destroy(ea_moe_backend *be) { ea_eplb_backend_destroy((ea_eplb_backend *)be); }
+
+static const ea_moe_backend_vtable ea__be_vt = {ea__be_forward, ea__be_end_step, ea__be_destroy, "eplb"};
+
+ea_moe_backend *ea_eplb_backend_moe(ea_eplb_backend *b) { return b ? &b->base : NULL; }
+
+static ea_status ea__check_opts(const ea_eplb_backend_opts *o) {
+    if (o->n_layers <= 0 || o->n_logical <= 0 || o->hidden <= 0 || o->ff <= 0 || o->max_tokens <= 0 ||
+        o->max_k <= 0 || !o->experts || !o->kctx)
+        return ea_err(EA_ERR_INVALID_ARG, "EPLB backend: model shape (layers %d, experts %d, hidden %d, ff %d, "
+                      "max tokens %d, k %d) and expert weights are required", o->n_layers, o->n_logical, o->hidden,
+                      o->ff, o->max_tokens, o->max_k);
+    if (o->n_redundant < 0 || o->n_redundant > EA_EPLB_MAX_REDUNDANT)
+        return ea_err(EA_ERR_INVALID_ARG, "--eplb-redundant %d: must be in 0..%d", o->n_redundant,
+                      EA_EPLB_MAX_REDUNDANT);
+    if (o->n_ranks < 1 || o->n_nodes < 1 || o->n_ranks % o->n_nodes)
+        return ea_err(EA_ERR_INVALID_ARG, "EPLB: %d ranks over %d nodes: need ranks >= 1 and a multiple of nodes",
+                      o->n_ranks, o->n_nodes);
+    if (o->rank < -1 || o->rank >= o->n_ranks)
+        return ea_err(EA_ERR_INVALID_ARG, "EPLB: rank %d not in [0, %d) (or -1)", o->rank, o->n_ranks);
+    if (o->window < 1) return ea_err(EA_ERR_INVALID_ARG, "--eplb-window %d: must be >= 1", o->window);
+    if (o->layers_per_step < 0)
+        return ea_err(EA_ERR_INVALID_ARG, "--eplb-layers-per-step %d: must be >= 0", o->layers_per_step);
+    if (!(o->min_balancedness >= 0.0))
+        return ea_err(EA_ERR_INVALID_ARG, "--eplb-min-balancedness %g: must be >= 0", o->min_balancedness);
+    return EA_OK;
+}
+
+static ea_status ea__init_placement(ea_eplb_backend *b, const ea_eplb_backend_opts *o) {
+    int E = o->n_logical;
+    if (!o->init_location) {
+        int P = E + o->n_redundant;
+        if (P % o->n_ranks)
+            return ea_err(EA_ERR_INVALID_ARG, "EPLB: %d physical slots (%d experts + %d redundant) are not a "
+                          "multiple of %d ranks", P, E, o->n_redundant, o->n_ranks);
+        return ea_eplb_meta_init_trivial(&b->meta, b->n_moe, E, P, o->n_ranks, o->n_nodes);
+    }
+    EA_TRY(ea_eplb_meta_init_from_file(&b->meta, o->init_location, o->n_ranks, o->n_nodes));
+    const ea_eplb_meta *m = &b->meta;
+    if (m->n_layers != b->n_moe || m->n_logical != E)
+        return ea_err(EA_ERR_INVALID_ARG, "--init-expert-location %s: placement has %d layers x %d experts, the "
+                      "model has %d MoE layers x %d experts", o->init_location, m->n_layers, m->n_logical, b->n_moe, E);
+    if (o->n_redundant > 0 && m->n_physical != E + o->n_redundant)
+        return ea_err(EA_ERR_INVALID_ARG, "--init-expert-location %s: placement has %d physical slots, "
+                      "--eplb-redundant %d asks for %d", o->init_location, m->n_physical, o->n_redundant,
+                      E + o->n_redundant);
+    return EA_OK;
+}
+
+ea_status ea_eplb_backend_create(const ea_eplb_backend_opts *o, ea_eplb_backend **out) {
+    *out = NULL;
+    EA_TRY(ea__check_opts(o));
+    ea_eplb_backend *b = ea_calloc(1, sizeof *b);
+    if (!b) return ea_err(EA_ERR_NOMEM, "EPLB backend");
+    pthread_mutex_init(&b->mu, NULL);
+    b->base.vt = &ea__be_vt;
+    b->o = *o;
+    b->o.init_location = NULL;
+    b->last_before = b->last_after = -1.0;
+    ea_status s = EA_OK;
+    int L = o->n_layers, E = o->n_logical;
+    b->moe_of = ea_malloc(sizeof(int32_t) * (size_t)L);
+    b->layer_of = ea_malloc(sizeof(int32_t) * (size_t)L);
+    b->logical = ea_malloc(sizeof *b->logical * (size_t)L);
+    if (!b->moe_of || !b->layer_of || !b->logical) {
+        s = ea_err(EA_ERR_NOMEM, "EPLB backend");
+        goto fail;
+    }
+    for (int l = 0; l < L; l++) {
+        b->logical[l] = o->experts[l];
+        b->moe_of[l] = o->experts[l] ? b->n_moe : -1;
+        if (o->experts[l]) b->layer_of[b->n_moe++] = l;
+    }
+    if (b->n_moe == 0) {
+        s = ea_err(EA_ERR_INVALID_ARG, "EPLB: the model has no MoE layer");
+        goto fail;
+    }
+    if ((s = ea__init_placement(b, o)) != EA_OK) goto fail;
+    int P = b->P = b->meta.n_physical;
+    size_t nk = (size_t)o->max_tokens * (size_t)o->max_k;
+    b->slots = ea_malloc(sizeof(ea_ffn_weights) * (size_t)b->n_moe * (size_t)P);
+    b->stage = ea_malloc(sizeof(ea_ffn_weights) * (size_t)b->n_moe * (size_t)P);
+    b->src = ea_malloc(sizeof(int32_t) * (size_t)P);
+    b->phys = ea_malloc(sizeof(int32_t) * nk);
+    if (!b->slots || !b->stage || !b->src || !b->phys) {
+        s = ea_err(EA_ERR_NOMEM, "EPLB backend: %d x %d slots", b->n_moe, P);
+        goto fail;
+    }
+    for (int ml = 0; ml < b->n_moe; ml++)
+        for (int p = 0; p < P; p++)
+            b->slots[(size_t)ml * P + p] = b->logical[b->layer_of[ml]][b->meta.phy2log[(size_t)ml * P + p]];
+
+    /* the inner backend sees physical slots: experts[l] = slots of l's MoE index */
+    ea_ffn_weights **per_layer = ea_calloc((size_t)L, sizeof *per_layer);
+    if (!per_layer) {
+        s = ea_err(EA_ERR_NOMEM, "EPLB backend");
+        goto fail;
+    }
+    for (int l = 0; l < L; l++) per_layer[l] = b->moe_of[l] >= 0 ? b->slots + (size_t)b->moe_of[l] * P : NULL;
+    ea_moe_local_opts lo = {.n_layers = L, .hidden = o->hidden, .ff = o->ff, .n_experts = P,
+                            .max_tokens = o->max_tokens, .max_k = o->max_k,
+                            .experts = (ea_ffn_weights *const *)per_layer, .kctx = o->kctx};
+    s = ea_moe_local_create(&lo, &b->inner);
+    ea_free(per_layer);
+    if (s != EA_OK) goto fail;
+
+    if ((s = ea_eplb_recorder_init(&b->win, b->n_moe, E, o->window)) != EA_OK) goto fail;
+    if ((s = ea_eplb_recorder_init(&b->rec, b->n_moe, E, o->record_window > 0 ? o->record_window : o->window)) != EA_OK)
+        goto fail;
+    ea_eplb_recorder_start(&b->win);
+    if (o->record) ea_eplb_recorder_start(&b->rec);
+    ea_eplb_manager_cfg mc = {.interval = o->interval > 0 ? o->interval : 1, .layers_per_step = o->layers_per_step,
+                              .min_balancedness = o->min_balancedness, .algo = o->algo,
+                              .n_groups = o->n_groups > 1 ? o->n_groups : 1};
+    if (o->interval > 0 && (s = ea_eplb_manager_create(&mc, &b->meta, &b->periodic)) != EA_OK) goto fail;
+    mc.interval = 1;
+    mc.min_balancedness = 2.0; /* above any balancedness: a request always plans */
+    if ((s = ea_eplb_manager_create(&mc, &b->meta, &b->forced)) != EA_OK) goto fail;
+    EA_LOGD("eplb: %d MoE layers, %d experts, %d slots over %d ranks / %d nodes, %s placement, window %d, interval %d",
+            b->n_moe, E, P, o->n_ranks, o->n_nodes, o->init_location ? o->init_location : "trivial", o->window,
+            o->interval);
+    *out = b;
+    return EA_OK;
+fail:
+    ea_eplb_backend_destroy(b);
+    return s;
+}
+
+/* ---------------------------------------------------------------- control */
+
+void ea_eplb_record_start(ea_eplb_backend *b) {
+    pthread_mutex_lock(&b->mu);
+    ea_eplb_recorder_start(&b->rec);
+    pthread_mutex_unlock(&b->mu);
+}
+
+void ea_eplb_record_stop(ea_eplb_backend *b) {
+    pthread_mutex_lock(&b->mu);
+    ea_eplb_recorder_stop(&b->rec);
+    pthread_mutex_unlock(&b->mu);
+}
+
+ea_status ea_eplb_record_dump(ea_eplb_backend *b, char **text, size_t *len) {
+    *text = NULL;
+    *len = 0;
+    /* bound: comment lines + header + L*E counts of at most 20 digits and a separator */
+    size_t cap = 1024 + (size_t)b->n_moe * ((size_t)b->o.n_logical * 21 + 1);
+    char *buf = ea_malloc(cap);
+    if (!buf) return ea_err(EA_ERR_NOMEM, "EPLB dump of %zu bytes", cap);
+    FILE *f = fmemopen(buf, cap, "w");
+    if (!f) {
+        ea_free(buf);
+        return ea_err(EA_ERR_IO, "EPLB dump: fmemopen failed");
+    }
+    pthread_mutex_lock(&b->mu);
+    ea_status s = ea_eplb_recorder_dump(&b->rec, f);
+    pthread_mutex_unlock(&b->mu);
+    long n = ftell(f);
+    if (fclose(f) != 0 && s == EA_OK) s = ea_err(EA_ERR_IO, "EPLB dump: write failed");
+    if (s == EA_OK && (n < 0 || (size_t)n >= cap)) s = ea_err(EA_ERR_INTERNAL, "EPLB dump: %ld bytes over bound", n);
+    if (s != EA_OK) {
+        ea_free(buf);
+        return s;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = (size_t)n;
+    return EA_OK;
+}
+
+void ea_eplb_request_rebalance(ea_eplb_backend *b) {
+    pthread_mutex_lock(&b->mu);
+    b->force_pending = 1;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Mean over MoE layers of mean/max rank load of the current placement on the window. */
+static double ea__balancedness(const ea_eplb_backend *b) {
+    const ea_eplb_meta *m = &b->meta;
+    const int64_t *c = ea_eplb_recorder_counts(&b->win);
+    int E = m->n_logical, P = m->n_physical;
+    double sum = 0.0;
+    for (int l = 0; l < m->n_layers; l++) {
+        const int64_t *cl = c + (size_t)l * E;
+        double total = 0.0;
+        for (int e = 0; e < E; e++) total += (double)cl[e];
+        double mx = ea_eplb_layer_max_load(m->phy2log + (size_t)l * P, m->log2all_n + (size_t)l * E, cl, P,
+                                           m->n_ranks);
+        sum += mx > 0.0 ? total / (double)m->n_ranks / mx : 1.0;
+    }
+    return sum / (double)m->n_layers;
+}
+
+void ea_eplb_backend_get_stats(ea_eplb_backend *b, ea_eplb_backend_stats *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&b->mu);
+    out->balancedness = ea__balancedness(b);
+    const ea_eplb_manager *ms[2] = {b->periodic, b->forced};
+    for (int i = 0; i < 2; i++) {
+        if (!ms[i]) continue;
+        const ea_eplb_manager_stats *s = ea_eplb_manager_get_stats(ms[i]);
+        out->rebalances_total += s->n_rebalances;
+        out->failures += s->n_failures;
+        out->layer_switches += s->n_layer_switches;
+    }
+    out->steps = b->steps;
+    out->last_switch_step = b->last_switch_step;
+    out->last_plan_before = b->last_before;
+    out->last_plan_after = b->last_after;
+    out->plan_in_progress = b->active != NULL;
+    out->recording = b->rec.on;
+    out->n_layers = b->meta.n_layers;
+    out->n_logical = b->meta.n_logical;
+    out->n_physical = b->meta.n_physical;
+    out->n_ranks = b->meta.n_ranks;
+    snprintf(out->reason, sizeof out->reason, "%s", b->reason);
+    pthread_mutex_unlock(&b->mu);
+}
+
+const ea_eplb_meta *ea_eplb_backend_meta(const ea_eplb_backend *b) { return &b->meta; }
+
+int ea_eplb_backend_moe_layer(const ea_eplb_backend *b, int layer) {
+    return layer >= 0 && layer < b->o.n_layers ? b->moe_of[layer] : -1;
+}
+
+void ea_eplb_backend_fail_moves(ea_eplb_backend *b, int n) {
+    pthread_mutex_lock(&b->mu);
+    b->fail_moves = n;
+    pthread_mutex_unlock(&b->mu);
+}
