@@ -87,8 +87,8 @@ static void access_log(const char *method, const char *path, uint64_t id, int st
                        double t0, const char *finish) {
     char ids[24] = "-";
     if (id) snprintf(ids, sizeof ids, "%llu", (unsigned long long)id);
-    EA_LOGI("access id=%s %s %s status=%d prompt_tokens=%d completion_tokens=%d latency_ms=%.1f%s%s", ids, method, path, status, ptok, ctok, (ea_now_s() - t0) * 1e3,
-            finish ? " finish=" : "", finish ? finish : "");
+    EA_LOGI("access id=%s %s %s status=%d prompt_tokens=%d completion_tokens=%d latency_ms=%.1f%s%s", ids, method,
+            path, status, ptok, ctok, (ea_now_s() - t0) * 1e3, finish ? " finish=" : "", finish ? finish : "");
 }
 
 static enum MHD_Result send_buf(ea_http *h, struct MHD_Connection *c, int status, const char *ctype,
@@ -117,16 +117,22 @@ static enum MHD_Result send_json(ea_http *h, struct MHD_Connection *c, int statu
     return send_buf(h, c, status, "application/json", b->data ? b->data : "", b->len, 0);
 }
 
-static enum MHD_Result send_error(ea_http *h, struct MHD_Connection *c, const ea_oai_error *e, const char *method,
-                                  const char *path, double t0) {
+/* The error body; 503s say when to retry. */
+static enum MHD_Result send_error(ea_http *h, struct MHD_Connection *c, const ea_oai_error *e) {
     ea_sbuf b = {0};
     ea_oai_render_error(e, &b);
     int retry = e->status == 503 ? 1 : 0;
     enum MHD_Result r = b.failed ? send_json(h, c, 500, &b)
                                  : send_buf(h, c, e->status, "application/json", b.data, b.len, retry);
     ea_sbuf_deinit(&b);
-    access_log(method, path, 0, e->status, 0, 0, t0, NULL);
     return r;
+}
+
+/* A request refused before it reached the scheduler: answer and log it. */
+static enum MHD_Result refuse(ea_http *h, struct MHD_Connection *c, const ea_oai_error *e, const char *method,
+                              const char *path, double t0) {
+    access_log(method, path, 0, e->status, 0, 0, t0, NULL);
+    return send_error(h, c, e);
 }
 
 static int conn_fd(struct MHD_Connection *c) {
@@ -382,10 +388,7 @@ static enum MHD_Result run_blocking(ea_http *h, struct MHD_Connection *c, ea_oai
         access_log("POST", path, id, b.failed ? 500 : 200, ev.prompt_tokens, ev.completion_tokens, t0,
                    ea_oai_finish_name(ev.finish));
     } else {
-        ea_sbuf b = {0};
-        ea_oai_render_error(&e, &b);
-        ret = send_buf(h, c, e.status, "application/json", b.data ? b.data : "", b.len, 0);
-        ea_sbuf_deinit(&b);
+        ret = send_error(h, c, &e);
         access_log("POST", path, id, e.status, r->n_prompt, ntok, t0, NULL);
     }
     ea_oai_output_deinit(&out);
@@ -397,7 +400,7 @@ static enum MHD_Result handle_generate(ea_http *h, struct MHD_Connection *c, con
     ea_oai_request r;
     ea_oai_error e;
     const char *body = cc->body.data ? cc->body.data : "";
-    if (ea_oai_parse(kind, body, cc->body.len, &r, &e)) return send_error(h, c, &e, "POST", path, cc->t0);
+    if (ea_oai_parse(kind, body, cc->body.len, &r, &e)) return refuse(h, c, &e, "POST", path, cc->t0);
     if (r.model && strcmp(r.model, h->model) != 0) {
         ea_oai_fail(&e, 404, "invalid_request_error", "model", "model_not_found",
                     "The model '%s' does not exist (this server serves '%s').", r.model, h->model);
@@ -416,7 +419,7 @@ static enum MHD_Result handle_generate(ea_http *h, struct MHD_Connection *c, con
     return ret;
 fail:
     ea_oai_request_deinit(&r);
-    return send_error(h, c, &e, "POST", path, cc->t0);
+    return refuse(h, c, &e, "POST", path, cc->t0);
 }
 
 /* ---- other endpoints -------------------------------------------------------------- */
@@ -460,28 +463,28 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
     cc->is_gen = rt == R_COMPLETIONS || rt == R_CHAT;
     if (rt == R_NONE) {
         ea_oai_fail(&e, 404, NULL, NULL, NULL, "no such endpoint: %s %s", method, url);
-        return send_error(h, c, &e, method, url, cc->t0);
+        return refuse(h, c, &e, method, url, cc->t0);
     }
     if (!method_ok) {
         ea_oai_fail(&e, 405, NULL, NULL, NULL, "method %s is not allowed for %s", method, url);
-        return send_error(h, c, &e, method, url, cc->t0);
+        return refuse(h, c, &e, method, url, cc->t0);
     }
     if (rt == R_HEALTH) return handle_health(h, c);
     if (rt == R_METRICS) return handle_metrics(h, c);
     if (!auth_ok(h, c)) {
         ea_oai_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
                     "Incorrect or missing API key (send 'Authorization: Bearer <key>').");
-        return send_error(h, c, &e, method, url, cc->t0);
+        return refuse(h, c, &e, method, url, cc->t0);
     }
     if (cc->too_large) {
         ea_oai_fail(&e, 413, NULL, NULL, "request_too_large", "request body is larger than %zu bytes",
                     h->o.max_body_bytes);
-        return send_error(h, c, &e, method, url, cc->t0);
+        return refuse(h, c, &e, method, url, cc->t0);
     }
     if (!atomic_load_explicit(&h->ready, memory_order_acquire) || atomic_load(&h->draining)) {
         ea_oai_fail(&e, 503, "server_error", NULL, NULL, "the server is %s",
                     atomic_load(&h->draining) ? "shutting down" : "loading the model");
-        return send_error(h, c, &e, method, url, cc->t0);
+        return refuse(h, c, &e, method, url, cc->t0);
     }
     ea_sbuf b = {0};
     enum MHD_Result r;
@@ -491,10 +494,10 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
     case R_CHAT: return handle_generate(h, c, cc, EA_OAI_CHAT, url);
     case R_MODELS: ea_oai_render_models(h->model, h->ctx_len, h->start_time, &b); break;
     case R_TOKENIZE:
-        if (ea_oai_tokenize(body, cc->body.len, h->ops, h->ctx_len, &b, &e)) return send_error(h, c, &e, method, url, cc->t0);
+        if (ea_oai_tokenize(body, cc->body.len, h->ops, h->ctx_len, &b, &e)) return refuse(h, c, &e, method, url, cc->t0);
         break;
     case R_DETOKENIZE:
-        if (ea_oai_detokenize(body, cc->body.len, h->ops, &b, &e)) return send_error(h, c, &e, method, url, cc->t0);
+        if (ea_oai_detokenize(body, cc->body.len, h->ops, &b, &e)) return refuse(h, c, &e, method, url, cc->t0);
         break;
     default: break;
     }
@@ -520,7 +523,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             ea_oai_fail(&e, 413, NULL, NULL, "request_too_large", "request body is larger than %zu bytes",
                         h->o.max_body_bytes);
             cc->too_large = 2;
-            return send_error(h, c, &e, method, url, cc->t0);
+            return refuse(h, c, &e, method, url, cc->t0);
         }
         return MHD_YES;
     }

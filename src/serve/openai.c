@@ -702,7 +702,6 @@ void ea_oai_output_add(ea_oai_output *o, const ea_event *tok) {
         add_logprobs(o, o->lp, tok, o->text.len);
     }
     ea_sbuf_append(&o->text, tok->text, (size_t)tok->text_len);
-    o->n_tokens++;
 }
 
 static json_t *usage_json(const ea_event *done) {
@@ -767,7 +766,6 @@ void ea_oai_stream_start(ea_oai_output *o, ea_sbuf *out) {
 void ea_oai_stream_token(ea_oai_output *o, const ea_event *tok, ea_sbuf *out) {
     size_t offset = o->text_offset;
     o->text_offset += (size_t)tok->text_len;
-    o->n_tokens++;
     if (tok->text_len == 0 && !o->logprobs) return;
     json_t *lp = json_null();
     if (o->logprobs) {

@@ -120,7 +120,6 @@ typedef struct {
     ea_sbuf text;           /* non-streaming: the whole completion */
     json_t *lp;             /* non-streaming logprobs so far (owns); NULL without logprobs */
     size_t text_offset;     /* completions logprobs text_offset */
-    int n_tokens;
 } ea_oai_output;
 
 void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, uint64_t req_id, const char *model,
