@@ -75,6 +75,7 @@ static ea_status ea__eplb_backend(ea_engine *e) {
     if (eo->eplb_min_balancedness > 0) o.min_balancedness = eo->eplb_min_balancedness;
     o.layers_per_step = eo->eplb_layers_per_step;
     o.record = eo->eplb_record;
+    o.record_window = eo->eplb_record_window;
     ea_status s = eo->eplb_algorithm ? ea_eplb_algo_parse(eo->eplb_algorithm, &o.algo) : EA_OK;
     if (s == EA_OK) s = ea_eplb_backend_create(&o, &e->eplb);
     ea_free(per_layer);

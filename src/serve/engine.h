@@ -41,6 +41,7 @@ typedef struct {
     const char *eplb_algorithm; /* "deepseek" (NULL) | "refined" */
     const char *init_expert_location; /* placement file, or NULL: trivial placement */
     int eplb_record;            /* start the dump recorder at load */
+    int eplb_record_window;     /* steps the dump recorder keeps; <= 0: eplb_window */
 
     /* Test hooks. test_router_bias (n_experts floats, borrowed during create):
      * added to every MoE layer's selection scores (the router's score-correction
