@@ -162,8 +162,28 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     f->o = *o;
     f->n_threads = ea_pool_size(pool);
     ea__router_from_config(c, &f->router);
-    f->q_dim = c->n_heads * c->head_dim;
-    f->kv_dim = c->n_kv_heads * c->head_dim;
+    f->nh = c->n_heads;
+    f->nkv = c->n_kv_heads;
+    if (o->tp) { /* tensor parallel: this rank's heads only (forward.h) */
+        const ea_forward_tp *tp = o->tp;
+        if (c->kv_lora_rank > 0 || c->qk_norm == EA_QKNORM_FULL) {
+            ea_free(f);
+            return ea_err(EA_ERR_UNSUPPORTED, "tensor parallel attention: %s is not split (%s)", ea_arch_names[c->arch],
+                          c->kv_lora_rank > 0 ? "MLA" : "q/k norm over all heads");
+        }
+        if (tp->n_heads < 1 || tp->n_kv_heads < 1 || tp->head0 < 0 || tp->head0 + tp->n_heads > c->n_heads ||
+            tp->kv_head0 < 0 || tp->kv_head0 + tp->n_kv_heads > c->n_kv_heads ||
+            tp->n_heads * c->n_kv_heads != tp->n_kv_heads * c->n_heads ||
+            tp->head0 / (c->n_heads / c->n_kv_heads) != tp->kv_head0) {
+            ea_free(f);
+            return ea_err(EA_ERR_INVALID_ARG, "tensor parallel: heads [%d, +%d) / KV heads [%d, +%d) of %d / %d",
+                          tp->head0, tp->n_heads, tp->kv_head0, tp->n_kv_heads, c->n_heads, c->n_kv_heads);
+        }
+        f->nh = tp->n_heads;
+        f->nkv = tp->n_kv_heads;
+    }
+    f->q_dim = f->nh * c->head_dim;
+    f->kv_dim = f->nkv * c->head_dim;
     f->rot = c->head_dim;
     f->attn_scale = 1.0f / sqrtf((float)c->head_dim);
     f->ffn_max = c->moe_intermediate_size;
@@ -262,7 +282,7 @@ static void ea__norm_rows(const float *x, const float *w, float eps, int n, int 
 static void ea__attn_task(void *ctx, int task, int thread) {
     ea_forward *f = ctx;
     const ea_model_config *c = f->c;
-    int nh = c->n_heads, hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
+    int nh = f->nh, hd = c->head_dim, group = f->nh / f->nkv;
     int t = task / nh, h = task % nh, kvh = h / group;
     int p_end = f->run_pos[t], s = f->run_seq[t];
     const float *q = f->q + (size_t)t * f->q_dim + (size_t)h * hd;
@@ -280,33 +300,37 @@ static ea_status ea__attention(ea_forward *f, int l, int n) {
     const ea_model_config *c = f->c;
     const ea_layer_weights *L = &f->m->layers[l];
     const ea__layer_vecs *v = &f->lv[l];
+    const ea_forward_tp *tp = f->o.tp;
+    const ea_forward_tp_layer *tl = tp ? &tp->layers[l] : NULL;
     int hd = c->head_dim;
-    ea_k_matmul(f->kctx, &L->wq, f->xn, n, f->q);
-    ea_k_matmul(f->kctx, &L->wk, f->xn, n, f->k);
-    ea_k_matmul(f->kctx, &L->wv, f->xn, n, f->v);
-    ea__add_bias(f->q, v->bq, n, f->q_dim);
-    ea__add_bias(f->k, v->bk, n, f->kv_dim);
-    ea__add_bias(f->v, v->bv, n, f->kv_dim);
+    size_t qo = tp ? (size_t)tp->head0 * hd : 0, ko = tp ? (size_t)tp->kv_head0 * hd : 0; /* bias offsets */
+    ea_k_matmul(f->kctx, tl ? &tl->wq : &L->wq, f->xn, n, f->q);
+    ea_k_matmul(f->kctx, tl ? &tl->wk : &L->wk, f->xn, n, f->k);
+    ea_k_matmul(f->kctx, tl ? &tl->wv : &L->wv, f->xn, n, f->v);
+    ea__add_bias(f->q, v->bq ? v->bq + qo : NULL, n, f->q_dim);
+    ea__add_bias(f->k, v->bk ? v->bk + ko : NULL, n, f->kv_dim);
+    ea__add_bias(f->v, v->bv ? v->bv + ko : NULL, n, f->kv_dim);
     for (int t = 0; t < n; t++) {
         float *q = f->q + (size_t)t * f->q_dim, *k = f->k + (size_t)t * f->kv_dim;
         if (c->qk_norm == EA_QKNORM_FULL) {
             ea_k_rmsnorm(q, v->q_norm, c->rms_norm_eps, f->q_dim, q);
             ea_k_rmsnorm(k, v->k_norm, c->rms_norm_eps, f->kv_dim, k);
         } else if (c->qk_norm == EA_QKNORM_PER_HEAD) {
-            for (int h = 0; h < c->n_heads; h++) ea_k_rmsnorm(q + h * hd, v->q_norm, c->rms_norm_eps, hd, q + h * hd);
-            for (int h = 0; h < c->n_kv_heads; h++) ea_k_rmsnorm(k + h * hd, v->k_norm, c->rms_norm_eps, hd, k + h * hd);
+            for (int h = 0; h < f->nh; h++) ea_k_rmsnorm(q + h * hd, v->q_norm, c->rms_norm_eps, hd, q + h * hd);
+            for (int h = 0; h < f->nkv; h++) ea_k_rmsnorm(k + h * hd, v->k_norm, c->rms_norm_eps, hd, k + h * hd);
         }
         if (f->run_pos[t] >= f->o.max_ctx)
             return ea_err(EA_ERR_RANGE, "position %d beyond the context of %d", f->run_pos[t], f->o.max_ctx);
         const float *cs = f->rope + (size_t)f->run_pos[t] * f->rot;
-        for (int h = 0; h < c->n_heads; h++) ea_k_rope_half(q + h * hd, f->rot, cs);
-        for (int h = 0; h < c->n_kv_heads; h++) ea_k_rope_half(k + h * hd, f->rot, cs);
+        for (int h = 0; h < f->nh; h++) ea_k_rope_half(q + h * hd, f->rot, cs);
+        for (int h = 0; h < f->nkv; h++) ea_k_rope_half(k + h * hd, f->rot, cs);
         memcpy(ea_kv_k(f->kv, l, f->run_seq[t], f->run_pos[t]), k, sizeof(float) * f->kv_dim);
         memcpy(ea_kv_v(f->kv, l, f->run_seq[t], f->run_pos[t]), f->v + (size_t)t * f->kv_dim, sizeof(float) * f->kv_dim);
     }
     f->run_layer = l;
-    ea_pool_run(f->pool, ea__attn_task, f, n * c->n_heads);
-    ea_k_matmul(f->kctx, &L->wo, f->att, n, f->y);
+    ea_pool_run(f->pool, ea__attn_task, f, n * f->nh);
+    ea_k_matmul(f->kctx, tl ? &tl->wo : &L->wo, f->att, n, f->y);
+    if (tp) EA_TRY(tp->allreduce(tp->ctx, f->y, (size_t)n * c->hidden_size, l)); /* sum of the ranks' heads */
     return EA_OK;
 }
 

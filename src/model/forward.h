@@ -31,6 +31,25 @@
 
 typedef struct ea_forward ea_forward;
 
+/* Tensor parallelism (optional; src/ep/ builds it). This rank computes query
+ * heads [head0, head0 + n_heads) and KV heads [kv_head0, kv_head0 + n_kv_heads)
+ * of each layer with the views below, and `allreduce` sums the output
+ * projection's partial result over ranks in place (same bits on every rank).
+ * Only standard attention with per-head or no q/k norm is split (not MLA, not
+ * olmoe's full-width q/k norm). The MoE block's split lives in its backend. */
+typedef struct {
+    ea_tensor wq, wk, wv; /* row views: this rank's heads (wq (n_heads*head_dim, hidden), ...) */
+    ea_tensor wo;         /* (hidden, n_heads*head_dim): this rank's columns; owned by the provider */
+} ea_forward_tp_layer;
+
+typedef struct {
+    int rank, size;
+    int head0, n_heads, kv_head0, n_kv_heads;
+    const ea_forward_tp_layer *layers; /* borrows: [n_layers] */
+    ea_status (*allreduce)(void *ctx, float *buf, size_t n, int layer);
+    void *ctx;
+} ea_forward_tp;
+
 typedef struct {
     int max_tokens;  /* largest n per call */
     int max_ctx;     /* positions per sequence (RoPE table, attention scratch) */
@@ -40,6 +59,7 @@ typedef struct {
                              the same bits both ways; NULL = kctx */
     int mla_expanded; /* MLA models: attend through expanded K/V (the published form) instead of
                          the absorbed form over the latent cache; for checking, slower */
+    const ea_forward_tp *tp; /* borrows: tensor-parallel slice of attention; NULL = all heads here */
 } ea_forward_opts;
 
 /* model, kctx, pool, backend and kv are borrowed and must outlive the forward. */

@@ -26,6 +26,7 @@ struct ea_forward {
     int rot;          /* rotary dims per head */
     float attn_scale; /* softmax scale */
     int q_dim, kv_dim, ffn_max;
+    int nh, nkv;      /* query / KV heads computed here (all of them unless o.tp) */
 
     ea__layer_vecs *lv; /* owns: per layer f32 copies of 1-D weights */
     float *out_norm;    /* owns */

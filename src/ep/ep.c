@@ -1,0 +1,376 @@
+/*
+ * ep.c — the `ep` backend; see ep.h for the three steps and the record format.
+ *
+ * Scratch (allocated at create for P = max_tokens * max_k pairs, H = hidden):
+ *   prow, pexp, pidx (P)      this rank's pairs: token row, slot, pair index
+ *   cnt (size)                pairs per rank this call
+ *   bytes (size)              record bytes per rank (allgatherv counts)
+ *   mine (P, H)               this rank's expert outputs, pair order
+ *   send (P, 1+H)             this rank's records
+ *   recv (P, 1+H)             every rank's records, rank order
+ *   row_of (P)                pair index -> its output row inside recv
+ * A call allocates nothing. The sum order is fixed (slot order per token), so
+ * y does not depend on which rank computed which pair.
+ */
+#include "ep/ep.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/util.h"
+#include "kernels/ops.h"
+#include "moe/moe_local.h"
+
+/* ------------------------------------------------------------ placement */
+
+ea_status ea_ep_placement_from_table(int n_layers, int n_slots, int n_ranks, const int32_t *owner,
+                                     ea_ep_placement *out) {
+    memset(out, 0, sizeof *out);
+    if (n_layers < 1 || n_slots < 1 || n_ranks < 1)
+        return ea_err(EA_ERR_INVALID_ARG, "placement of %d layers x %d slots over %d ranks", n_layers, n_slots, n_ranks);
+    size_t n = (size_t)n_layers * (size_t)n_slots;
+    for (size_t i = 0; i < n; i++)
+        if (owner[i] < 0 || owner[i] >= n_ranks)
+            return ea_err(EA_ERR_RANGE, "placement: layer %zu slot %zu owned by rank %d (ranks 0..%d)", i / (size_t)n_slots,
+                          i % (size_t)n_slots, owner[i], n_ranks - 1);
+    out->owner = ea_malloc(n * sizeof(int32_t));
+    if (!out->owner) return ea_err(EA_ERR_NOMEM, "placement");
+    memcpy(out->owner, owner, n * sizeof(int32_t));
+    out->n_layers = n_layers;
+    out->n_slots = n_slots;
+    out->n_ranks = n_ranks;
+    return EA_OK;
+}
+
+ea_status ea_ep_placement_contiguous(int n_layers, int n_slots, int n_ranks, ea_ep_placement *out) {
+    memset(out, 0, sizeof *out);
+    if (n_ranks < 1 || n_slots < 1 || n_slots % n_ranks != 0)
+        return ea_err(EA_ERR_INVALID_ARG, "%d routed experts do not split evenly over %d ranks", n_slots, n_ranks);
+    int32_t *t = ea_malloc((size_t)n_layers * (size_t)n_slots * sizeof(int32_t));
+    if (!t) return ea_err(EA_ERR_NOMEM, "placement");
+    int per = n_slots / n_ranks;
+    for (int l = 0; l < n_layers; l++)
+        for (int s = 0; s < n_slots; s++) t[(size_t)l * n_slots + s] = s / per;
+    ea_status st = ea_ep_placement_from_table(n_layers, n_slots, n_ranks, t, out);
+    ea_free(t);
+    return st;
+}
+
+void ea_ep_placement_deinit(ea_ep_placement *p) {
+    if (!p) return;
+    ea_free(p->owner);
+    memset(p, 0, sizeof *p);
+}
+
+/* ------------------------------------------------------------ backend */
+
+typedef struct {
+    ea_moe_backend base;
+    ea_ep_opts o;
+    ea_ep_placement place; /* owns (a copy) */
+    ea_dist *d;
+    int rank, size;
+    ea_moe_backend *local; /* owns: only this rank's experts */
+    ea_ffn_weights *pool_keep; /* owns: (n_layers, n_slots) entries the local backend points into */
+    int32_t *prow, *pexp, *pidx, *cnt;
+    size_t *bytes;
+    float *mine, *send, *recv;
+    const float **row_of;
+    uint64_t *slot_tokens; /* (n_layers, n_slots) */
+    ea_ep_stats st;
+} ea__ep;
+
+static const ea_moe_backend_vtable ea__ep_vt;
+
+int ea_ep_backend_is(const ea_moe_backend *be) { return be && be->vt == &ea__ep_vt; }
+
+/* dispatch: this rank's pairs (pair order) and every rank's pair count. */
+static ea_status ea__ep_dispatch(ea__ep *E, int layer, int n, int k, const int32_t *ids, int *n_mine) {
+    const ea_ep_placement *pl = &E->place;
+    int m = 0, P = n * k;
+    memset(E->cnt, 0, sizeof(int32_t) * (size_t)E->size);
+    for (int p = 0; p < P; p++) {
+        int s = ids[p];
+        if (s < 0 || s >= pl->n_slots) return ea_err(EA_ERR_RANGE, "layer %d: expert slot %d of %d", layer, s, pl->n_slots);
+        int r = ea_ep_owner(pl, layer, s);
+        E->cnt[r]++;
+        if (r != E->rank) continue;
+        E->prow[m] = p / k;
+        E->pexp[m] = s;
+        E->pidx[m] = p;
+        E->slot_tokens[(size_t)layer * pl->n_slots + s]++;
+        m++;
+    }
+    *n_mine = m;
+    E->st.dispatch_calls++;
+    E->st.pairs_local += (uint64_t)m;
+    E->st.pairs_total += (uint64_t)P;
+    return EA_OK;
+}
+
+/* compute: own experts over own pairs -> mine (m, H), then records into send. */
+static ea_status ea__ep_compute(ea__ep *E, int layer, const float *x, int m) {
+    int H = E->o.hidden;
+    double t0 = ea_now_s();
+    if (m > 0) EA_TRY(ea_moe_run_pairs(E->local, layer, x, m, E->prow, E->pexp, E->mine));
+    for (int i = 0; i < m; i++) {
+        float *rec = E->send + (size_t)i * (H + 1);
+        memcpy(rec, &E->pidx[i], sizeof(int32_t));
+        memcpy(rec + 1, E->mine + (size_t)i * H, sizeof(float) * (size_t)H);
+    }
+    E->st.compute_seconds += ea_now_s() - t0;
+    return EA_OK;
+}
+
+/* combine: gather every rank's records, check them, add each token's slots in order. */
+static ea_status ea__ep_combine(ea__ep *E, int layer, int n, int k, const float *w, float *y) {
+    int H = E->o.hidden, P = n * k;
+    size_t rec = sizeof(float) * (size_t)(H + 1), total = 0;
+    for (int r = 0; r < E->size; r++) total += E->bytes[r] = (size_t)E->cnt[r] * rec;
+    char what[48];
+    snprintf(what, sizeof what, "layer %d combine", layer);
+    double t0 = ea_now_s();
+    EA_TRY(ea_dist_allgatherv(E->d, E->send, E->recv, E->bytes, what));
+    E->st.comm_seconds += ea_now_s() - t0;
+    E->st.combine_calls++;
+    E->st.combine_bytes_sent += E->bytes[E->rank];
+    E->st.combine_bytes_recv += total - E->bytes[E->rank];
+
+    for (int p = 0; p < P; p++) E->row_of[p] = NULL;
+    for (int q = 0; q < P; q++) {
+        const float *r = E->recv + (size_t)q * (H + 1);
+        int32_t idx;
+        memcpy(&idx, r, sizeof idx);
+        if (idx < 0 || idx >= P || E->row_of[idx])
+            return ea_err(EA_ERR_PEER, "layer %d combine: record %d names pair %d (%s of %d pairs): ranks disagree on routing",
+                          layer, q, idx, idx >= 0 && idx < P ? "twice" : "outside", P);
+        E->row_of[idx] = r + 1;
+    }
+    for (int t = 0; t < n; t++) {
+        float *yt = y + (size_t)t * H;
+        memset(yt, 0, sizeof(float) * (size_t)H);
+        for (int j = 0; j < k; j++) ea_k_axpy(w[t * k + j], E->row_of[t * k + j], yt, H);
+    }
+    return EA_OK;
+}
+
+static ea_status ea__ep_forward(ea_moe_backend *be, int layer, const float *x, int n, int k, const int32_t *ids,
+                                const float *w, float *y) {
+    ea__ep *E = (ea__ep *)be;
+    if (n > E->o.max_tokens || k > E->o.max_k)
+        return ea_err(EA_ERR_RANGE, "ep call of %d tokens x %d slots exceeds %d x %d", n, k, E->o.max_tokens, E->o.max_k);
+    if (layer < 0 || layer >= E->place.n_layers) return ea_err(EA_ERR_RANGE, "ep: layer %d", layer);
+    int m = 0;
+    EA_TRY(ea__ep_dispatch(E, layer, n, k, ids, &m));
+    EA_TRY(ea__ep_compute(E, layer, x, m));
+    return ea__ep_combine(E, layer, n, k, w, y);
+}
+
+static void ea__ep_end_step(ea_moe_backend *be) { ((ea__ep *)be)->st.steps++; }
+
+static void ea__ep_destroy(ea_moe_backend *be) {
+    ea__ep *E = (ea__ep *)be;
+    if (!E) return;
+    ea_moe_backend_destroy(E->local);
+    ea_free(E->pool_keep);
+    ea_ep_placement_deinit(&E->place);
+    ea_free(E->prow);
+    ea_free(E->pexp);
+    ea_free(E->pidx);
+    ea_free(E->cnt);
+    ea_free(E->bytes);
+    ea_free(E->row_of);
+    ea_free(E->slot_tokens);
+    ea_aligned_free(E->mine);
+    ea_aligned_free(E->send);
+    ea_aligned_free(E->recv);
+    ea_free(E);
+}
+
+static const ea_moe_backend_vtable ea__ep_vt = {ea__ep_forward, ea__ep_end_step, ea__ep_destroy, "ep"};
+
+ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out) {
+    *out = NULL;
+    int size = ea_dist_size(o->dist);
+    if (o->place->n_ranks != size)
+        return ea_err(EA_ERR_INVALID_ARG, "placement for %d ranks, but %d ranks run", o->place->n_ranks, size);
+    if (o->place->n_layers != o->n_layers)
+        return ea_err(EA_ERR_INVALID_ARG, "placement for %d layers, model has %d", o->place->n_layers, o->n_layers);
+    ea__ep *E = ea_calloc(1, sizeof *E);
+    if (!E) return ea_err(EA_ERR_NOMEM, "ep backend");
+    E->base.vt = &ea__ep_vt;
+    E->o = *o;
+    E->d = o->dist;
+    E->rank = ea_dist_rank(o->dist);
+    E->size = size;
+    ea_status s = ea_ep_placement_from_table(o->place->n_layers, o->place->n_slots, o->place->n_ranks, o->place->owner,
+                                             &E->place);
+    if (s != EA_OK) {
+        ea__ep_destroy(&E->base);
+        return s;
+    }
+    int S = E->place.n_slots, H = o->hidden;
+    size_t P = (size_t)o->max_tokens * (size_t)o->max_k;
+    E->o.place = &E->place;
+
+    /* the local backend sees only this rank's slots: others' entries are empty */
+    ea_ffn_weights **mine = ea_calloc((size_t)o->n_layers, sizeof *mine);
+    ea_ffn_weights *pool = ea_calloc((size_t)o->n_layers * (size_t)S, sizeof *pool);
+    if (mine && pool) {
+        for (int l = 0; l < o->n_layers; l++) {
+            if (!o->experts[l]) continue;
+            mine[l] = pool + (size_t)l * S;
+            for (int e = 0; e < S; e++)
+                if (ea_ep_owner(&E->place, l, e) == E->rank) mine[l][e] = o->experts[l][e];
+        }
+        ea_moe_local_opts lo = {.n_layers = o->n_layers, .hidden = H, .ff = o->ff, .n_experts = S,
+                                .max_tokens = o->max_tokens, .max_k = o->max_k,
+                                .experts = (ea_ffn_weights *const *)mine, .kctx = o->kctx};
+        s = ea_moe_local_create(&lo, &E->local);
+    } else {
+        s = ea_err(EA_ERR_NOMEM, "ep expert table");
+    }
+    /* the local backend copied the per-layer pointer array, not the entries: keep pool alive */
+    ea_free(mine);
+    E->pool_keep = pool;
+    if (s != EA_OK) {
+        ea__ep_destroy(&E->base);
+        return s;
+    }
+    E->slot_tokens = ea_calloc((size_t)o->n_layers * (size_t)S, sizeof(uint64_t));
+    E->prow = ea_calloc(P, sizeof(int32_t));
+    E->pexp = ea_calloc(P, sizeof(int32_t));
+    E->pidx = ea_calloc(P, sizeof(int32_t));
+    E->cnt = ea_calloc((size_t)size, sizeof(int32_t));
+    E->bytes = ea_calloc((size_t)size, sizeof(size_t));
+    E->row_of = ea_calloc(P, sizeof(float *));
+    E->mine = ea_aligned_alloc(64, P * (size_t)H * sizeof(float));
+    E->send = ea_aligned_alloc(64, P * (size_t)(H + 1) * sizeof(float));
+    E->recv = ea_aligned_alloc(64, P * (size_t)(H + 1) * sizeof(float));
+    if (!E->slot_tokens || !E->prow || !E->pexp || !E->pidx || !E->cnt || !E->bytes || !E->row_of || !E->mine ||
+        !E->send || !E->recv) {
+        ea__ep_destroy(&E->base);
+        return ea_err(EA_ERR_NOMEM, "ep backend scratch for %zu pairs", P);
+    }
+    *out = &E->base;
+    return EA_OK;
+}
+
+void ea_ep_backend_stats(ea_moe_backend *be, ea_ep_stats *out) {
+    ea__ep *E = (ea__ep *)be;
+    EA_ASSERT(ea_ep_backend_is(be));
+    *out = E->st;
+    out->rank = E->rank;
+    out->size = E->size;
+    out->dispatch_bytes = 0;
+    out->n_layers = E->place.n_layers;
+    out->n_slots = E->place.n_slots;
+    out->slot_tokens = E->slot_tokens;
+    out->owner = E->place.owner;
+}
+
+/* ------------------------------------------------------------ rendering */
+
+ea_status ea_ep_stats_json(const ea_ep_stats *s, char **out) {
+    *out = NULL;
+    json_t *ex = json_array();
+    for (int l = 0; ex && l < s->n_layers; l++)
+        for (int e = 0; e < s->n_slots; e++) {
+            size_t i = (size_t)l * s->n_slots + e;
+            if (s->owner[i] != s->rank) continue;
+            json_array_append_new(ex, json_pack("{s:i, s:i, s:I}", "layer", l, "slot", e, "tokens",
+                                                (json_int_t)s->slot_tokens[i]));
+        }
+    json_t *o = json_pack("{s:i, s:i, s:I, s:{s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I}, s:{s:f, s:f}, s:o}",
+                          "rank", s->rank, "size", s->size, "steps", (json_int_t)s->steps,
+                          "dispatch", "calls", (json_int_t)s->dispatch_calls, "bytes", (json_int_t)s->dispatch_bytes,
+                          "combine", "calls", (json_int_t)s->combine_calls, "bytes_sent",
+                          (json_int_t)s->combine_bytes_sent, "bytes_recv", (json_int_t)s->combine_bytes_recv,
+                          "pairs", "local", (json_int_t)s->pairs_local, "total", (json_int_t)s->pairs_total,
+                          "seconds", "comm", s->comm_seconds, "compute", s->compute_seconds, "experts", ex);
+    if (!o) return ea_err(EA_ERR_NOMEM, "ep stats json");
+    char *txt = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!txt) return ea_err(EA_ERR_NOMEM, "ep stats json");
+    *out = ea_strdup(txt);
+    free(txt); /* jansson's allocator */
+    return *out ? EA_OK : ea_err(EA_ERR_NOMEM, "ep stats json");
+}
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} ea__txt;
+
+__attribute__((format(printf, 2, 3))) static void ea__tp(ea__txt *t, const char *fmt, ...) {
+    if (t->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->oom = 1;
+            return;
+        }
+        if (t->p && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap ? t->cap * 2 : 1024) + (size_t)n;
+        char *q = ea_realloc(t->p, cap);
+        if (!q) {
+            t->oom = 1;
+            return;
+        }
+        t->p = q;
+        t->cap = cap;
+    }
+}
+
+ea_status ea_ep_stats_prometheus(const ea_ep_stats *s, char **out) {
+    *out = NULL;
+    ea__txt t = {0};
+    int r = s->rank;
+    ea__tp(&t, "# HELP eaas:ep_dispatch_calls_total MoE dispatch steps of this rank\n"
+               "# TYPE eaas:ep_dispatch_calls_total counter\neaas:ep_dispatch_calls_total{rank=\"%d\"} %llu\n",
+           r, (unsigned long long)s->dispatch_calls);
+    ea__tp(&t, "# HELP eaas:ep_combine_calls_total MoE combine collectives of this rank\n"
+               "# TYPE eaas:ep_combine_calls_total counter\neaas:ep_combine_calls_total{rank=\"%d\"} %llu\n",
+           r, (unsigned long long)s->combine_calls);
+    ea__tp(&t, "# HELP eaas:ep_combine_bytes_total combine payload bytes\n# TYPE eaas:ep_combine_bytes_total counter\n"
+               "eaas:ep_combine_bytes_total{rank=\"%d\",dir=\"sent\"} %llu\n"
+               "eaas:ep_combine_bytes_total{rank=\"%d\",dir=\"recv\"} %llu\n",
+           r, (unsigned long long)s->combine_bytes_sent, r, (unsigned long long)s->combine_bytes_recv);
+    ea__tp(&t, "# HELP eaas:ep_dispatch_bytes_total rows moved to expert owners (0: attention replicated)\n"
+               "# TYPE eaas:ep_dispatch_bytes_total counter\neaas:ep_dispatch_bytes_total{rank=\"%d\"} %llu\n",
+           r, (unsigned long long)s->dispatch_bytes);
+    ea__tp(&t, "# HELP eaas:ep_pairs_total (token, slot) pairs\n# TYPE eaas:ep_pairs_total counter\n"
+               "eaas:ep_pairs_total{rank=\"%d\",where=\"local\"} %llu\neaas:ep_pairs_total{rank=\"%d\",where=\"all\"} %llu\n",
+           r, (unsigned long long)s->pairs_local, r, (unsigned long long)s->pairs_total);
+    ea__tp(&t, "# HELP eaas:ep_comm_seconds_total seconds in combine collectives\n"
+               "# TYPE eaas:ep_comm_seconds_total counter\neaas:ep_comm_seconds_total{rank=\"%d\"} %.6f\n",
+           r, s->comm_seconds);
+    ea__tp(&t, "# HELP eaas:ep_compute_seconds_total seconds in this rank's experts\n"
+               "# TYPE eaas:ep_compute_seconds_total counter\neaas:ep_compute_seconds_total{rank=\"%d\"} %.6f\n",
+           r, s->compute_seconds);
+    ea__tp(&t, "# HELP eaas:ep_expert_tokens_total tokens routed to each expert slot this rank owns\n"
+               "# TYPE eaas:ep_expert_tokens_total counter\n");
+    for (int l = 0; l < s->n_layers; l++)
+        for (int e = 0; e < s->n_slots; e++) {
+            size_t i = (size_t)l * s->n_slots + e;
+            if (s->owner[i] == r)
+                ea__tp(&t, "eaas:ep_expert_tokens_total{rank=\"%d\",layer=\"%d\",slot=\"%d\"} %llu\n", r, l, e,
+                       (unsigned long long)s->slot_tokens[i]);
+        }
+    if (t.oom) {
+        ea_free(t.p);
+        return ea_err(EA_ERR_NOMEM, "ep metrics text");
+    }
+    *out = t.p;
+    return EA_OK;
+}

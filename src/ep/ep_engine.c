@@ -1,0 +1,313 @@
+/*
+ * ep_engine.c — launcher checks and per-rank bring-up; see ep_engine.h.
+ *
+ * Bring-up order on every rank (all collective steps have the dist deadline):
+ *   1. the config fingerprint (FNV-1a over the parsed config) is compared
+ *      over MPI: ranks that opened different models stop here, by name
+ *   2. expert: contiguous placement, ea_model_load_dense, then
+ *      ea_model_load_experts(layer, own mask) for every MoE layer, so only this
+ *      rank's expert pages are resident; the ep backend over those experts
+ *      tensor: tp.c's views and column copies, its backend and attention slice
+ *   3. a barrier named "bring-up", so a rank that failed in 2 is reported by
+ *      the others as "did not arrive" instead of leaving them in the first step
+ *
+ * The memory plan counts weight bytes from ea_model_foreach: routed experts are
+ * the split part in expert mode; in tensor mode attention projections and
+ * routed experts are split, the rest replicated.
+ */
+#include "ep/ep_engine.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/util.h"
+#include "ep/tp.h"
+
+struct ea_ep_engine {
+    ea_dist *d;        /* borrows */
+    ea_par_mode mode;
+    const ea_model *m; /* borrows */
+    ea_ep_placement place;
+    ea_moe_backend *be;   /* owns until taken */
+    ea_moe_backend *be_view; /* borrows: the backend after it was taken (stats) */
+    ea_tp *tp;            /* owns (tensor) */
+    double replicated_b, split_b; /* weight bytes */
+};
+
+/* ------------------------------------------------------------ launch */
+
+ea_status ea_par_mode_parse(const char *s, ea_par_mode *out) {
+    *out = EA_PAR_NONE;
+    if (!s) return EA_OK;
+    if (strcmp(s, "expert") == 0) *out = EA_PAR_EXPERT;
+    else if (strcmp(s, "tensor") == 0) *out = EA_PAR_TENSOR;
+    else return ea_err(EA_ERR_INVALID_ARG, "--parallel: '%s' is not one of expert, tensor", s);
+    return EA_OK;
+}
+
+const char *ea_par_mode_name(ea_par_mode m) {
+    return m == EA_PAR_EXPERT ? "expert" : m == EA_PAR_TENSOR ? "tensor" : "none";
+}
+
+ea_status ea_par_launch(const char *parallel, double dist_timeout, ea_par_mode *mode, ea_dist **dist) {
+    *dist = NULL;
+    EA_TRY(ea_par_mode_parse(parallel, mode));
+    int launched = ea_dist_launched(), n = ea_dist_launch_size();
+    if (*mode == EA_PAR_NONE) {
+        if (dist_timeout >= 0) return ea_err(EA_ERR_INVALID_ARG, "--dist-timeout needs --parallel expert|tensor");
+        if (launched && n > 1)
+            return ea_err(EA_ERR_INVALID_ARG,
+                          "started by an MPI launcher with %d ranks but without --parallel: every rank would run the "
+                          "whole model alone; pass --parallel expert or --parallel tensor",
+                          n);
+        return EA_OK;
+    }
+    if (!launched)
+        return ea_err(EA_ERR_INVALID_ARG,
+                      "--parallel %s needs an MPI launch (mpirun -n N eaas ...): no OMPI_COMM_WORLD_SIZE, PMI_SIZE or "
+                      "PMIX_RANK in the environment",
+                      parallel);
+    if (dist_timeout >= 0 && !(dist_timeout > 0))
+        return ea_err(EA_ERR_INVALID_ARG, "--dist-timeout must be > 0 seconds (got %g)", dist_timeout);
+    return ea_dist_create(NULL, NULL, dist_timeout > 0 ? dist_timeout : 30.0, dist);
+}
+
+static int ea__env_rank(void) {
+    const char *names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v) return atoi(v);
+    }
+    return 0;
+}
+
+int ea_par_report_here(const ea_dist *dist) {
+    if (!dist) return ea__env_rank() == 0;
+    return ea_dist_rank(dist) == 0 || !ea_dist_healthy(dist);
+}
+
+void ea_par_quiet_stdout(const ea_dist *dist) {
+    if (!dist || ea_dist_rank(dist) == 0) return;
+    fflush(stdout);
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        close(fd);
+    }
+}
+
+/* ------------------------------------------------------------ memory plan */
+
+typedef struct {
+    const ea_model *m;
+    ea_par_mode mode;
+    double replicated, split;
+} ea__sizes;
+
+static void ea__size_fn(void *ctx, const ea_tensor *t, int layer, int expert) {
+    ea__sizes *z = ctx;
+    int split = expert >= 0;
+    if (z->mode == EA_PAR_TENSOR && layer >= 0 && expert < 0) {
+        const ea_layer_weights *L = &z->m->layers[layer];
+        split = t == &L->wq || t == &L->wk || t == &L->wv || t == &L->wo;
+    }
+    if (split) z->split += (double)t->nbytes;
+    else z->replicated += (double)t->nbytes;
+}
+
+void ea_ep_engine_plan(const ea_ep_engine *pe, ea_ep_mem_plan *out) {
+    int N = ea_dist_size(pe->d);
+    const double mib = 1024.0 * 1024.0;
+    out->replicated_mib = pe->replicated_b / mib;
+    out->split_mib_total = pe->split_b / mib;
+    out->split_mib_rank = pe->split_b / N / mib;
+    out->one_process_mib = (pe->replicated_b + pe->split_b) / mib;
+}
+
+/* ------------------------------------------------------------ set-up */
+
+static ea_status ea__check_same_model(ea_dist *d, const ea_model *m) {
+    uint64_t h = ea_hash64(&m->cfg, sizeof m->cfg, 0);
+    int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};
+    EA_TRY(ea_dist_allreduce_max_i64(d, v, 2, "bring-up: model fingerprint"));
+    if (v[0] != (int64_t)(h >> 1) || -v[1] != (int64_t)(h >> 1))
+        return ea_err(EA_ERR_INVALID_ARG, "rank %d: the ranks opened different models (config fingerprints differ); "
+                                          "every rank needs the same --model",
+                      ea_dist_rank(d));
+    return EA_OK;
+}
+
+static ea_status ea__setup_expert(ea_ep_engine *pe, ea_model *m, ea_kctx *kctx, int max_tokens) {
+    const ea_model_config *c = &m->cfg;
+    int N = ea_dist_size(pe->d), r = ea_dist_rank(pe->d);
+    if (c->n_experts % N)
+        return ea_err(EA_ERR_INVALID_ARG, "--parallel expert: %d routed experts do not split evenly over %d ranks",
+                      c->n_experts, N);
+    EA_TRY(ea_ep_placement_contiguous(c->n_layers, c->n_experts, N, &pe->place));
+    EA_TRY(ea_model_load_dense(m));
+    uint8_t *mask = ea_malloc((size_t)c->n_experts);
+    if (!mask) return ea_err(EA_ERR_NOMEM, "expert mask");
+    ea_status s = EA_OK;
+    for (int l = 0; s == EA_OK && l < c->n_layers; l++) {
+        if (!c->layer_is_moe[l]) continue;
+        for (int e = 0; e < c->n_experts; e++) mask[e] = ea_ep_owner(&pe->place, l, e) == r;
+        s = ea_model_load_experts(m, l, mask);
+    }
+    ea_free(mask);
+    if (s != EA_OK) return s;
+    ea_ffn_weights **per_layer = ea_calloc((size_t)c->n_layers, sizeof *per_layer);
+    if (!per_layer) return ea_err(EA_ERR_NOMEM, "ep expert table");
+    for (int l = 0; l < c->n_layers; l++) per_layer[l] = c->layer_is_moe[l] ? m->layers[l].experts : NULL;
+    ea_ep_opts o = {.dist = pe->d, .place = &pe->place, .n_layers = c->n_layers, .hidden = c->hidden_size,
+                    .ff = c->moe_intermediate_size, .max_tokens = max_tokens, .max_k = c->n_experts_per_tok,
+                    .experts = (ea_ffn_weights *const *)per_layer, .kctx = kctx};
+    s = ea_ep_backend_create(&o, &pe->be);
+    ea_free(per_layer);
+    pe->be_view = pe->be;
+    return s;
+}
+
+ea_status ea_ep_engine_setup(ea_dist *d, ea_par_mode mode, ea_model *m, ea_kctx *kctx, int max_tokens,
+                             ea_ep_engine **out) {
+    *out = NULL;
+    if (!d || mode == EA_PAR_NONE) return ea_err(EA_ERR_INVALID_ARG, "parallel set-up without a mode or MPI context");
+    if (m->cfg.n_experts < 1) return ea_err(EA_ERR_UNSUPPORTED, "--parallel: %s has no routed experts", m->path);
+    ea_ep_engine *pe = ea_calloc(1, sizeof *pe);
+    if (!pe) return ea_err(EA_ERR_NOMEM, "parallel set-up");
+    pe->d = d;
+    pe->mode = mode;
+    pe->m = m;
+    ea__sizes z = {m, mode, 0, 0};
+    ea_model_foreach(m, ea__size_fn, &z);
+    pe->replicated_b = z.replicated;
+    pe->split_b = z.split;
+    ea_status s = ea__check_same_model(d, m);
+    if (s == EA_OK) {
+        if (mode == EA_PAR_EXPERT) {
+            s = ea__setup_expert(pe, m, kctx, max_tokens);
+        } else {
+            s = ea_tp_create(d, m, kctx, max_tokens, &pe->tp);
+            if (s == EA_OK) pe->be = ea_tp_take_backend(pe->tp);
+        }
+    }
+    if (s != EA_OK) { /* the others stop at the bring-up barrier and name this rank */
+        ea_ep_engine_destroy(pe);
+        return s;
+    }
+    s = ea_dist_barrier(d, "bring-up");
+    if (s != EA_OK) {
+        ea_ep_engine_destroy(pe);
+        return s;
+    }
+    *out = pe;
+    return EA_OK;
+}
+
+ea_moe_backend *ea_ep_engine_take_backend(ea_ep_engine *pe) {
+    ea_moe_backend *be = pe->be;
+    pe->be = NULL;
+    return be;
+}
+
+const ea_forward_tp *ea_ep_engine_forward_tp(const ea_ep_engine *pe) { return pe->tp ? ea_tp_forward(pe->tp) : NULL; }
+
+int ea_ep_engine_stats(const ea_ep_engine *pe, ea_ep_stats *out) {
+    if (pe->mode != EA_PAR_EXPERT || !pe->be_view) return 0;
+    ea_ep_backend_stats(pe->be_view, out);
+    return 1;
+}
+
+void ea_ep_engine_destroy(ea_ep_engine *pe) {
+    if (!pe) return;
+    ea_moe_backend_destroy(pe->be);
+    ea_tp_destroy(pe->tp);
+    ea_ep_placement_deinit(&pe->place);
+    ea_free(pe);
+}
+
+/* ------------------------------------------------------------ reports */
+
+/* "0-3" or "0-3,8-11" for the slots of `layer` rank r owns. */
+static void ea__ranges(const ea_ep_placement *p, int layer, int r, char *buf, size_t n) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int e = 0; e < p->n_slots && o + 24 < n; e++) {
+        if (ea_ep_owner(p, layer, e) != r || (e > 0 && ea_ep_owner(p, layer, e - 1) == r)) continue;
+        int end = e;
+        while (end + 1 < p->n_slots && ea_ep_owner(p, layer, end + 1) == r) end++;
+        o += (size_t)snprintf(buf + o, n - o, "%s%d", o ? "," : "", e);
+        if (end > e) o += (size_t)snprintf(buf + o, n - o, "-%d", end);
+    }
+}
+
+void ea_ep_engine_print_plan(const ea_ep_engine *pe, FILE *f) {
+    if (ea_dist_rank(pe->d) != 0) return;
+    const ea_model_config *c = &pe->m->cfg;
+    int N = ea_dist_size(pe->d), n_moe = 0, first = -1;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->layer_is_moe[l]) {
+            n_moe++;
+            if (first < 0) first = l;
+        }
+    ea_ep_mem_plan mp;
+    ea_ep_engine_plan(pe, &mp);
+    fprintf(f, "eaas: parallel %s over %d ranks (%s), collective deadline %.1f s\n", ea_par_mode_name(pe->mode), N,
+            ea_dist_library(pe->d), ea_dist_timeout(pe->d));
+    if (pe->mode == EA_PAR_EXPERT) {
+        for (int r = 0; r < N; r++) {
+            char rg[256];
+            int same = 1;
+            ea__ranges(&pe->place, first, r, rg, sizeof rg);
+            for (int l = 0; l < c->n_layers; l++) {
+                char o[256];
+                if (!c->layer_is_moe[l]) continue;
+                ea__ranges(&pe->place, l, r, o, sizeof o);
+                same &= strcmp(o, rg) == 0;
+            }
+            fprintf(f, "eaas:   rank %d: routed experts %s of %d %s %d MoE layers\n", r, rg, c->n_experts,
+                    same ? "in each of" : "in layer of first; varies over", n_moe);
+        }
+        fprintf(f, "eaas: memory plan per rank: replicated %.1f MiB + routed %.1f of %.1f MiB = %.1f MiB "
+                   "(one process: %.1f MiB)\n",
+                mp.replicated_mib, mp.split_mib_rank, mp.split_mib_total, mp.replicated_mib + mp.split_mib_rank,
+                mp.one_process_mib);
+    } else {
+        const ea_forward_tp *tp = ea_ep_engine_forward_tp(pe);
+        int nh = tp ? tp->n_heads : 0, nkv = tp ? tp->n_kv_heads : 0, fr = c->moe_intermediate_size / N;
+        for (int r = 0; r < N; r++)
+            fprintf(f, "eaas:   rank %d: heads %d-%d, KV heads %d-%d, expert FFN columns %d-%d of every expert\n", r,
+                    r * nh, (r + 1) * nh - 1, r * nkv, (r + 1) * nkv - 1, r * fr, (r + 1) * fr - 1);
+        fprintf(f, "eaas: memory plan per rank: replicated %.1f MiB + split (attention, experts) %.1f of %.1f MiB "
+                   "= %.1f MiB (one process: %.1f MiB)\n",
+                mp.replicated_mib, mp.split_mib_rank, mp.split_mib_total, mp.replicated_mib + mp.split_mib_rank,
+                mp.one_process_mib);
+    }
+}
+
+ea_status ea_ep_engine_report_memory(ea_ep_engine *pe, FILE *f) {
+    int N = ea_dist_size(pe->d), r = ea_dist_rank(pe->d);
+    int64_t *all = ea_calloc((size_t)N * 2, sizeof(int64_t));
+    size_t *counts = ea_calloc((size_t)N, sizeof(size_t));
+    if (!all || !counts) {
+        ea_free(all);
+        ea_free(counts);
+        return ea_err(EA_ERR_NOMEM, "memory report");
+    }
+    int64_t mine[2] = {(int64_t)ea_rss_bytes(), (int64_t)ea_peak_rss_bytes()};
+    for (int i = 0; i < N; i++) counts[i] = sizeof mine;
+    ea_status s = ea_dist_allgatherv(pe->d, mine, all, counts, "memory report");
+    if (s == EA_OK && r == 0) {
+        ea_ep_mem_plan mp;
+        ea_ep_engine_plan(pe, &mp);
+        for (int i = 0; i < N; i++)
+            fprintf(f, "eaas: rank %d: resident %.1f MiB, peak %.1f MiB (weights planned %.1f MiB)\n", i,
+                    (double)all[2 * i] / 1048576.0, (double)all[2 * i + 1] / 1048576.0,
+                    mp.replicated_mib + mp.split_mib_rank);
+    }
+    ea_free(all);
+    ea_free(counts);
+    return s;
+}
