@@ -17,9 +17,11 @@
  * Models: `eaas make-model --preset tiny` qwen3_moe (2 MoE layers, 8 experts,
  * top-2) and deepseek_v3 (a dense first layer, groups, its own score bias).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "eplb/eplb_backend.h"
@@ -103,7 +105,8 @@ static void counter_free(counter *c) {
 static float g_bias[MAX_E];
 
 typedef struct {
-    int eplb, redundant, ranks, rank, window, interval, layers_per_step, record; /* dump window = window */
+    int eplb, redundant, ranks, rank, window, interval, layers_per_step, record, record_window;
+    const char *algo;
     double min_bal;
     const char *init;
 } eplb_cfg;
@@ -123,6 +126,8 @@ static ea_status engine(const char *model, const eplb_cfg *ec, counter *c, int m
         o.eplb_min_balancedness = ec->min_bal;
         o.eplb_record = ec->record;
         o.init_expert_location = ec->init;
+        o.eplb_record_window = ec->record_window;
+        o.eplb_algorithm = ec->algo;
     }
     ea_status s = ea_engine_create(&o, out);
     if (s == EA_OK) c->eplb = (*out)->eplb;
@@ -191,6 +196,7 @@ static int dump_matches(ea_engine *e, const counter *c, int w, int64_t *total_to
     return ok;
 }
 
+/* Same routing step by step (forward calls driven by the test, so the same batches). */
 static int same_counts(const counter *a, const counter *b) {
     if (a->steps != b->steps) return 0;
     for (int s = 0; s < a->steps && s < MAX_STEPS; s++)
@@ -198,13 +204,24 @@ static int same_counts(const counter *a, const counter *b) {
     return 1;
 }
 
+/* Same routing in total (the scheduler may cut the same work into different steps). */
+static int same_totals(const counter *a, const counter *b) {
+    for (int l = 0; l < MAX_L; l++) {
+        int64_t x[MAX_E], y[MAX_E];
+        counter_window(a, l, MAX_STEPS, x);
+        counter_window(b, l, MAX_STEPS, y);
+        if (memcmp(x, y, sizeof(int64_t) * (size_t)a->E)) return 0;
+    }
+    return 1;
+}
+
 /* ---- 1. forward level: bit-identical logits through a failed and a successful rebalance */
 
-static void forward_identity(const char *model, int n_ranks, int redundant) {
+static void forward_identity(const char *model, int n_ranks, int redundant, const char *algo) {
     counter *ca = counter_new(MAX_E), *cb = counter_new(MAX_E);
     ea_engine *a = NULL, *b = NULL;
     eplb_cfg ec = {.eplb = 1, .redundant = redundant, .ranks = n_ranks, .rank = -1, .window = 3, .interval = -1,
-                   .layers_per_step = 1, .record = 1};
+                   .layers_per_step = 1, .record = 1, .algo = algo};
     CHECK_EQ(engine(model, NULL, ca, 4, &a), EA_OK);
     if (engine(model, &ec, cb, 4, &b) != EA_OK) FAIL_("engine with EPLB: %s", ea_errmsg());
     CHECK(b->eplb != NULL);
@@ -303,13 +320,13 @@ static void forward_identity(const char *model, int n_ranks, int redundant) {
 TEST(qwen3_forward_identical_through_rebalance) {
     memset(g_bias, 0, sizeof g_bias);
     g_bias[0] = 0.5f; /* expert 0 is always chosen; the second choice follows the router */
-    forward_identity(qwen, 4, 4);
+    forward_identity(qwen, 4, 4, "deepseek");
 }
 
 TEST(deepseek_v3_forward_identical_through_rebalance) {
     memset(g_bias, 0, sizeof g_bias);
     g_bias[5] = 0.5f; /* on top of the model's own score-correction bias */
-    forward_identity(dsv3, 2, 2);
+    forward_identity(dsv3, 2, 2, "refined");
 }
 
 /* ---- 2. generation through the scheduler, the manager rebalancing on its own */
@@ -335,6 +352,29 @@ static void collect(ea_request *r, result *out) {
         }
     }
     ea_req_release(r);
+}
+
+typedef struct {
+    ea_eplb_backend *b;
+    int stop, polls, errors;
+} poller;
+
+static void *poll_main(void *arg) {
+    poller *p = arg;
+    while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+        ea_eplb_backend_stats st;
+        ea_eplb_backend_get_stats(p->b, &st);
+        char *text;
+        size_t len;
+        if (ea_eplb_record_dump(p->b, &text, &len) != EA_OK || len == 0 || !(st.balancedness > 0.0))
+            p->errors++;
+        else
+            ea_free(text);
+        p->polls++;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
 }
 
 #define NREQ 4
@@ -384,7 +424,7 @@ TEST(generation_identical_manager_rebalances) {
     counter *ca = counter_new(MAX_E), *cb = counter_new(MAX_E);
     ea_engine *a = NULL, *b = NULL;
     eplb_cfg ec = {.eplb = 1, .redundant = 4, .ranks = 4, .rank = -1, .window = W, .interval = W,
-                   .layers_per_step = 1, .min_bal = 0.9};
+                   .layers_per_step = 1, .min_bal = 0.9, .record_window = MAX_STEPS};
     CHECK_EQ(engine(qwen, NULL, ca, NREQ, &a), EA_OK);
     if (engine(qwen, &ec, cb, NREQ, &b) != EA_OK) FAIL_("engine with EPLB: %s", ea_errmsg());
     ca->E = cb->E = a->m->cfg.n_experts;
@@ -394,7 +434,15 @@ TEST(generation_identical_manager_rebalances) {
     ea_eplb_backend_stats st0;
     ea_eplb_backend_get_stats(b->eplb, &st0);
     CHECK(st0.recording);
+    /* another thread reads metrics and dumps while the step loop runs (as HTTP handlers will) */
+    poller pl = {.b = b->eplb};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, poll_main, &pl), 0);
     generate(b, rb);
+    __atomic_store_n(&pl.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    CHECK(pl.polls > 0 && pl.errors == 0);
+    fprintf(stderr, "  %d stats+dump polls from another thread during generation\n", pl.polls);
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < NREQ; i++) {
             CHECK(!ra[s][i].error && !rb[s][i].error);
@@ -427,16 +475,20 @@ TEST(generation_identical_manager_rebalances) {
             before, first - 1, after);
     CHECK(after > before + 0.05);
 
-    /* the dump (recording since record_start, window 12 = the engine's --eplb-window) */
+    /* the dump: recording since record_start, window >= all steps: the whole run, exact */
+    CHECK(cb->steps < MAX_STEPS);
     int64_t tokens;
-    CHECK(dump_matches(b, cb, W, &tokens));
-    CHECK(tokens > 0);
+    CHECK(dump_matches(b, cb, MAX_STEPS, &tokens));
+    int64_t routed = 0; /* every token of every step routed to k = 2 experts in each of 2 MoE layers */
+    for (int s = 0; s < cb->steps; s++)
+        for (int e = 0; e < cb->E; e++) routed += cb->hist[s][0][e];
+    CHECK(tokens > 0 && tokens == 2 * routed);
     ea_eplb_record_stop(b->eplb);
     ea_eplb_backend_get_stats(b->eplb, &st0);
     CHECK(!st0.recording);
-    CHECK(same_counts(ca, cb));
-    fprintf(stderr, "  tokens identical (greedy and seeded, %d requests x %d tokens each); dump of the last %d steps "
-            "= %lld routed tokens, exact\n", NREQ, NTOK, W, (long long)tokens);
+    CHECK(same_totals(ca, cb));
+    fprintf(stderr, "  tokens identical (greedy and seeded, %d requests x %d tokens each); dump of all %d steps "
+            "= %lld routed (token, expert) pairs, exact\n", NREQ, NTOK, cb->steps, (long long)tokens);
     ea_engine_destroy(a);
     ea_engine_destroy(b);
     counter_free(ca);
