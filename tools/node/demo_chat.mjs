@@ -1,0 +1,27 @@
+// demo_chat.mjs — streams one chat completion from an OpenAI-compatible server
+// with the official `openai` client and prints the answer as it arrives.
+// usage: node tools/node/demo_chat.mjs BASE_URL MODEL "question"
+import OpenAI from "openai";
+
+const [base, model, question] = process.argv.slice(2);
+const client = new OpenAI({ baseURL: base, apiKey: "unused" });
+const stream = await client.chat.completions.create({
+  model,
+  messages: [
+    { role: "system", content: "You are a helpful assistant." },
+    { role: "user", content: question },
+  ],
+  max_tokens: 48,
+  temperature: 0.7,
+  seed: 42,
+  stream: true,
+  stream_options: { include_usage: true },
+});
+let usage = null;
+for await (const chunk of stream) {
+  const delta = chunk.choices[0]?.delta?.content;
+  if (delta) process.stdout.write(delta);
+  if (chunk.usage) usage = chunk.usage;
+}
+process.stdout.write("\n");
+if (usage) console.log(`[usage: ${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion tokens]`);
