@@ -1,0 +1,362 @@
+/*
+ * test_ep_forward.c — expert and tensor parallelism against one process, on
+ * real MPI ranks over loopback.
+ *
+ * Run by CTest without MPI, the program launches itself with mpirun (2 and 4
+ * ranks) in worker mode and checks each job; `mpirun -n N test_ep_forward
+ * --worker` runs one job by hand. In a job every rank:
+ *   - checks the dist collectives (bcast of a message, uneven allgatherv,
+ *     rank-order all-reduce gives the same bits on every rank)
+ *   - for every family (tiny random models from `eaas make-model`, HF format):
+ *     runs a 6-token prefill and 5 greedy decode steps with the local backend
+ *     (all experts), then the same tokens with --parallel expert: every
+ *     logit bit-identical, on every rank; the EP stats add up (pairs over
+ *     ranks = all pairs) and render as JSON
+ *   - tensor mode where the family splits (qwen3_moe, qwen2_moe, mixtral;
+ *     heads and KV heads divisible by N): same greedy token at every step and
+ *     logits within 1e-3 absolute (the split reorders two sums)
+ * A third job checks the deadline: the last rank stays out of a barrier and
+ * every other rank must fail with EA_ERR_TIMEOUT naming it.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/pool.h"
+#include "ep/dist.h"
+#include "ep/ep_engine.h"
+#include "harness.h"
+#include "kernels/matmul.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
+
+static const char *families[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v2", "deepseek_v3"};
+#define N_FAM 6
+#define N_PROMPT 6
+#define N_DECODE 5
+#define N_STEPS (1 + N_DECODE)
+
+static ea_dist *g_d;
+static char g_models[1024];
+
+typedef struct {
+    ea_model *m;
+    ea_pool *pool;
+    ea_kctx *kctx;
+    ea_moe_backend *be;
+    ea_kv_cache kv;
+    int kv_ok;
+    ea_forward *fw;
+    ea_ep_engine *pe;
+} rig;
+
+static void rig_close(rig *g) {
+    ea_forward_destroy(g->fw);
+    if (g->kv_ok) ea_kv_deinit(&g->kv);
+    ea_moe_backend_destroy(g->be);
+    ea_ep_engine_destroy(g->pe);
+    ea_kctx_destroy(g->kctx);
+    ea_pool_destroy(g->pool);
+    ea_model_close(g->m);
+    memset(g, 0, sizeof *g);
+}
+
+static ea_status rig_open(rig *g, const char *path, ea_par_mode mode) {
+    memset(g, 0, sizeof *g);
+    EA_TRY(ea_model_open(path, &g->m));
+    const ea_model_config *c = &g->m->cfg;
+    EA_TRY(ea_pool_create(1, &g->pool));
+    int max_k = c->hidden_size;
+    int dims[] = {c->n_heads * c->head_dim, c->intermediate_size, c->moe_intermediate_size,
+                  c->shared_expert_intermediate_size, c->n_shared_experts * c->moe_intermediate_size,
+                  c->kv_lora_rank, c->q_lora_rank, c->n_heads * c->v_head_dim};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i] > max_k) max_k = dims[i];
+    EA_TRY(ea_kctx_create(g->pool, 16, max_k, &g->kctx));
+    if (mode == EA_PAR_NONE) {
+        EA_TRY(ea_forward_local_backend(g->m, g->kctx, 16, &g->be));
+    } else {
+        EA_TRY(ea_ep_engine_setup(g_d, mode, g->m, g->kctx, 16, &g->pe));
+        g->be = ea_ep_engine_take_backend(g->pe);
+    }
+    int kd, vd;
+    ea_forward_kv_dims(c, &kd, &vd);
+    EA_TRY(ea_kv_init(&g->kv, c->n_layers, kd, vd, 8, 16, 1, 64));
+    g->kv_ok = 1;
+    EA_TRY(ea_kv_seq_reserve(&g->kv, 0, N_PROMPT + N_DECODE + 1));
+    ea_forward_opts fo = {.max_tokens = 16, .max_ctx = 64, .tp = g->pe ? ea_ep_engine_forward_tp(g->pe) : NULL};
+    return ea_forward_create(g->m, g->kctx, g->pool, g->be, &g->kv, &fo, &g->fw);
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Run the prompt then N_DECODE steps. If tokens_in is NULL, choose greedily and
+ * write the chosen tokens to tokens_out; else feed tokens_in. logits (N_STEPS, V). */
+static ea_status run(rig *g, const int32_t *tokens_in, int32_t *tokens_out, float *logits) {
+    int V = g->m->cfg.vocab_size;
+    int32_t tok[N_PROMPT], pos[N_PROMPT], seq[N_PROMPT] = {0};
+    for (int i = 0; i < N_PROMPT; i++) tok[i] = 1000 + 37 * i, pos[i] = i;
+    int32_t last = N_PROMPT - 1;
+    EA_TRY(ea_forward_run(g->fw, N_PROMPT, tok, pos, seq, 1, &last, logits));
+    for (int s = 1; s < N_STEPS; s++) {
+        int32_t t = tokens_in ? tokens_in[s - 1] : argmax(logits + (size_t)(s - 1) * V, V);
+        if (tokens_out) tokens_out[s - 1] = t;
+        int32_t p = N_PROMPT + s - 1, z = 0, sq = 0;
+        EA_TRY(ea_forward_run(g->fw, 1, &t, &p, &sq, 1, &z, logits + (size_t)s * V));
+    }
+    return EA_OK;
+}
+
+static char *model_path(const char *fam) {
+    static char p[1200];
+    snprintf(p, sizeof p, "%s/%s", g_models, fam);
+    return p;
+}
+
+TEST(dist_collectives) {
+    int r = ea_dist_rank(g_d), N = ea_dist_size(g_d);
+    ea_dist_msg m = {0};
+    const char *text = "submit 42 {\"prompt\":\"hi\"}";
+    if (r == 0) {
+        m.data = (uint8_t *)ea_strdup(text);
+        m.len = m.cap = strlen(text);
+    }
+    CHECK(ea_dist_bcast_msg(g_d, &m, 0, 1 << 20, "test msg") == EA_OK);
+    CHECK_EQ(m.len, strlen(text));
+    CHECK(memcmp(m.data, text, m.len) == 0);
+    ea_dist_msg_free(&m);
+    /* uneven allgatherv: rank i sends i+1 bytes of value i */
+    size_t counts[64], total = 0;
+    for (int i = 0; i < N; i++) total += counts[i] = (size_t)i + 1;
+    uint8_t send[64], recv[64 * 65 / 2];
+    memset(send, r, sizeof send);
+    CHECK(ea_dist_allgatherv(g_d, send, recv, counts, "test gather") == EA_OK);
+    size_t o = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j <= i; j++) CHECK_EQ(recv[o++], i);
+    /* rank-order sum: same bits everywhere, equal to the sum done here in order */
+    float v[3] = {0.1f * (float)(r + 1), 1e8f * (float)(r % 2 ? -1 : 1), 1e-8f}, want[3] = {0, 0, 0};
+    for (int i = 0; i < N; i++) {
+        want[0] += 0.1f * (float)(i + 1);
+        want[1] += 1e8f * (float)(i % 2 ? -1 : 1);
+        want[2] += 1e-8f;
+    }
+    CHECK(ea_dist_allreduce_sum_f32(g_d, v, 3, "test sum") == EA_OK);
+    CHECK(memcmp(v, want, sizeof v) == 0);
+    int64_t mx[1] = {r};
+    CHECK(ea_dist_allreduce_max_i64(g_d, mx, 1, "test max") == EA_OK);
+    CHECK_EQ(mx[0], N - 1);
+    CHECK(ea_dist_barrier(g_d, "test barrier") == EA_OK);
+}
+
+/* hash of this rank's bytes equals every other rank's */
+static int same_on_all_ranks(const void *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
+    int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};
+    if (ea_dist_allreduce_max_i64(g_d, v, 2, "test hash") != EA_OK) return 0;
+    return v[0] == (int64_t)(h >> 1) && -v[1] == (int64_t)(h >> 1);
+}
+
+static void check_family(const char *fam, int *tp_checked) {
+    rig g;
+    ea_status s = rig_open(&g, model_path(fam), EA_PAR_NONE);
+    if (s != EA_OK) FAIL_("%s: local: %s", fam, ea_errmsg());
+    int V = g.m->cfg.vocab_size, N = ea_dist_size(g_d);
+    const ea_model_config *c = &g.m->cfg;
+    int tp_ok = c->kv_lora_rank == 0 && c->qk_norm != EA_QKNORM_FULL && c->n_heads % N == 0 && c->n_kv_heads % N == 0 &&
+                c->moe_intermediate_size % N == 0;
+    size_t L = (size_t)N_STEPS * V;
+    float *ref = ea_malloc(L * sizeof(float)), *got = ea_malloc(L * sizeof(float));
+    int32_t toks[N_DECODE];
+    CHECK(ref && got);
+    s = run(&g, NULL, toks, ref);
+    rig_close(&g);
+    if (s != EA_OK) {
+        ea_free(ref), ea_free(got);
+        FAIL_("%s: local run: %s", fam, ea_errmsg());
+    }
+
+    s = rig_open(&g, model_path(fam), EA_PAR_EXPERT);
+    if (s == EA_OK) s = run(&g, toks, NULL, got);
+    ea_ep_stats st;
+    int have = s == EA_OK && g.pe && ea_ep_engine_stats(g.pe, &st);
+    int64_t pairs[2] = {have ? (int64_t)st.pairs_local : -1, have ? (int64_t)st.pairs_total : -1};
+    char *json = NULL;
+    if (have) ea_ep_stats_json(&st, &json);
+    rig_close(&g); /* the stats views die here; only copied numbers are used below */
+    if (s != EA_OK) {
+        ea_free(ref), ea_free(got), ea_free(json);
+        FAIL_("%s: expert: %s", fam, ea_errmsg());
+    }
+    size_t diff = 0;
+    for (size_t i = 0; i < L; i++) diff += memcmp(&ref[i], &got[i], sizeof(float)) != 0;
+    if (diff) fprintf(stderr, "  %s: expert parallel: %zu of %zu logits differ from one process\n", fam, diff, L);
+    CHECK_EQ(diff, 0);
+    CHECK(same_on_all_ranks(got, L * sizeof(float)));
+    CHECK(have && json && strstr(json, "\"combine\"") && strstr(json, "\"experts\""));
+    ea_free(json);
+    int64_t tot = pairs[1];
+    CHECK(ea_dist_allreduce_sum_i64(g_d, pairs, 1, "test pairs") == EA_OK);
+    CHECK_EQ(pairs[0], tot); /* every pair computed by exactly one rank */
+
+    if (tp_ok) {
+        s = rig_open(&g, model_path(fam), EA_PAR_TENSOR);
+        if (s == EA_OK) s = run(&g, toks, NULL, got);
+        rig_close(&g);
+        if (s != EA_OK) {
+            ea_free(ref), ea_free(got);
+            FAIL_("%s: tensor: %s", fam, ea_errmsg());
+        }
+        double worst = 0;
+        int same_tok = 1;
+        for (int k = 0; k < N_STEPS; k++) {
+            same_tok &= argmax(ref + (size_t)k * V, V) == argmax(got + (size_t)k * V, V);
+            for (int i = 0; i < V; i++) {
+                double dd = fabs((double)ref[(size_t)k * V + i] - got[(size_t)k * V + i]);
+                if (dd > worst) worst = dd;
+            }
+        }
+        if (ea_dist_rank(g_d) == 0) fprintf(stderr, "  %s: tensor parallel over %d: max |logit diff| %.3g\n", fam, N, worst);
+        CHECK(same_tok);
+        CHECK(worst <= 1e-3);
+        CHECK(same_on_all_ranks(got, L * sizeof(float)));
+        (*tp_checked)++;
+    } else {
+        /* the refusal is one clear error on every rank */
+        s = rig_open(&g, model_path(fam), EA_PAR_TENSOR);
+        rig_close(&g);
+        CHECK(s != EA_OK);
+        CHECK(strstr(ea_errmsg(), "--parallel tensor") != NULL);
+    }
+    ea_free(ref);
+    ea_free(got);
+}
+
+TEST(families_ep_bit_identical_tp_close) {
+    int tp_checked = 0;
+    for (int f = 0; f < N_FAM; f++) {
+        int before = ea_t_cur_failed;
+        check_family(families[f], &tp_checked);
+        if (ea_t_cur_failed && !before) fprintf(stderr, "  (family %s)\n", families[f]);
+        if (ea_t_cur_failed) return;
+    }
+    if (ea_dist_size(g_d) == 2) CHECK(tp_checked >= 3); /* qwen3_moe, qwen2_moe, mixtral split over 2 */
+}
+
+static int worker(int timeout_mode) {
+    ea_status s = ea_dist_create(NULL, NULL, timeout_mode ? 1.0 : 30.0, &g_d);
+    if (s != EA_OK) {
+        fprintf(stderr, "dist: %s\n", ea_errmsg());
+        return 1;
+    }
+    int r = ea_dist_rank(g_d), N = ea_dist_size(g_d);
+    if (timeout_mode) {
+        /* the last rank stays away well past the deadline and the probe window */
+        if (r == N - 1) {
+            sleep(5);
+            printf("rank %d: slept\n", r);
+            fflush(stdout);
+            _exit(0);
+        }
+        s = ea_dist_barrier(g_d, "deadline test");
+        printf("rank %d: status %s: %s\n", r, ea_status_name(s), ea_errmsg());
+        fflush(stdout);
+        _exit(0); /* MPI cannot be finalized with a peer missing */
+    }
+    if (r != 0 && !freopen("/dev/null", "w", stderr)) return 1; /* one rank's narration is enough */
+    RUN(dist_collectives);
+    RUN(families_ep_bit_identical_tp_close);
+    int bad = ea_t_failed;
+    int64_t v[1] = {bad};
+    if (ea_dist_allreduce_max_i64(g_d, v, 1, "test result") != EA_OK) v[0] = 1;
+    printf("rank %d of %d: %d passed, %d failed\n", r, N, ea_t_passed, ea_t_failed);
+    ea_dist_destroy(g_d);
+    return v[0] ? 1 : 0;
+}
+
+static const char *mpirun_flags(void) {
+    return "--oversubscribe --allow-run-as-root --mca btl self,vader,tcp --bind-to none";
+}
+
+static int make_models(const char *eaas) {
+    for (int f = 0; f < N_FAM; f++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "test -f '%s/%s/config.json' || '%s' make-model --family %s --preset tiny --seed 11 --format hf --out '%s/%s' >/dev/null",
+                 g_models, families[f], eaas, families[f], g_models, families[f]);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "make-model %s failed\n", families[f]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+TEST(two_ranks) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "mpirun %s -n 2 '%s' --worker '%s'", mpirun_flags(), getenv("EP_SELF"), g_models);
+    CHECK_EQ(system(cmd), 0);
+}
+
+TEST(four_ranks) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "mpirun %s -n 4 '%s' --worker '%s'", mpirun_flags(), getenv("EP_SELF"), g_models);
+    CHECK_EQ(system(cmd), 0);
+}
+
+TEST(deadline_names_missing_rank) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "timeout 60 mpirun %s -n 3 '%s' --worker-timeout '%s' 2>&1", mpirun_flags(),
+             getenv("EP_SELF"), g_models);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    char line[1024];
+    int named = 0, slept = 0;
+    while (fgets(line, sizeof line, p)) {
+        fputs(line, stderr);
+        if (strstr(line, "EA_ERR_TIMEOUT") && strstr(line, "rank(s) 2 did not arrive") && strstr(line, "deadline test"))
+            named++;
+        if (strstr(line, "rank 2: slept")) slept++;
+    }
+    pclose(p);
+    CHECK_EQ(named, 2); /* ranks 0 and 1 both name rank 2 */
+    /* (rank 2 usually never prints "slept": when ranks 0 and 1 exit without
+     * MPI_Finalize, OpenMPI's mpirun kills the rest of the job) */
+    (void)slept;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && (strcmp(argv[1], "--worker") == 0 || strcmp(argv[1], "--worker-timeout") == 0)) {
+        snprintf(g_models, sizeof g_models, "%s", argv[2]);
+        return worker(strcmp(argv[1], "--worker-timeout") == 0);
+    }
+    const char *eaas = getenv("EAAS_BIN"), *build = getenv("EA_BUILD");
+    if (!eaas || !build) {
+        fprintf(stderr, "needs EAAS_BIN and EA_BUILD (run through ctest)\n");
+        return 1;
+    }
+    snprintf(g_models, sizeof g_models, "%s/mpi-models", build);
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return 1;
+    self[n] = 0;
+    setenv("EP_SELF", self, 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    char mk[1200];
+    snprintf(mk, sizeof mk, "mkdir -p '%s'", g_models);
+    if (system(mk) != 0 || make_models(eaas) != 0) return 1;
+    RUN(two_ranks);
+    RUN(four_ranks);
+    RUN(deadline_names_missing_rank);
+    return TEST_SUMMARY();
+}
