@@ -426,12 +426,15 @@ fail:
 
 static enum MHD_Result handle_health(ea_http *h, struct MHD_Connection *c) {
     const char *why = NULL;
+    ea_sched_stats st;
     if (!atomic_load_explicit(&h->ready, memory_order_acquire)) why = "loading";
     else if (atomic_load(&h->draining)) why = "draining";
     else {
-        ea_sched_stats st;
         ea_sched_get_stats(h->sched, &st);
-        if (st.running + st.waiting > 0 && h->o.stall_seconds > 0 && ea_now_s() - st.last_step_time > h->o.stall_seconds)
+        if (st.failed)
+            why = st.failure[0] ? st.failure : "failed: the step loop stopped";
+        else if (st.running + st.waiting > 0 && h->o.stall_seconds > 0 &&
+                 ea_now_s() - st.last_step_time > h->o.stall_seconds)
             why = "stalled: the step loop made no progress while requests wait";
     }
     ea_sbuf b = {0};

@@ -5,8 +5,9 @@
  * Endpoints:
  *   POST /v1/completions, POST /v1/chat/completions   (stream: true -> SSE)
  *   GET  /v1/models, POST /tokenize, POST /detokenize
- *   GET  /health   200 ok; 503 while loading, draining, or when the step loop
- *                  made no progress for stall_seconds while work waits
+ *   GET  /health   200 ok; 503 while loading, draining, when the scheduler
+ *                  failed (a rank or collective), or when the step loop made
+ *                  no progress for stall_seconds while work waits
  *   GET  /metrics  Prometheus text (metrics.h)
  * Everything but /health and /metrics needs `Authorization: Bearer <api_key>`
  * when an api_key is set (401 otherwise).
