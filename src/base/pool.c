@@ -1,20 +1,31 @@
 /*
  * pool.c — see pool.h.
  *
- * Protocol: the owner bumps `gen` under the mutex with the job fields set and
- * broadcasts; each helper runs its static share of tasks, then increments
- * `n_done`; the owner runs share 0 and waits until n_done == n_threads-1.
- * `stop` ends the helpers at destroy.
+ * Protocol: the owner writes the job fields, then publishes them by bumping
+ * `gen` (release); each helper sees the new generation (acquire), runs its
+ * static share of tasks, and increments `n_done` (release); the owner runs
+ * share 0 and waits until n_done == n_threads-1 (acquire).
+ *
+ * Waiting spins first, then sleeps: a decode step makes hundreds of pool runs
+ * of tens of microseconds each, and a condition-variable wake-up costs about
+ * 10 µs, so both sides spin for up to EA__SPIN iterations (~20-50 µs) before
+ * falling back to the mutex + condition variables. The sleeping paths re-check
+ * the atomics under the mutex, and the wakers take the mutex before
+ * signalling, so no wake-up is lost. `stop` ends the helpers at destroy.
  */
 #define _GNU_SOURCE
 #include "base/pool.h"
 
+#include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
+
+#define EA__SPIN 20000
 
 struct ea_pool {
     int n_threads;
@@ -22,10 +33,10 @@ struct ea_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv_job;
     pthread_cond_t cv_done;
-    unsigned long gen; /* guarded by mu */
-    int n_done;        /* guarded by mu */
-    int stop;          /* guarded by mu */
-    ea_pool_fn fn;
+    atomic_ulong gen;   /* job generation; bumped by the owner to publish a job */
+    atomic_int n_done;  /* helpers finished with the current job */
+    atomic_int stop;
+    ea_pool_fn fn;      /* job fields: written by the owner before bumping gen */
     void *ctx;
     int n_tasks;
 };
@@ -45,17 +56,27 @@ static void *ea__worker(void *arg) {
     int id = wa->id;
     ea_free(wa);
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->gen == seen) pthread_cond_wait(&p->cv_job, &p->mu);
-        if (p->stop) break;
-        seen = p->gen;
-        pthread_mutex_unlock(&p->mu);
+        unsigned long g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        for (int i = 0; g == seen && i < EA__SPIN && !atomic_load(&p->stop); i++) {
+            _mm_pause();
+            g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            while (!atomic_load(&p->stop) && (g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen)
+                pthread_cond_wait(&p->cv_job, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) break;
+        seen = g;
         ea__run_share(p, id);
-        pthread_mutex_lock(&p->mu);
-        if (++p->n_done == p->n_threads - 1) pthread_cond_signal(&p->cv_done);
+        if (atomic_fetch_add_explicit(&p->n_done, 1, memory_order_acq_rel) + 1 == p->n_threads - 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -79,6 +100,9 @@ ea_status ea_pool_create(int n_threads, ea_pool **out) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_job, NULL);
     pthread_cond_init(&p->cv_done, NULL);
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->n_done, 0);
+    atomic_init(&p->stop, 0);
     if (n_threads > 1) {
         p->threads = ea_calloc((size_t)n_threads - 1, sizeof(pthread_t));
         if (!p->threads) {
@@ -109,10 +133,11 @@ ea_status ea_pool_create(int n_threads, ea_pool **out) {
 void ea_pool_destroy(ea_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->stop = 1;
+    atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->cv_job);
     pthread_mutex_unlock(&p->mu);
-    for (int i = 1; i < p->n_threads; i++) pthread_join(p->threads[i - 1], NULL);
+    for (int i = 1; i < p->n_threads; i++)
+        if (p->threads) pthread_join(p->threads[i - 1], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_job);
     pthread_cond_destroy(&p->cv_done);
@@ -128,16 +153,20 @@ void ea_pool_run(ea_pool *p, ea_pool_fn fn, void *ctx, int n_tasks) {
         for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
-    p->n_done = 0;
-    p->gen++;
+    atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
     pthread_cond_broadcast(&p->cv_job);
     pthread_mutex_unlock(&p->mu);
     ea__run_share(p, 0);
-    pthread_mutex_lock(&p->mu);
-    while (p->n_done < p->n_threads - 1) pthread_cond_wait(&p->cv_done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    int want = p->n_threads - 1;
+    for (int i = 0; i < EA__SPIN && atomic_load_explicit(&p->n_done, memory_order_acquire) < want; i++) _mm_pause();
+    if (atomic_load_explicit(&p->n_done, memory_order_acquire) < want) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load_explicit(&p->n_done, memory_order_acquire) < want) pthread_cond_wait(&p->cv_done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
 }
