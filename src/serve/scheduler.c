@@ -106,6 +106,7 @@ struct ea_sched {
     pthread_cond_t cv;
     ea_request *incoming, *incoming_tail;
     int n_incoming;
+    int n_waiting_pub;      /* the step loop's waiting count as of its last look (guarded by mu) */
     int stopping;           /* 1: reject submits; 2: cancel everything and exit */
     double drain_deadline;
     ea_sched_stats st;
@@ -501,6 +502,7 @@ static void ea__take_incoming(ea_sched *s) {
     int n = s->n_incoming;
     s->incoming = s->incoming_tail = NULL;
     s->n_incoming = 0;
+    s->n_waiting_pub = s->n_waiting + n;
     pthread_mutex_unlock(&s->mu);
     while (in) {
         ea_request *nx = in->next;
@@ -833,6 +835,7 @@ static ea_status ea__bus_round(ea_sched *s, int shutdown) {
     if (bus->rank == 0) {
         pthread_mutex_lock(&s->mu);
         mine = s->incoming;
+        s->n_waiting_pub = s->n_waiting + s->n_incoming;
         s->incoming = s->incoming_tail = NULL;
         s->n_incoming = 0;
         pthread_mutex_unlock(&s->mu);
@@ -916,6 +919,7 @@ static void *ea__loop(void *arg) {
         pthread_mutex_lock(&s->mu);
         int failed = s->st.failed;
         s->st.running = s->n_running;
+        s->n_waiting_pub = s->n_waiting;
         s->st.waiting = s->n_waiting + s->n_incoming;
         s->st.kv_blocks_total = s->e->kv.n_blocks;
         s->st.kv_blocks_used = s->e->kv.n_blocks - s->e->kv.n_free;
@@ -1109,7 +1113,7 @@ ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out)
         return ea_err(EA_ERR_BUSY, s->st.failed ? "the server failed: %s" : "the server is shutting down%s",
                       s->st.failed ? s->st.failure : "");
     }
-    if (s->st.waiting + s->n_incoming >= s->o.max_queue) {
+    if (s->n_waiting_pub + s->n_incoming >= s->o.max_queue) {
         pthread_mutex_unlock(&s->mu);
         r->refs = 1;
         ea__req_unref(r);
