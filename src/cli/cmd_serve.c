@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "base/args.h"
@@ -22,6 +23,7 @@
 #include "serve/metrics.h"
 #include "serve/scheduler.h"
 #include "serve/textops.h"
+#include "cli/serve_ext.h"
 
 static volatile sig_atomic_t g_stop; /* set by SIGTERM/SIGINT */
 
@@ -50,7 +52,21 @@ typedef struct {
     int port, threads, max_running, max_queue, max_batch_tokens, kv_mib, max_ctx, no_prefix_cache, max_requests;
     long max_body;
     double stall_s, request_timeout_s, drain_s, keepalive_s;
+    /* EPLB */
+    int eplb, eplb_redundant, eplb_ranks, eplb_window, eplb_interval, eplb_layers_per_step;
+    double eplb_min_bal;
+    const char *eplb_algorithm, *init_expert_location;
 } serve_flags;
+
+/* Load progress: a bar on a terminal, nothing otherwise. */
+static void on_progress(void *ctx, double frac) {
+    (void)ctx;
+    if (!isatty(2)) return;
+    int w = 40, n = (int)(frac * w + 0.5);
+    fprintf(stderr, "\rloading [%.*s%*s] %3.0f%%", n, "########################################", w - n, "", frac * 100);
+    if (frac >= 1.0) fprintf(stderr, "\n");
+    fflush(stderr);
+}
 
 static int check_flags(const serve_flags *f) {
     const char *bad = NULL;
@@ -65,6 +81,14 @@ static int check_flags(const serve_flags *f) {
     else if (f->stall_s < 0 || f->request_timeout_s < 0 || f->drain_s < 0 || f->keepalive_s < 0)
         bad = "time limits must be >= 0";
     else if (f->max_requests < 0) bad = "--max-requests must be >= 0";
+    else if (f->eplb_redundant < 0 || f->eplb_redundant > 128) bad = "--eplb-redundant must be in [0, 128]";
+    else if (f->eplb_ranks < 0) bad = "--eplb-ranks must be >= 1";
+    else if (f->eplb_min_bal < 0 || f->eplb_min_bal > 1) bad = "--eplb-min-balancedness must be in [0, 1]";
+    else if (f->eplb_algorithm && strcmp(f->eplb_algorithm, "deepseek") && strcmp(f->eplb_algorithm, "refined"))
+        bad = "--eplb-algorithm must be deepseek or refined";
+    else if (!f->eplb && (f->eplb_redundant || f->eplb_ranks || f->eplb_window || f->eplb_interval ||
+                          f->eplb_layers_per_step || f->eplb_min_bal > 0 || f->eplb_algorithm))
+        bad = "--eplb-* flags need --eplb (or --init-expert-location)";
     if (!bad) return 0;
     fprintf(stderr, "eaas serve: %s\n", bad);
     return 2;
@@ -92,6 +116,15 @@ int ea_cmd_serve(int argc, char **argv) {
         {"keepalive-seconds", EA_ARG_DOUBLE, &f.keepalive_s, "S", "SSE keep-alive comment after S s of silence (10)"},
         {"max-body-bytes", EA_ARG_LONG, &f.max_body, "N", "largest request body; larger gets 413 (1 MiB)"},
         {"max-requests", EA_ARG_INT, &f.max_requests, "N", "exit after N generation requests (for tests)"},
+        {"eplb", EA_ARG_BOOL, &f.eplb, NULL, "expert-placement load balancing (docs/eplb.md)"},
+        {"eplb-redundant", EA_ARG_INT, &f.eplb_redundant, "R", "redundant expert slots per layer (default 0)"},
+        {"eplb-ranks", EA_ARG_INT, &f.eplb_ranks, "N", "ranks the placement spreads over (default 1; the world size under EP)"},
+        {"eplb-window", EA_ARG_INT, &f.eplb_window, "W", "steps in the expert-load window (default 1000)"},
+        {"eplb-interval", EA_ARG_INT, &f.eplb_interval, "N", "check balance every N steps (default 1000; -1: only on request)"},
+        {"eplb-min-balancedness", EA_ARG_DOUBLE, &f.eplb_min_bal, "X", "rebalance below this mean/max load (default 0.9)"},
+        {"eplb-layers-per-step", EA_ARG_INT, &f.eplb_layers_per_step, "K", "layers switched per step (default: all)"},
+        {"eplb-algorithm", EA_ARG_STR, &f.eplb_algorithm, "NAME", "deepseek (default) or refined"},
+        {"init-expert-location", EA_ARG_STR, &f.init_expert_location, "FILE", "initial placement (eplb place output); implies --eplb"},
         {0}};
     ea_args_rest rest;
     ea_status st = ea_args_parse(spec, argc, argv, &rest);
@@ -109,6 +142,7 @@ int ea_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "eaas serve: unexpected argument '%s'\n", rest.pos[0]);
         return 2;
     }
+    if (f.init_expert_location) f.eplb = 1;
     int rc = check_flags(&f);
     if (rc) return rc;
 
@@ -126,6 +160,8 @@ int ea_cmd_serve(int argc, char **argv) {
     ea_serve_text *text = NULL;
     ea_sched *sched = NULL;
     ea_text_ops ops;
+    ea_serve_ext_ctx ext_ctx = {0};
+    ea_http_ext ext = {0};
     int started = 0;
     rc = 1;
     const char *name = f.served_name ? f.served_name : base_name(f.model);
@@ -139,8 +175,16 @@ int ea_cmd_serve(int argc, char **argv) {
 
     double t_load = ea_now_s();
     ea_engine_opts eo = {.model_path = f.model, .threads = f.threads, .max_tokens = f.max_batch_tokens,
-                         .max_ctx = f.max_ctx, .max_seqs = f.max_running, .kv_mib = (size_t)f.kv_mib};
+                         .max_ctx = f.max_ctx, .max_seqs = f.max_running, .kv_mib = (size_t)f.kv_mib,
+                         .progress = on_progress,
+                         .eplb = f.eplb, .eplb_redundant = f.eplb_redundant, .eplb_ranks = f.eplb_ranks,
+                         .eplb_window = f.eplb_window, .eplb_interval = f.eplb_interval,
+                         .eplb_min_balancedness = f.eplb_min_bal, .eplb_layers_per_step = f.eplb_layers_per_step,
+                         .eplb_algorithm = f.eplb_algorithm, .init_expert_location = f.init_expert_location};
     if ((st = ea_engine_create(&eo, &engine)) != EA_OK) goto fail;
+    ext_ctx.eplb = engine->eplb;
+    ea_serve_ext_init(&ext_ctx, &ext);
+    ea_http_set_ext(http, &ext);
     if ((st = ea_serve_text_load(f.model, engine->m->cfg.vocab_size, &text, &ops)) != EA_OK) goto fail;
     ea_sched_opts so = {.max_running = f.max_running, .max_queue = f.max_queue,
                         .max_batch_tokens = f.max_batch_tokens, .prefix_cache = !f.no_prefix_cache};

@@ -93,6 +93,14 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     ea_status s = ea_model_open(o->model_path, &e->m);
     if (s != EA_OK) goto fail;
     const ea_model_config *c = &e->m->cfg;
+    if (o->progress) { /* read every weight now, layer by layer, and say how far it got */
+        if ((s = ea_model_load_dense(e->m)) != EA_OK) goto fail;
+        o->progress(o->progress_ctx, 0.0);
+        for (int l = 0; l < c->n_layers; l++) {
+            if (c->layer_is_moe[l] && (s = ea_model_load_experts(e->m, l, NULL)) != EA_OK) goto fail;
+            o->progress(o->progress_ctx, (double)(l + 1) / c->n_layers);
+        }
+    }
     if (eo->max_tokens <= 0) eo->max_tokens = 512;
     if (eo->max_seqs <= 0) eo->max_seqs = 1;
     if (eo->block_size <= 0) eo->block_size = 16;

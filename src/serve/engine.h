@@ -26,6 +26,10 @@ typedef struct {
     int kv_blocks;      /* if > 0: exactly this many KV blocks (overrides kv_mib; tests) */
     int block_size;     /* KV block size in tokens; <= 0: 16 */
     int mla_expanded;   /* MLA models: expanded-form attention (checking only) */
+    /* If set: every weight is read in at load (not on first use), reporting the
+     * fraction done (0..1) after each layer. */
+    void (*progress)(void *ctx, double frac);
+    void *progress_ctx;
 
     /* EPLB (docs/eplb.md "Integration"): the MoE backend becomes the eplb
      * wrapper over a local backend of physical slots. Zero = default. */

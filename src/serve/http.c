@@ -54,6 +54,7 @@ struct ea_http {
     atomic_int gen_done;          /* generation requests answered */
     atomic_uint_fast64_t seq;     /* seeds for requests without one, ids of other requests */
     long start_time;
+    const ea_http_ext *ext; /* borrows: caller's extra endpoints, or NULL */
 };
 
 typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_HEALTH, R_METRICS } route;
@@ -452,6 +453,7 @@ static enum MHD_Result handle_metrics(ea_http *h, struct MHD_Connection *c) {
     int ready = atomic_load_explicit(&h->ready, memory_order_acquire);
     if (ready) ea_sched_get_stats(h->sched, &st);
     ea_metrics_render(h->metrics, ready ? &st : NULL, &b);
+    if (h->ext && h->ext->metrics) h->ext->metrics(h->ext->ctx, &b);
     enum MHD_Result r = b.failed ? send_json(h, c, 500, &b)
                                  : send_buf(h, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, 0);
     ea_sbuf_deinit(&b);
@@ -464,6 +466,23 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
     int method_ok;
     route rt = find_route(url, method, &method_ok);
     cc->is_gen = rt == R_COMPLETIONS || rt == R_CHAT;
+    if (rt == R_NONE && h->ext && h->ext->handle) {
+        if (!auth_ok(h, c)) {
+            ea_oai_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
+                        "Incorrect or missing API key (send 'Authorization: Bearer <key>').");
+            return refuse(h, c, &e, method, url, cc->t0);
+        }
+        ea_sbuf b = {0};
+        int status = 200;
+        const char *ctype = "application/json";
+        if (h->ext->handle(h->ext->ctx, method, url, &status, &ctype, &b)) {
+            access_log(method, url, 0, status, 0, 0, cc->t0, NULL);
+            enum MHD_Result r = b.failed ? send_json(h, c, 500, &b) : send_buf(h, c, status, ctype, b.data, b.len, 0);
+            ea_sbuf_deinit(&b);
+            return r;
+        }
+        ea_sbuf_deinit(&b);
+    }
     if (rt == R_NONE) {
         ea_oai_fail(&e, 404, NULL, NULL, NULL, "no such endpoint: %s %s", method, url);
         return refuse(h, c, &e, method, url, cc->t0);
@@ -627,6 +646,8 @@ void ea_http_set_ready(ea_http *h, ea_sched *s, const ea_text_ops *ops, int ctx_
     h->ctx_len = ctx_len;
     atomic_store_explicit(&h->ready, 1, memory_order_release);
 }
+
+void ea_http_set_ext(ea_http *h, const ea_http_ext *ext) { h->ext = ext; }
 
 void ea_http_begin_drain(ea_http *h) {
     atomic_store(&h->draining, 1);

@@ -61,6 +61,18 @@ void ea_http_set_ready(ea_http *h, ea_sched *s, const ea_text_ops *ops, int ctx_
 void ea_http_begin_drain(ea_http *h);
 /* --max-requests reached. */
 int ea_http_exit_requested(const ea_http *h);
+/* Extra endpoints and metrics owned by the caller (EPLB endpoints under /eplb/, EP statistics at /ep/stats):
+ * handle() is asked about every path the server does not know, after the API-key
+ * check; it fills *status, *ctype and out and returns 1 if the path is its own.
+ * metrics() appends Prometheus lines to /metrics. Both may run on any HTTP thread. */
+typedef struct {
+    void *ctx;
+    int (*handle)(void *ctx, const char *method, const char *url, int *status, const char **ctype, ea_sbuf *out);
+    void (*metrics)(void *ctx, ea_sbuf *out);
+} ea_http_ext;
+/* ext (and ext->ctx) is borrowed until ea_http_stop; call before ea_http_set_ready. */
+void ea_http_set_ext(ea_http *h, const ea_http_ext *ext);
+
 /* Close all connections, join all threads, free. NULL is fine. */
 void ea_http_stop(ea_http *h);
 
