@@ -17,6 +17,7 @@
 #include "base/args.h"
 #include "base/util.h"
 #include "cli/commands.h"
+#include "ep/ep_engine.h"
 #include "serve/engine.h"
 #include "serve/sampler.h"
 #include "tokenizer/chat_template.h"
@@ -45,7 +46,8 @@ static int is_eos(const ea_model_config *c, int32_t t) {
 int ea_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *system = NULL;
     int chat = 0, max_tokens = 128, ignore_eos = 0, threads = 0, top_k = -1, ctx = 0;
-    double temperature = -1, top_p = -1, min_p = 0, seed = 0;
+    double temperature = -1, top_p = -1, min_p = 0, seed = 0, dist_timeout = -1;
+    const char *parallel = NULL;
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &model, "PATH", "model directory (HF) or .gguf file"},
         {"prompt", EA_ARG_STR, &prompt, "TEXT", "the prompt"},
@@ -60,6 +62,8 @@ int ea_cmd_generate(int argc, char **argv) {
         {"top-k", EA_ARG_INT, &top_k, "K", "top-k sampling (default: generation_config, else off)"},
         {"min-p", EA_ARG_DOUBLE, &min_p, "P", "min-p sampling (default off)"},
         {"seed", EA_ARG_DOUBLE, &seed, "S", "random seed (default 0)"},
+        {"parallel", EA_ARG_STR, &parallel, "MODE", "expert|tensor: split the model over the ranks of an mpirun launch"},
+        {"dist-timeout", EA_ARG_DOUBLE, &dist_timeout, "S", "deadline of every MPI collective in seconds (default 30)"},
         {0}};
     ea_args_rest rest;
     ea_status s = ea_args_parse(spec, argc, argv, &rest);
@@ -84,8 +88,13 @@ int ea_cmd_generate(int argc, char **argv) {
     float *logits = NULL;
     int32_t *chunk = NULL, *pos = NULL, *seq = NULL;
     int rc = 1;
+    ea_dist *dist = NULL;
+    ea_par_mode pmode = EA_PAR_NONE;
+    if ((s = ea_par_launch(parallel, dist_timeout, &pmode, &dist)) != EA_OK) goto fail;
+    ea_par_quiet_stdout(dist); /* only rank 0 prints the text */
 
-    ea_engine_opts eo = {.model_path = model, .threads = threads, .max_tokens = 512, .max_ctx = ctx, .max_seqs = 1};
+    ea_engine_opts eo = {.model_path = model, .threads = threads, .max_tokens = 512, .max_ctx = ctx, .max_seqs = 1,
+                         .dist = dist, .parallel = pmode};
     if ((s = ea_engine_create(&eo, &e)) != EA_OK) goto fail;
     if ((s = ea_tokenizer_load(model, &tok)) != EA_OK) goto fail;
     const ea_model_config *c = &e->m->cfg;
@@ -161,12 +170,14 @@ int ea_cmd_generate(int argc, char **argv) {
     ea_tok_text_free(&out);
     double t2 = ea_now_s();
     printf("\n");
-    fprintf(stderr, "eaas generate: prompt %d tokens in %.3f s (%.2f tok/s), generated %d tokens in %.3f s (%.2f tok/s), %d threads, isa %s\n",
+    if (!dist || ea_dist_rank(dist) == 0)
+        fprintf(stderr, "eaas generate: prompt %d tokens in %.3f s (%.2f tok/s), generated %d tokens in %.3f s (%.2f tok/s), %d threads, isa %s\n",
             n_prompt, t1 - t0, n_prompt / (t1 - t0), n_gen, t2 - t1, n_gen > 1 ? (n_gen - 1) / (t2 - t1) : 0.0,
             ea_pool_size(e->pool), ea_kctx_isa(e->kctx));
+    if (e->par && (s = ea_ep_engine_report_memory(e->par, stderr)) != EA_OK) goto fail;
     rc = 0;
 fail:
-    if (rc) ea_cli_fail(argv[0], s);
+    if (rc && ea_par_report_here(dist)) ea_cli_fail(argv[0], s);
     free(logits);
     free(chunk);
     free(pos);
@@ -176,5 +187,6 @@ fail:
     ea_sampler_destroy(sm);
     ea_tokenizer_destroy(tok);
     ea_engine_destroy(e);
+    ea_dist_destroy(dist);
     return rc;
 }

@@ -16,6 +16,7 @@ void ea_engine_destroy(ea_engine *e) {
     ea_forward_destroy(e->fw);
     ea_kv_deinit(&e->kv);
     ea_moe_backend_destroy(e->be);
+    ea_ep_engine_destroy(e->par);
     ea_kctx_destroy(e->kctx_router);
     ea_kctx_destroy(e->kctx);
     ea_pool_destroy(e->pool);
@@ -122,8 +123,17 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
         if ((s = ea_kctx_set_isa(e->kctx_router, alt)) != EA_OK) goto fail;
     }
     if ((s = ea__test_router_bias(e)) != EA_OK) goto fail;
-    if ((s = eo->eplb ? ea__eplb_backend(e) : ea_forward_local_backend(e->m, e->kctx, eo->max_tokens, &e->be)) != EA_OK)
+    if (eo->parallel != EA_PAR_NONE) {
+        if (eo->eplb) {
+            s = ea_err(EA_ERR_UNSUPPORTED, "--eplb with --parallel is not supported yet");
+            goto fail;
+        }
+        if ((s = ea_ep_engine_setup(eo->dist, eo->parallel, e->m, e->kctx, eo->max_tokens, &e->par)) != EA_OK) goto fail;
+        e->be = ea_ep_engine_take_backend(e->par);
+        ea_ep_engine_print_plan(e->par, stderr);
+    } else if ((s = eo->eplb ? ea__eplb_backend(e) : ea_forward_local_backend(e->m, e->kctx, eo->max_tokens, &e->be)) != EA_OK) {
         goto fail;
+    }
     if (eo->test_wrap_backend) {
         ea_moe_backend *outer;
         if ((s = eo->test_wrap_backend(eo->test_wrap_ctx, e->be, &outer)) != EA_OK) goto fail;
@@ -142,7 +152,7 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     if ((s = ea_kv_init(&e->kv, c->n_layers, kd, vd, n_blocks, eo->block_size, eo->max_seqs, eo->max_ctx)) != EA_OK)
         goto fail;
     ea_forward_opts fo = {.max_tokens = eo->max_tokens, .max_ctx = eo->max_ctx, .kctx_router = e->kctx_router,
-                         .mla_expanded = eo->mla_expanded};
+                         .mla_expanded = eo->mla_expanded, .tp = e->par ? ea_ep_engine_forward_tp(e->par) : NULL};
     if ((s = ea_forward_create(e->m, e->kctx, e->pool, e->be, &e->kv, &fo, &e->fw)) != EA_OK) goto fail;
     EA_LOGD("engine: %s, %d threads, isa %s, kv %d blocks x %d tokens (%.1f MiB)", ea_arch_names[c->arch],
             ea_pool_size(e->pool), ea_kctx_isa(e->kctx), n_blocks, eo->block_size,

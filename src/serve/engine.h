@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "base/pool.h"
+#include "ep/ep_engine.h"
 #include "kernels/matmul.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
@@ -26,6 +27,8 @@ typedef struct {
     int kv_blocks;      /* if > 0: exactly this many KV blocks (overrides kv_mib; tests) */
     int block_size;     /* KV block size in tokens; <= 0: 16 */
     int mla_expanded;   /* MLA models: expanded-form attention (checking only) */
+    ea_dist *dist;      /* borrows: MPI context from ea_par_launch; NULL = one process */
+    ea_par_mode parallel; /* EA_PAR_NONE, or expert/tensor over dist's ranks (ep/ep_engine.h) */
     /* If set: every weight is read in at load (not on first use), reporting the
      * fraction done (0..1) after each layer. */
     void (*progress)(void *ctx, double frac);
@@ -67,6 +70,7 @@ typedef struct {
     float *router_bias; /* owns: test_router_bias per MoE layer (the model's router_bias views it) */
     ea_kv_cache kv;     /* owns */
     ea_forward *fw;     /* owns */
+    ea_ep_engine *par;  /* owns: this rank's parallel part (NULL without --parallel) */
 } ea_engine;
 
 ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out);
