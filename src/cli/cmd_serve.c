@@ -23,7 +23,10 @@
 #include "serve/metrics.h"
 #include "serve/scheduler.h"
 #include "serve/textops.h"
+#include "base/alloc.h"
 #include "cli/serve_ext.h"
+#include "ep/dist.h"
+#include "ep/ep_engine.h"
 
 static volatile sig_atomic_t g_stop; /* set by SIGTERM/SIGINT */
 
@@ -56,7 +59,37 @@ typedef struct {
     int eplb, eplb_redundant, eplb_ranks, eplb_window, eplb_interval, eplb_layers_per_step;
     double eplb_min_bal;
     const char *eplb_algorithm, *init_expert_location;
+    /* multi-rank (mpirun) */
+    const char *parallel;
+    double dist_timeout;
 } serve_flags;
+
+/* The control bus over MPI: rank 0's batch to every rank (scheduler.h ea_sched_bus). */
+typedef struct {
+    ea_dist *d;
+    ea_dist_msg msg;
+} bus_ctx;
+
+static ea_status bus_bcast(void *vctx, uint8_t **buf, size_t *len) {
+    bus_ctx *b = vctx;
+    if (ea_dist_rank(b->d) == 0) {
+        if (b->msg.cap < *len) {
+            uint8_t *nd = ea_realloc(b->msg.data, *len);
+            if (!nd) return ea_err(EA_ERR_NOMEM, "control bus");
+            b->msg.data = nd;
+            b->msg.cap = *len;
+        }
+        memcpy(b->msg.data, *buf, *len);
+        b->msg.len = *len;
+        return ea_dist_bcast_msg(b->d, &b->msg, 0, (size_t)1 << 30, "control bus");
+    }
+    EA_TRY(ea_dist_bcast_msg(b->d, &b->msg, 0, (size_t)1 << 30, "control bus"));
+    *buf = ea_malloc(b->msg.len ? b->msg.len : 1);
+    if (!*buf) return ea_err(EA_ERR_NOMEM, "control bus");
+    memcpy(*buf, b->msg.data, b->msg.len);
+    *len = b->msg.len;
+    return EA_OK;
+}
 
 /* Load progress: a bar on a terminal, nothing otherwise. */
 static void on_progress(void *ctx, double frac) {
@@ -95,7 +128,7 @@ static int check_flags(const serve_flags *f) {
 }
 
 int ea_cmd_serve(int argc, char **argv) {
-    serve_flags f = {.host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
+    serve_flags f = {.dist_timeout = -1, .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
                      .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10};
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &f.model, "PATH", "model directory (HF) or .gguf file"},
@@ -125,6 +158,8 @@ int ea_cmd_serve(int argc, char **argv) {
         {"eplb-layers-per-step", EA_ARG_INT, &f.eplb_layers_per_step, "K", "layers switched per step (default: all)"},
         {"eplb-algorithm", EA_ARG_STR, &f.eplb_algorithm, "NAME", "deepseek (default) or refined"},
         {"init-expert-location", EA_ARG_STR, &f.init_expert_location, "FILE", "initial placement (eplb place output); implies --eplb"},
+        {"parallel", EA_ARG_STR, &f.parallel, "MODE", "expert|tensor over the ranks of an mpirun launch (rank 0 serves HTTP)"},
+        {"dist-timeout", EA_ARG_DOUBLE, &f.dist_timeout, "S", "deadline of every MPI collective and of the control bus (30)"},
         {0}};
     ea_args_rest rest;
     ea_status st = ea_args_parse(spec, argc, argv, &rest);
@@ -162,33 +197,55 @@ int ea_cmd_serve(int argc, char **argv) {
     ea_text_ops ops;
     ea_serve_ext_ctx ext_ctx = {0};
     ea_http_ext ext = {0};
-    int started = 0;
+    ea_dist *dist = NULL;
+    ea_par_mode pmode = EA_PAR_NONE;
+    bus_ctx bctx = {0};
+    ea_sched_bus bus = {&bctx, 0, bus_bcast};
+    int started = 0, rank = 0;
     rc = 1;
     const char *name = f.served_name ? f.served_name : base_name(f.model);
-    ea_http_opts ho = {.host = f.host, .port = f.port, .api_key = f.api_key, .served_model = name,
-                       .max_body_bytes = (size_t)f.max_body, .request_timeout_s = f.request_timeout_s,
-                       .stall_seconds = f.stall_s, .keepalive_s = f.keepalive_s, .max_requests = f.max_requests,
-                       .max_connections = f.max_queue + f.max_running + 64};
-    if ((st = ea_metrics_create(&metrics)) != EA_OK || (st = ea_http_start(&ho, metrics, &http)) != EA_OK) goto fail;
-    EA_LOGI("listening on http://%s:%d (model '%s' loading)", f.host, ea_http_port(http), name);
-    fflush(stderr);
+    /* MPI first (seed 002: the backend is initialised before anything is loaded) */
+    if ((st = ea_par_launch(f.parallel, f.dist_timeout, &pmode, &dist)) != EA_OK) goto fail;
+    if (dist) {
+        rank = bus.rank = ea_dist_rank(dist);
+        bctx.d = dist;
+    }
+    if (rank == 0) { /* only rank 0 opens the port */
+        ea_http_opts ho = {.host = f.host, .port = f.port, .api_key = f.api_key, .served_model = name,
+                           .max_body_bytes = (size_t)f.max_body, .request_timeout_s = f.request_timeout_s,
+                           .stall_seconds = f.stall_s, .keepalive_s = f.keepalive_s, .max_requests = f.max_requests,
+                           .max_connections = f.max_queue + f.max_running + 64};
+        if ((st = ea_metrics_create(&metrics)) != EA_OK || (st = ea_http_start(&ho, metrics, &http)) != EA_OK) goto fail;
+        EA_LOGI("listening on http://%s:%d (model '%s' loading%s%s)", f.host, ea_http_port(http), name,
+                dist ? ", parallel " : "", dist ? ea_par_mode_name(pmode) : "");
+        fflush(stderr);
+    }
 
     double t_load = ea_now_s();
     ea_engine_opts eo = {.model_path = f.model, .threads = f.threads, .max_tokens = f.max_batch_tokens,
                          .max_ctx = f.max_ctx, .max_seqs = f.max_running, .kv_mib = (size_t)f.kv_mib,
-                         .progress = on_progress,
+                         .progress = rank == 0 ? on_progress : NULL, .dist = dist, .parallel = pmode,
                          .eplb = f.eplb, .eplb_redundant = f.eplb_redundant, .eplb_ranks = f.eplb_ranks,
                          .eplb_window = f.eplb_window, .eplb_interval = f.eplb_interval,
                          .eplb_min_balancedness = f.eplb_min_bal, .eplb_layers_per_step = f.eplb_layers_per_step,
                          .eplb_algorithm = f.eplb_algorithm, .init_expert_location = f.init_expert_location};
     if ((st = ea_engine_create(&eo, &engine)) != EA_OK) goto fail;
-    ext_ctx.eplb = engine->eplb;
-    ea_serve_ext_init(&ext_ctx, &ext);
-    ea_http_set_ext(http, &ext);
+    /* every rank needs the tokenizer: stop strings end requests, and all ranks must agree when */
     if ((st = ea_serve_text_load(f.model, engine->m->cfg.vocab_size, &text, &ops)) != EA_OK) goto fail;
-    ea_sched_opts so = {.max_running = f.max_running, .max_queue = f.max_queue,
+    ea_sched_opts so = {.bus = dist ? &bus : NULL, .max_running = f.max_running, .max_queue = f.max_queue,
                         .max_batch_tokens = f.max_batch_tokens, .prefix_cache = !f.no_prefix_cache};
     if ((st = ea_sched_create(engine, ea_serve_text_tokenizer(text), &so, &sched)) != EA_OK) goto fail;
+    if (rank != 0) {
+        EA_LOGI("rank %d of %d: model loaded in %.1f s; following rank 0's control bus", rank, ea_dist_size(dist),
+                ea_now_s() - t_load);
+        st = ea_sched_run(sched); /* until rank 0 sends shutdown, or the bus fails */
+        rc = st == EA_OK ? 0 : 1;
+        goto fail;
+    }
+    ext_ctx.eplb = engine->eplb;
+    ext_ctx.par = engine->par;
+    ea_serve_ext_init(&ext_ctx, &ext);
+    ea_http_set_ext(http, &ext);
     if ((st = ea_sched_start(sched)) != EA_OK) goto fail;
     started = 1;
     ea_http_set_ready(http, sched, &ops, ea_sched_context_len(sched));
@@ -196,11 +253,19 @@ int ea_cmd_serve(int argc, char **argv) {
             ea_now_s() - t_load, ea_sched_context_len(sched), f.max_running, f.max_batch_tokens);
     fflush(stderr);
 
-    while (!g_stop && !ea_http_exit_requested(http)) sleep_ms(50);
+    while (!g_stop && !ea_http_exit_requested(http)) {
+        ea_sched_stats ss;
+        ea_sched_get_stats(sched, &ss);
+        if (ss.failed && dist) { /* lockstep lost: a rank died; requests were answered with the error */
+            EA_LOGE("stopping: %s", ss.failure);
+            break;
+        }
+        sleep_ms(50);
+    }
     EA_LOGI("shutting down (%s): draining for up to %.0f s", g_stop ? "signal" : "--max-requests reached", f.drain_s);
     rc = 0;
 fail:
-    if (rc) ea_cli_fail(argv[0], st);
+    if (rc && ea_par_report_here(dist)) ea_cli_fail(argv[0], st);
     if (http) ea_http_begin_drain(http);
     if (started) ea_sched_stop(sched, f.drain_s);
     ea_http_stop(http);
@@ -208,6 +273,8 @@ fail:
     ea_serve_text_destroy(text);
     ea_engine_destroy(engine);
     ea_metrics_destroy(metrics);
-    if (!rc) EA_LOGI("stopped");
+    ea_dist_msg_free(&bctx.msg);
+    ea_dist_destroy(dist);
+    if (!rc && rank == 0) EA_LOGI("stopped");
     return rc;
 }

@@ -8,10 +8,25 @@
 
 #include "base/alloc.h"
 #include "eplb/eplb_backend.h"
+#include "ep/ep.h"
+#include "ep/ep_engine.h"
 
 static int ea__ext_handle(void *vctx, const char *method, const char *url, int *status, const char **ctype,
                           ea_sbuf *out) {
     ea_serve_ext_ctx *x = vctx;
+    if (!strcmp(url, "/ep/stats")) {
+        ea_ep_stats st;
+        char *json = NULL;
+        if (!x->par || !ea_ep_engine_stats(x->par, &st) || ea_ep_stats_json(&st, &json) != EA_OK) {
+            *status = 404;
+            ea_sbuf_puts(out, "{\"error\":{\"message\":\"expert parallelism is not on (start under mpirun with "
+                              "--parallel expert)\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}");
+            return 1;
+        }
+        ea_sbuf_puts(out, json);
+        ea_free(json);
+        return 1;
+    }
     if (strncmp(url, "/eplb/", 6) != 0) return 0;
     int post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
     const char *what = url + 6;
@@ -69,6 +84,12 @@ static int ea__ext_handle(void *vctx, const char *method, const char *url, int *
 
 static void ea__ext_metrics(void *vctx, ea_sbuf *out) {
     ea_serve_ext_ctx *x = vctx;
+    ea_ep_stats es;
+    char *prom = NULL;
+    if (x->par && ea_ep_engine_stats(x->par, &es) && ea_ep_stats_prometheus(&es, &prom) == EA_OK) {
+        ea_sbuf_puts(out, prom);
+        ea_free(prom);
+    }
     if (!x->eplb) return;
     ea_eplb_backend_stats st;
     ea_eplb_backend_get_stats(x->eplb, &st);

@@ -7,7 +7,9 @@
  *   POST /eplb/rebalance      rebalance at the next step (202)
  *   GET  /eplb/stats          EPLB statistics (JSON)
  *   metrics: eaas:eplb_balancedness, eaas:eplb_rebalances_total, eaas:eplb_failures_total
- * With EPLB off the /eplb/ paths answer 404 saying so.
+ *   GET  /ep/stats            this rank's expert-parallel statistics (JSON), with --parallel
+ *   metrics: eaas:ep_* (dispatch/combine calls and bytes, seconds in communication)
+ * With EPLB off the /eplb/ paths answer 404 saying so; likewise /ep/stats.
  */
 #ifndef EA_SERVE_EXT_H
 #define EA_SERVE_EXT_H
@@ -15,9 +17,11 @@
 #include "serve/http.h"
 
 struct ea_eplb_backend;
+struct ea_ep_engine;
 
 typedef struct {
     struct ea_eplb_backend *eplb; /* borrows; NULL when off */
+    struct ea_ep_engine *par;     /* borrows; NULL without --parallel */
 } ea_serve_ext_ctx;
 
 void ea_serve_ext_init(ea_serve_ext_ctx *ctx, ea_http_ext *ext);

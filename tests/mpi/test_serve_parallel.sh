@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# test_serve_parallel.sh — `eaas serve --parallel expert` under mpirun: only
+# rank 0 holds the port; the control bus keeps the ranks in step, so answers
+# are identical to one process for repeated, concurrent, greedy and seeded
+# requests; a client that disconnects mid-stream is cancelled on every rank and
+# serving goes on; SIGTERM stops every rank cleanly; a rank killed with SIGKILL
+# is named by rank 0, which stops instead of hanging.
+set -euo pipefail
+: "${EAAS_BIN:?}" "${EA_SRC:?}" "${EA_BUILD:?}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp --bind-to none"
+W="$EA_BUILD/golden-models/serve-mpi"
+mkdir -p "$W"
+M="$W/qwen3-tiny"
+[ -d "$M" ] || "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 4 --format hf --out "$M" >/dev/null
+NAME=$(basename "$M")
+pass=0; fail=0
+ok() { pass=$((pass+1)); echo "ok   $1" >&2; }
+bad() { fail=$((fail+1)); echo "FAIL $1" >&2; }
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# start LOG CMD...: runs CMD in the background, waits for "ready", sets PID and PORT
+start() {
+  local log=$1; shift
+  "$@" > /dev/null 2> "$log" &
+  PID=$!
+  PIDS+=("$PID")
+  PORT=""
+  for _ in $(seq 1 300); do
+    grep -q "ready:" "$log" 2>/dev/null && break
+    kill -0 "$PID" 2>/dev/null || { echo "server exited:" >&2; cat "$log" >&2; return 1; }
+    sleep 0.1
+  done
+  PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+  [ -n "$PORT" ]
+}
+
+req() { # PORT PROMPT SEED(-1 = greedy)
+  local t=0; [ "$3" -ge 0 ] && t=0.9
+  curl -s "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"'"$NAME"'","prompt":"'"$2"'","max_tokens":16,"temperature":'"$t"',"seed":'"$3"',"ignore_eos":true}' \
+    | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+}
+
+run_all() { # PORT OUTFILE: 10 identical in a row, then 32 concurrent
+  local port=$1 out=$2
+  : > "$out"
+  for i in $(seq 1 10); do req "$port" "The same prompt again" -1 >> "$out"; done
+  local rp=()
+  for i in $(seq 1 32); do (req "$port" "Prompt number $i of thirty-two" $((i % 2 ? i : -1)) > "$out.$i") & rp+=($!); done
+  wait "${rp[@]}"   # only the requests: the server is a background job too
+  for i in $(seq 1 32); do cat "$out.$i" >> "$out"; rm -f "$out.$i"; done
+}
+
+start "$W/one.log" "$EAAS_BIN" serve --model "$M" --port 0 --threads 1
+run_all "$PORT" "$W/one.txt"
+kill -TERM "$PID"; wait "$PID" || true
+
+start "$W/ep.log" $MPI -n 2 "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel expert --dist-timeout 10
+MPIPID=$PID
+run_all "$PORT" "$W/ep.txt"
+if cmp -s "$W/one.txt" "$W/ep.txt"; then ok "2 ranks: 10 repeated + 32 concurrent answers identical to one process"; else bad "answers differ"; diff "$W/one.txt" "$W/ep.txt" | head -5 >&2; fi
+[ "$(sort -u <(head -10 "$W/ep.txt") | wc -l)" = 1 ] && ok "10 identical requests, 10 identical answers" || bad "repeated requests differ"
+rank_pid() { # MPIPID RANK -> the pid of that rank's eaas process
+  for c in $(pgrep -f "eaas serve --model $M"); do
+    if [ "$c" != "$1" ] && tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$c"; fi
+  done
+  return 0
+}
+R0=$(rank_pid "$MPIPID" 0)
+holders=$(ss -ltnp "sport = :$PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | sort -u)
+[ "$holders" = "pid=$R0" ] && ok "only rank 0 (pid $R0) holds the HTTP port" || bad "port $PORT held by '$holders' (rank 0 is $R0)"
+# cancel: a stream cut short, then a normal request still works and matches
+(curl -sN -m 0.3 "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"'"$NAME"'","prompt":"long","max_tokens":2000,"stream":true,"ignore_eos":true}' > /dev/null || true)
+sleep 0.5
+a=$(req "$PORT" "The same prompt again" -1)
+[ "$a" = "$(head -1 "$W/one.txt")" ] && ok "after a cancelled stream, serving goes on, same answer" || bad "after cancel: '$a'"
+grep -q "finish=abort" "$W/ep.log" && ok "the disconnect was logged as an abort" || bad "no abort logged"
+t0=$(date +%s)
+kill -TERM "$R0"   # rank 0 drains and sends shutdown on the control bus; every rank then exits
+if wait "$MPIPID"; then ok "SIGTERM to rank 0: every rank exited 0 (in $(( $(date +%s) - t0 )) s)"; else bad "SIGTERM exit code $?"; fi
+
+# fault: SIGKILL rank 1; rank 0 names it within the deadline (mpirun --enable-recovery keeps rank 0 alive to say so)
+start "$W/kill.log" $MPI --enable-recovery -n 2 "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel expert --dist-timeout 3
+MPIPID=$PID
+R1=$(rank_pid "$MPIPID" 1)
+if [ -n "$R1" ]; then
+  kill -KILL "$R1"
+  t0=$(date +%s)
+  for _ in $(seq 1 150); do kill -0 "$MPIPID" 2>/dev/null || break; sleep 0.1; done
+  dt=$(( $(date +%s) - t0 ))
+  if grep -q "rank(s) 1" "$W/kill.log"; then ok "rank 0 named the dead rank 1 (after ${dt} s)"; else bad "dead rank not named"; tail -5 "$W/kill.log" >&2; fi
+  kill -0 "$MPIPID" 2>/dev/null && bad "still running 15 s after the kill" || ok "the job stopped instead of hanging"
+else
+  bad "could not find rank 1's process"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
