@@ -373,9 +373,29 @@ static int ea__stop_suffix(const ea_request *r, const char *h, int len) {
     return keep;
 }
 
-/* Add a token's text and push its TOKEN event(s): the first carries the token and its
- * logprobs, further ones (text longer than one event holds) carry token -1.
- * Returns 1 if a stop string matched (the text before it is emitted, the rest dropped). */
+/* Push hold[0..n) as TOKEN events of at most one event's text each, never splitting a
+ * character, and drop it from hold. The first event keeps ev's token and logprobs,
+ * later ones carry token -1. With n == 0 one event with empty text is pushed if
+ * `always` (a token whose text is held back still reports its id). */
+static void ea__emit_hold(ea_request *r, ea_event *ev, int n, int always) {
+    while (n > 0 || always) {
+        int c = n < (int)sizeof ev->text - 1 ? n : (int)sizeof ev->text - 1;
+        while (c > 0 && c < n && ((unsigned char)r->hold[c] & 0xc0) == 0x80) c--;
+        memcpy(ev->text, r->hold, (size_t)c);
+        ev->text[c] = 0;
+        ev->text_len = c;
+        ea__push(r, ev);
+        ev->token = -1;
+        ev->n_top = 0;
+        memmove(r->hold, r->hold + c, (size_t)(r->n_hold - c));
+        r->n_hold -= c;
+        n -= c;
+        always = 0;
+    }
+}
+
+/* Add a token's text and push its TOKEN event(s). Returns 1 if a stop string matched
+ * (the text before it is emitted, the rest dropped). */
 static int ea__text(ea_sched *s, ea_request *r, int32_t tok, ea_event *ev) {
     char bytes[1024];
     int nb = ea_detok_token_bytes(s->tok, tok, bytes, (int)sizeof bytes);
@@ -383,23 +403,8 @@ static int ea__text(ea_sched *s, ea_request *r, int32_t tok, ea_event *ev) {
         if (r->n_pend < (int)sizeof r->pend) r->pend[r->n_pend++] = bytes[i];
         int need = ea__utf8_len((unsigned char)r->pend[0]);
         if (r->n_pend >= need) {
-            if (r->n_hold + r->n_pend > EA__HOLD_MAX) { /* hold is full of stop-free text: emit it */
-                int keep = ea__stop_suffix(r, r->hold, r->n_hold);
-                int out = r->n_hold - keep;
-                while (out > 0) {
-                    int c = out < (int)sizeof ev->text - 1 ? out : (int)sizeof ev->text - 1;
-                    while (c > 0 && c < out && ((unsigned char)r->hold[c] & 0xc0) == 0x80) c--;
-                    memcpy(ev->text, r->hold, (size_t)c);
-                    ev->text[c] = 0;
-                    ev->text_len = c;
-                    ea__push(r, ev);
-                    ev->token = -1;
-                    ev->n_top = 0;
-                    memmove(r->hold, r->hold + c, (size_t)(r->n_hold - c));
-                    r->n_hold -= c;
-                    out -= c;
-                }
-            }
+            if (r->n_hold + r->n_pend > EA__HOLD_MAX) /* hold is full of stop-free text: emit it */
+                ea__emit_hold(r, ev, r->n_hold - ea__stop_suffix(r, r->hold, r->n_hold), 0);
             memcpy(r->hold + r->n_hold, r->pend, (size_t)r->n_pend);
             r->n_hold += r->n_pend;
             r->n_pend = 0;
@@ -411,40 +416,18 @@ static int ea__text(ea_sched *s, ea_request *r, int32_t tok, ea_event *ev) {
         const char *m = memmem(r->hold, (size_t)r->n_hold, r->p.stop[i], strlen(r->p.stop[i]));
         if (m && (cut < 0 || m - r->hold < cut)) cut = (int)(m - r->hold);
     }
-    int emit = cut >= 0 ? cut : r->n_hold - ea__stop_suffix(r, r->hold, r->n_hold);
-    do {
-        int c = emit < (int)sizeof ev->text - 1 ? emit : (int)sizeof ev->text - 1;
-        while (c > 0 && c < emit && ((unsigned char)r->hold[c] & 0xc0) == 0x80) c--; /* never split a character */
-        memcpy(ev->text, r->hold, (size_t)c);
-        ev->text[c] = 0;
-        ev->text_len = c;
-        ea__push(r, ev);
-        ev->token = -1;
-        ev->n_top = 0;
-        memmove(r->hold, r->hold + c, (size_t)(r->n_hold - c));
-        r->n_hold -= c;
-        emit -= c;
-    } while (emit > 0);
+    ea__emit_hold(r, ev, cut >= 0 ? cut : r->n_hold - ea__stop_suffix(r, r->hold, r->n_hold), 1);
     if (cut >= 0) r->n_hold = 0;
     return cut >= 0;
 }
 
 /* Flush held text at the end (no stop string matched). */
 static void ea__flush_text(ea_request *r) {
-    while (r->n_hold > 0) {
-        ea_event ev;
-        memset(&ev, 0, sizeof ev);
-        ev.kind = EA_EV_TOKEN;
-        ev.token = -1;
-        int n = r->n_hold < (int)sizeof ev.text - 1 ? r->n_hold : (int)sizeof ev.text - 1;
-        while (n > 0 && n < r->n_hold && ((unsigned char)r->hold[n] & 0xc0) == 0x80) n--;
-        if (n == 0) n = r->n_hold < (int)sizeof ev.text - 1 ? r->n_hold : (int)sizeof ev.text - 1;
-        memcpy(ev.text, r->hold, (size_t)n);
-        ev.text_len = n;
-        memmove(r->hold, r->hold + n, (size_t)(r->n_hold - n));
-        r->n_hold -= n;
-        ea__push(r, &ev);
-    }
+    ea_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = EA_EV_TOKEN;
+    ev.token = -1;
+    ea__emit_hold(r, &ev, r->n_hold, 0);
 }
 
 /* ------------------------------------------------------------ one step */
