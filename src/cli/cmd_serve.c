@@ -62,6 +62,9 @@ typedef struct {
     /* multi-rank (mpirun) */
     const char *parallel;
     double dist_timeout;
+    /* prefix cache disk tier */
+    const char *kv_disk_dir;
+    int kv_disk_max_mib;
 } serve_flags;
 
 /* The control bus over MPI: rank 0's batch to every rank (scheduler.h ea_sched_bus). */
@@ -109,6 +112,9 @@ static int check_flags(const serve_flags *f) {
     else if (f->max_queue < 0) bad = "--max-queue must be >= 0";
     else if (f->max_batch_tokens < 1) bad = "--max-batch-tokens must be >= 1";
     else if (f->kv_mib < 0) bad = "--kv-cache-mib must be >= 0";
+    else if (f->kv_disk_max_mib < 0) bad = "--kv-disk-max-mib must be >= 0";
+    else if (f->kv_disk_dir && f->no_prefix_cache) bad = "--kv-disk-dir needs the prefix cache (drop --no-prefix-cache)";
+    else if (f->kv_disk_dir && !f->kv_disk_dir[0]) bad = "--kv-disk-dir must not be empty";
     else if (f->max_ctx < 0) bad = "--max-ctx must be >= 0";
     else if (f->max_body < 1024) bad = "--max-body-bytes must be >= 1024";
     else if (f->stall_s < 0 || f->request_timeout_s < 0 || f->drain_s < 0 || f->keepalive_s < 0)
@@ -129,7 +135,7 @@ static int check_flags(const serve_flags *f) {
 
 int ea_cmd_serve(int argc, char **argv) {
     serve_flags f = {.dist_timeout = -1, .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
-                     .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10};
+                     .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .kv_disk_max_mib = 1024};
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &f.model, "PATH", "model directory (HF) or .gguf file"},
         {"host", EA_ARG_STR, &f.host, "ADDR", "address to listen on (default 127.0.0.1)"},
@@ -143,6 +149,8 @@ int ea_cmd_serve(int argc, char **argv) {
         {"kv-cache-mib", EA_ARG_INT, &f.kv_mib, "N", "KV cache size (default: full context for every running sequence)"},
         {"max-ctx", EA_ARG_INT, &f.max_ctx, "N", "context length (default: the model's, at most 4096)"},
         {"no-prefix-cache", EA_ARG_BOOL, &f.no_prefix_cache, NULL, "turn the prefix cache off"},
+        {"kv-disk-dir", EA_ARG_STR, &f.kv_disk_dir, "DIR", "prefix cache disk tier: evicted KV blocks kept under DIR (off by default)"},
+        {"kv-disk-max-mib", EA_ARG_INT, &f.kv_disk_max_mib, "N", "bound on this rank's disk tier files, oldest deleted first (1024; 0 = none)"},
         {"stall-seconds", EA_ARG_DOUBLE, &f.stall_s, "S", "/health is 503 after S s without a step while work waits (30)"},
         {"request-timeout", EA_ARG_DOUBLE, &f.request_timeout_s, "S", "cancel a request after S s with 504 (0 = never)"},
         {"drain-seconds", EA_ARG_DOUBLE, &f.drain_s, "S", "on SIGTERM/SIGINT, let requests finish for S s (30)"},
@@ -233,7 +241,10 @@ int ea_cmd_serve(int argc, char **argv) {
     /* every rank needs the tokenizer: stop strings end requests, and all ranks must agree when */
     if ((st = ea_serve_text_load(f.model, engine->m->cfg.vocab_size, &text, &ops)) != EA_OK) goto fail;
     ea_sched_opts so = {.bus = dist ? &bus : NULL, .max_running = f.max_running, .max_queue = f.max_queue,
-                        .max_batch_tokens = f.max_batch_tokens, .prefix_cache = !f.no_prefix_cache};
+                        .max_batch_tokens = f.max_batch_tokens, .prefix_cache = !f.no_prefix_cache,
+                        .kv_disk_dir = f.kv_disk_dir, .kv_disk_max_mib = (size_t)f.kv_disk_max_mib,
+                        .par_mode = dist ? ea_par_mode_name(pmode) : "single", .par_world = dist ? ea_dist_size(dist) : 1,
+                        .par_rank = rank};
     if ((st = ea_sched_create(engine, ea_serve_text_tokenizer(text), &so, &sched)) != EA_OK) goto fail;
     if (rank != 0) {
         EA_LOGI("rank %d of %d: model loaded in %.1f s; following rank 0's control bus", rank, ea_dist_size(dist),

@@ -21,6 +21,13 @@
  * blocks of its prompt, leaving at least one prompt token to compute (its
  * logits are needed). Blocks whose only holder is the cache are evicted
  * least-recently-used first when the free list runs dry.
+ * Disk tier (kv_disk.h, optional): an evicted block is written to disk under
+ * its key first (and every cached block at destroy); at admission, when the
+ * chain misses in memory, the next key is looked up on disk and, if valid,
+ * read into a free block that joins the memory cache and is shared.
+ * Multi-rank: every rank evicts and reads the same keys since all run the same
+ * schedule; a file valid on one rank but not another would make their
+ * schedules differ (see docs/serving.md "Prefix cache disk tier").
  *
  * Text: a token's bytes go to `pend`; the longest prefix of `pend` made of
  * whole UTF-8 characters moves to `hold`; of `hold`, everything that cannot be
@@ -43,6 +50,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "serve/detok.h"
+#include "serve/kv_disk.h"
 
 #define EA__HOLD_MAX 1024
 
@@ -101,6 +109,7 @@ struct ea_sched {
     ea__pc_entry *pc;
     int pc_cap;
     uint64_t pc_clock;
+    ea_kv_disk *disk;       /* owns: the disk tier, or NULL */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -227,6 +236,24 @@ static void ea__pc_insert(ea_sched *s, uint64_t key, int32_t block) {
         }
 }
 
+static void ea__disk_stats(ea_sched *s) {
+    ea_kv_disk_stats ds;
+    ea_kv_disk_get_stats(s->disk, &ds);
+    pthread_mutex_lock(&s->mu);
+    s->st.kv_disk_writes = ds.writes;
+    s->st.kv_disk_reads = ds.reads;
+    s->st.kv_disk_skipped = ds.skipped;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Write cache entry i's block to the disk tier (a failure costs only the copy). */
+static void ea__disk_put(ea_sched *s, int i) {
+    if (!s->disk || ea_kv_disk_has(s->disk, s->pc[i].key)) return;
+    if (ea_kv_disk_put(s->disk, s->pc[i].key, &s->e->kv, s->pc[i].block) != EA_OK)
+        EA_LOGW("kv disk: block not written: %s", ea_errmsg());
+    ea__disk_stats(s);
+}
+
 /* Free one block held only by the cache (LRU). 1 if one was freed. */
 static int ea__pc_evict_one(ea_sched *s) {
     if (!s->pc) return 0;
@@ -235,6 +262,7 @@ static int ea__pc_evict_one(ea_sched *s) {
         if (s->pc[i].block >= 0 && s->e->kv.refcnt[s->pc[i].block] == 1 && (best < 0 || s->pc[i].stamp < s->pc[best].stamp))
             best = i;
     if (best < 0) return 0;
+    ea__disk_put(s, best);
     ea_kv_cache *kv = &s->e->kv;
     int32_t b = s->pc[best].block;
     kv->refcnt[b] = 0;
@@ -258,6 +286,26 @@ static void ea__pc_add_seq(ea_sched *s, ea_request *r) {
     }
 }
 
+/* Read key from the disk tier into a free block and insert it in the memory cache.
+ * The cache entry's index, or -1 (not on disk, invalid, or no block free). */
+static int ea__disk_load(ea_sched *s, uint64_t key) {
+    if (!s->disk || !ea_kv_disk_has(s->disk, key)) return -1;
+    ea_kv_cache *kv = &s->e->kv;
+    if (kv->n_free == 0 && !ea__pc_evict_one(s)) return -1;
+    int32_t b = kv->free_list[--kv->n_free];
+    int at = -1;
+    if (ea_kv_disk_get(s->disk, key, kv, b) == EA_OK) {
+        ea__pc_insert(s, key, b);
+        at = ea__pc_find(s, key);
+        if (at >= 0 && s->pc[at].block != b) at = -1; /* cannot happen: the key missed in memory */
+    } else {
+        EA_LOGW("kv disk: %s", ea_errmsg());
+    }
+    if (at < 0) kv->free_list[kv->n_free++] = b; /* refcnt stays 0 */
+    ea__disk_stats(s);
+    return at;
+}
+
 /* Share the longest cached prefix of r's tokens; leaves >= 1 token to compute. */
 static void ea__pc_attach(ea_sched *s, ea_request *r) {
     if (!s->pc) return;
@@ -267,6 +315,7 @@ static void ea__pc_attach(ea_sched *s, ea_request *r) {
     for (int i = 0; (i + 1) * B < r->n_tokens; i++) {
         h = ea__block_hash(h, r->tokens + (size_t)i * B, B);
         int at = ea__pc_find(s, h);
+        if (at < 0) at = ea__disk_load(s, h);
         if (at < 0) break;
         if (ea_kv_seq_share(kv, r->seq, s->pc[at].block) != EA_OK) break;
         s->pc[at].stamp = ++s->pc_clock;
@@ -968,6 +1017,12 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
         if (s->pc)
             for (int i = 0; i < s->pc_cap; i++) s->pc[i].block = -1;
     }
+    if (st == EA_OK && o->prefix_cache && s->pc && o->kv_disk_dir && o->kv_disk_dir[0]) {
+        ea_kv_disk_opts dopt = {.dir = o->kv_disk_dir, .mode = o->par_mode, .world = o->par_world, .rank = o->par_rank,
+                                .max_bytes = o->kv_disk_max_mib * 1024 * 1024};
+        st = ea_kv_disk_open(&dopt, e->m, &e->kv, &s->disk);
+        if (st == EA_OK) ea__disk_stats(s);
+    }
     if (st == EA_OK && (!s->logits || !s->raw || !s->b_tok || !s->b_pos || !s->b_seq || !s->b_rows || !s->b_req || !s->p_req || !s->p_cnt ||
                         !s->slots || (o->prefix_cache && !s->pc)))
         st = ea_err(EA_ERR_NOMEM, "scheduler buffers");
@@ -1004,6 +1059,11 @@ void ea_sched_stop(ea_sched *s, double drain_seconds) {
 void ea_sched_destroy(ea_sched *s) {
     if (!s) return;
     ea_sched_stop(s, 0);
+    if (s->disk) { /* keep what the memory cache holds for the next start */
+        for (int i = 0; i < s->pc_cap; i++)
+            if (s->pc[i].block >= 0) ea__disk_put(s, i);
+        ea_kv_disk_close(s->disk);
+    }
     ea_sampler_destroy(s->sampler);
     ea_aligned_free(s->logits);
     ea_free(s->raw);

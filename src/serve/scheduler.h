@@ -94,6 +94,13 @@ typedef struct {
     int max_queue;             /* waiting requests; submit beyond it -> EA_ERR_BUSY */
     int max_batch_tokens;      /* tokens per forward call (<= engine max_tokens) */
     int prefix_cache;          /* 1 = on */
+    /* Prefix cache disk tier (serve/kv_disk.h; needs prefix_cache): evicted full
+     * blocks go to <kv_disk_dir>/<fingerprint>/<par_mode>-<par_world>/rank_<par_rank>/
+     * and are read back on a prefix hit. NULL: off. */
+    const char *kv_disk_dir;
+    size_t kv_disk_max_mib;    /* 0: unbounded */
+    const char *par_mode;      /* NULL: "single" */
+    int par_world, par_rank;   /* world <= 0: 1 */
 } ea_sched_opts;
 
 typedef struct {
@@ -103,6 +110,7 @@ typedef struct {
     double last_step_time;     /* ea_now_s() of the last completed step (or start) */
     uint64_t prompt_tokens, generation_tokens, prefix_hit_tokens, preemptions;
     uint64_t requests_finished;
+    uint64_t kv_disk_writes, kv_disk_reads, kv_disk_skipped; /* disk tier: blocks written, read back, files skipped */
     int failed;                /* the bus or a collective failed: this rank stopped serving */
     char failure[256];
 } ea_sched_stats;

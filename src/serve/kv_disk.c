@@ -1,0 +1,403 @@
+/*
+ * kv_disk.c — the prefix cache's disk tier (see kv_disk.h for the layout).
+ *
+ * Index: open addressing over keys (power-of-two capacity, at most half full;
+ * deleted slots are tombstones until the next grow). Each entry records the
+ * file's size and a stamp (write/read order) so the oldest file goes first
+ * when the namespace exceeds max_bytes.
+ *
+ * Invariants: a key is in the index only if its file passed validation at
+ * open or was written by this process; a file is read into the KV cache only
+ * after its header matches this cache's shape and its payload checksum
+ * matches. The header is written in host byte order (the files are a cache
+ * of this machine's memory, not an exchange format); a file from a machine
+ * of the other byte order fails the magic/shape checks and is skipped.
+ */
+#define _GNU_SOURCE
+#include "serve/kv_disk.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "model/model.h"
+
+#define EA__KVD_MAGIC "EAKVBLK1"
+#define EA__KVD_VERSION 1u
+#define EA__KVD_HDR 64
+
+typedef struct {
+    char magic[8];
+    uint32_t version, block_size;
+    uint64_t key;
+    uint32_t n_layers, k_dim, v_dim, reserved;
+    uint64_t payload_bytes;
+    uint64_t checksum;
+    uint64_t fingerprint;
+} ea__kvd_hdr;
+_Static_assert(sizeof(ea__kvd_hdr) == EA__KVD_HDR, "kv disk header is 64 bytes");
+
+typedef struct {
+    uint64_t key;
+    uint64_t bytes;
+    uint64_t stamp;
+    int state; /* 0 empty, 1 used, 2 tombstone */
+} ea__kvd_ent;
+
+struct ea_kv_disk {
+    char *ns;             /* owns: namespace directory */
+    uint64_t fp;          /* model fingerprint */
+    int n_layers, block_size, k_dim, v_dim;
+    uint64_t payload;     /* bytes of one block's payload */
+    size_t max_bytes;
+    ea__kvd_ent *ix;      /* owns */
+    size_t cap, used;     /* used counts live + tombstones */
+    uint64_t clock;
+    float *buf;           /* owns: one payload */
+    ea_kv_disk_stats st;
+};
+
+/* ------------------------------------------------------------ fingerprint */
+
+typedef struct {
+    uint64_t h;
+} ea__fp_ctx;
+
+static void ea__fp_tensor(void *ctx, const ea_tensor *t, int layer, int expert) {
+    ea__fp_ctx *c = ctx;
+    int32_t meta[4] = {(int32_t)t->dtype, t->n_dims, layer, expert};
+    c->h = ea_hash64(meta, sizeof meta, c->h);
+    c->h = ea_hash64(t->shape, sizeof(int64_t) * (size_t)t->n_dims, c->h);
+    if (t->name) c->h = ea_hash64(t->name, strlen(t->name), c->h);
+}
+
+/* config.json (HF) or the file size (GGUF), the tensor table, and the first bytes of
+ * the embedding and output norm (replicated weights: cheap, and they tell apart two
+ * models of the same shape). */
+static uint64_t ea__fingerprint(const ea_model *m) {
+    ea__fp_ctx c = {0x6561736b76646b31ull};
+    int32_t fmt = (int32_t)m->format;
+    c.h = ea_hash64(&fmt, sizeof fmt, c.h);
+    if (m->path) {
+        char p[4096];
+        ea_path_join(p, sizeof p, m->path, "config.json");
+        char *data = NULL;
+        size_t n = 0;
+        if (ea_is_dir(m->path) && ea_read_file(p, &data, &n) == EA_OK) {
+            c.h = ea_hash64(data, n, c.h);
+            ea_free(data);
+        } else {
+            struct stat sb;
+            if (stat(m->path, &sb) == 0) {
+                uint64_t sz = (uint64_t)sb.st_size;
+                c.h = ea_hash64(&sz, sizeof sz, c.h);
+            }
+        }
+    }
+    ea_model_foreach(m, ea__fp_tensor, &c);
+    const ea_tensor *sample[2] = {&m->tok_embd, &m->out_norm};
+    for (int i = 0; i < 2; i++)
+        if (sample[i]->data && sample[i]->nbytes)
+            c.h = ea_hash64(sample[i]->data, sample[i]->nbytes < 256 ? sample[i]->nbytes : 256, c.h);
+    return c.h;
+}
+
+/* ------------------------------------------------------------ index */
+
+static ea__kvd_ent *ea__ix_find(const ea_kv_disk *d, uint64_t key) {
+    for (size_t i = (size_t)(key & (d->cap - 1)), n = 0; n < d->cap; i = (i + 1) & (d->cap - 1), n++) {
+        if (d->ix[i].state == 0) return NULL;
+        if (d->ix[i].state == 1 && d->ix[i].key == key) return &d->ix[i];
+    }
+    return NULL;
+}
+
+static ea_status ea__ix_grow(ea_kv_disk *d) {
+    size_t nc = d->cap ? d->cap * 2 : 256;
+    size_t live = 0;
+    for (size_t i = 0; i < d->cap; i++) live += d->ix[i].state == 1;
+    if (d->cap && live * 4 < d->cap) nc = d->cap; /* mostly tombstones: rehash in place */
+    ea__kvd_ent *ni = ea_calloc(nc, sizeof *ni);
+    if (!ni) return ea_err(EA_ERR_NOMEM, "kv disk index");
+    for (size_t i = 0; i < d->cap; i++)
+        if (d->ix[i].state == 1) {
+            size_t j = (size_t)(d->ix[i].key & (nc - 1));
+            while (ni[j].state) j = (j + 1) & (nc - 1);
+            ni[j] = d->ix[i];
+        }
+    ea_free(d->ix);
+    d->ix = ni;
+    d->cap = nc;
+    d->used = live;
+    return EA_OK;
+}
+
+static ea_status ea__ix_add(ea_kv_disk *d, uint64_t key, uint64_t bytes) {
+    if (ea__ix_find(d, key)) return EA_OK;
+    if ((d->used + 1) * 2 > d->cap) {
+        ea_status st = ea__ix_grow(d);
+        if (st != EA_OK) return st;
+    }
+    size_t i = (size_t)(key & (d->cap - 1));
+    while (d->ix[i].state == 1) i = (i + 1) & (d->cap - 1);
+    if (d->ix[i].state == 0) d->used++;
+    d->ix[i] = (ea__kvd_ent){.key = key, .bytes = bytes, .stamp = ++d->clock, .state = 1};
+    d->st.files++;
+    d->st.bytes += bytes;
+    return EA_OK;
+}
+
+static void ea__file_path(const ea_kv_disk *d, uint64_t key, char *buf, size_t n) {
+    snprintf(buf, n, "%s/%016llx.kvb", d->ns, (unsigned long long)key);
+}
+
+static void ea__ix_drop(ea_kv_disk *d, ea__kvd_ent *e, int unlink_file) {
+    if (unlink_file) {
+        char p[4096];
+        ea__file_path(d, e->key, p, sizeof p);
+        if (unlink(p) == 0) d->st.deleted++;
+    }
+    d->st.files--;
+    d->st.bytes -= e->bytes;
+    e->state = 2;
+}
+
+/* Delete the oldest files until the namespace fits max_bytes (keeping at least `keep`). */
+static void ea__trim(ea_kv_disk *d, uint64_t keep) {
+    while (d->max_bytes && d->st.bytes > d->max_bytes) {
+        ea__kvd_ent *old = NULL;
+        for (size_t i = 0; i < d->cap; i++)
+            if (d->ix[i].state == 1 && d->ix[i].key != keep && (!old || d->ix[i].stamp < old->stamp)) old = &d->ix[i];
+        if (!old) return;
+        ea__ix_drop(d, old, 1);
+    }
+}
+
+/* ------------------------------------------------------------ files */
+
+static ea_status ea__mkdirs(char *path) {
+    for (char *p = path + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            int rc = mkdir(path, 0755);
+            *p = '/';
+            if (rc != 0 && errno != EEXIST) return ea_err(EA_ERR_IO, "%s: mkdir: %s", path, strerror(errno));
+        }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) return ea_err(EA_ERR_IO, "%s: mkdir: %s", path, strerror(errno));
+    if (!ea_is_dir(path)) return ea_err(EA_ERR_IO, "%s: not a directory", path);
+    return EA_OK;
+}
+
+/* Read and validate a block file; on success the payload is in d->buf.
+ * Returns a reason on failure (static text) and NULL when valid. */
+static const char *ea__read_valid(ea_kv_disk *d, const char *path, uint64_t key) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return "cannot open";
+    ea__kvd_hdr h;
+    const char *why = NULL;
+    if (fread(&h, 1, sizeof h, f) != sizeof h) why = "shorter than the header";
+    else if (memcmp(h.magic, EA__KVD_MAGIC, 8) != 0) why = "bad magic (not a KV block file)";
+    else if (h.version != EA__KVD_VERSION) why = "unsupported version";
+    else if (h.key != key) why = "key does not match the file name";
+    else if (h.fingerprint != d->fp) why = "written for another model";
+    else if ((int)h.block_size != d->block_size || (int)h.n_layers != d->n_layers || (int)h.k_dim != d->k_dim ||
+             (int)h.v_dim != d->v_dim)
+        why = "block shape differs from this KV cache";
+    else if (h.payload_bytes != d->payload) why = "payload size differs from the block shape";
+    else if (fread(d->buf, 1, (size_t)d->payload, f) != (size_t)d->payload) why = "truncated payload";
+    else if (fgetc(f) != EOF) why = "trailing bytes after the payload";
+    else if (ea_hash64(d->buf, (size_t)d->payload, 0) != h.checksum) why = "payload checksum mismatch";
+    fclose(f);
+    return why;
+}
+
+static int ea__parse_name(const char *name, uint64_t *key) {
+    if (strlen(name) != 20 || strcmp(name + 16, ".kvb") != 0) return 0;
+    uint64_t k = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = name[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0) return 0;
+        k = k << 4 | (uint64_t)v;
+    }
+    *key = k;
+    return 1;
+}
+
+static ea_status ea__scan(ea_kv_disk *d) {
+    DIR *dir = opendir(d->ns);
+    if (!dir) return ea_err(EA_ERR_IO, "%s: opendir: %s", d->ns, strerror(errno));
+    struct dirent *de;
+    ea_status st = EA_OK;
+    while (st == EA_OK && (de = readdir(dir)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", d->ns, de->d_name);
+        uint64_t key;
+        if (!ea__parse_name(de->d_name, &key)) {
+            size_t nl = strlen(de->d_name);
+            struct stat sb;
+            if (nl > 8 && strncmp(de->d_name, ".tmp-", 5) == 0) { /* a write that never finished (an hour ago) */
+                if (stat(p, &sb) == 0 && sb.st_mtime + 3600 < time(NULL)) unlink(p);
+                continue;
+            }
+            EA_LOGW("kv disk: %s: not a KV block file name; skipped", p);
+            d->st.skipped++;
+            continue;
+        }
+        const char *why = ea__read_valid(d, p, key);
+        if (why) {
+            /* a block file of ours that went bad: it would be rewritten on the next eviction anyway */
+            EA_LOGW("kv disk: %s: %s; skipped (never loaded) and deleted", p, why);
+            d->st.skipped++;
+            if (unlink(p) == 0) d->st.deleted++;
+            continue;
+        }
+        st = ea__ix_add(d, key, EA__KVD_HDR + d->payload);
+    }
+    closedir(dir);
+    return st;
+}
+
+/* ------------------------------------------------------------ API */
+
+ea_status ea_kv_disk_open(const ea_kv_disk_opts *o, const ea_model *m, const ea_kv_cache *kv, ea_kv_disk **out) {
+    *out = NULL;
+    if (!o->dir || !o->dir[0]) return ea_err(EA_ERR_INVALID_ARG, "--kv-disk-dir: empty path");
+    const char *mode = o->mode && o->mode[0] ? o->mode : "single";
+    for (const char *c = mode; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+            return ea_err(EA_ERR_INVALID_ARG, "kv disk: mode \"%s\": only [a-z0-9_]", mode);
+    int world = o->world > 0 ? o->world : 1;
+    if (o->rank < 0 || o->rank >= world)
+        return ea_err(EA_ERR_INVALID_ARG, "kv disk: rank %d outside world %d", o->rank, world);
+    ea_kv_disk *d = ea_calloc(1, sizeof *d);
+    if (!d) return ea_err(EA_ERR_NOMEM, "kv disk");
+    d->fp = ea__fingerprint(m);
+    d->n_layers = kv->n_layers;
+    d->block_size = kv->block_size;
+    d->k_dim = kv->k_dim;
+    d->v_dim = kv->v_dim;
+    d->payload = ea_kv_bytes_per_block(kv->n_layers, kv->k_dim, kv->v_dim, kv->block_size);
+    d->max_bytes = o->max_bytes;
+    size_t nl = strlen(o->dir) + 128;
+    d->ns = ea_malloc(nl);
+    d->buf = ea_malloc((size_t)d->payload ? (size_t)d->payload : 1);
+    ea_status st = (!d->ns || !d->buf) ? ea_err(EA_ERR_NOMEM, "kv disk") : EA_OK;
+    if (st == EA_OK) {
+        snprintf(d->ns, nl, "%s/%016llx/%s-%d/rank_%d", o->dir, (unsigned long long)d->fp, mode, world, o->rank);
+        st = ea__mkdirs(d->ns);
+    }
+    if (st == EA_OK) st = ea__ix_grow(d);
+    if (st == EA_OK) st = ea__scan(d);
+    if (st == EA_OK) ea__trim(d, 0);
+    if (st != EA_OK) {
+        ea_kv_disk_close(d);
+        return st;
+    }
+    EA_LOGI("kv disk: %s: %llu blocks (%.1f MiB) indexed, %llu skipped", d->ns, (unsigned long long)d->st.files,
+            (double)d->st.bytes / (1024.0 * 1024.0), (unsigned long long)d->st.skipped);
+    *out = d;
+    return EA_OK;
+}
+
+void ea_kv_disk_close(ea_kv_disk *d) {
+    if (!d) return;
+    ea_free(d->ns);
+    ea_free(d->ix);
+    ea_free(d->buf);
+    ea_free(d);
+}
+
+int ea_kv_disk_has(const ea_kv_disk *d, uint64_t key) { return d && ea__ix_find(d, key) != NULL; }
+
+ea_status ea_kv_disk_put(ea_kv_disk *d, uint64_t key, const ea_kv_cache *kv, int32_t block) {
+    if (ea__ix_find(d, key)) return EA_OK;
+    if (block < 0 || block >= kv->n_blocks) return ea_err(EA_ERR_RANGE, "kv disk: block %d of %d", block, kv->n_blocks);
+    size_t kr = (size_t)d->block_size * (size_t)d->k_dim, vr = (size_t)d->block_size * (size_t)d->v_dim;
+    float *p = d->buf;
+    for (int l = 0; l < d->n_layers; l++) {
+        memcpy(p, kv->k + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * kr, kr * sizeof(float));
+        p += kr;
+        if (vr) {
+            memcpy(p, kv->v + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * vr, vr * sizeof(float));
+            p += vr;
+        }
+    }
+    ea__kvd_hdr h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, EA__KVD_MAGIC, 8);
+    h.version = EA__KVD_VERSION;
+    h.block_size = (uint32_t)d->block_size;
+    h.key = key;
+    h.n_layers = (uint32_t)d->n_layers;
+    h.k_dim = (uint32_t)d->k_dim;
+    h.v_dim = (uint32_t)d->v_dim;
+    h.payload_bytes = d->payload;
+    h.checksum = ea_hash64(d->buf, (size_t)d->payload, 0);
+    h.fingerprint = d->fp;
+    char tmp[4096], fin[4096];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%016llx-%ld", d->ns, (unsigned long long)key, (long)getpid());
+    ea__file_path(d, key, fin, sizeof fin);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return ea_err(EA_ERR_IO, "%s: %s", tmp, strerror(errno));
+    int ok = fwrite(&h, 1, sizeof h, f) == sizeof h && fwrite(d->buf, 1, (size_t)d->payload, f) == (size_t)d->payload;
+    int e = errno;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, fin) != 0) {
+        if (ok) e = errno;
+        unlink(tmp);
+        return ea_err(EA_ERR_IO, "%s: write: %s", fin, strerror(e));
+    }
+    ea_status st = ea__ix_add(d, key, EA__KVD_HDR + d->payload);
+    if (st != EA_OK) {
+        unlink(fin);
+        return st;
+    }
+    d->st.writes++;
+    ea__trim(d, key);
+    return EA_OK;
+}
+
+ea_status ea_kv_disk_get(ea_kv_disk *d, uint64_t key, ea_kv_cache *kv, int32_t block) {
+    ea__kvd_ent *e = ea__ix_find(d, key);
+    if (!e) return ea_err(EA_ERR_NOT_FOUND, "kv disk: key %016llx", (unsigned long long)key);
+    if (block < 0 || block >= kv->n_blocks) return ea_err(EA_ERR_RANGE, "kv disk: block %d of %d", block, kv->n_blocks);
+    char p[4096];
+    ea__file_path(d, key, p, sizeof p);
+    const char *why = ea__read_valid(d, p, key);
+    if (why) {
+        EA_LOGW("kv disk: %s: %s; dropped, not loaded", p, why);
+        d->st.skipped++;
+        ea__ix_drop(d, e, 1);
+        return ea_err(EA_ERR_FORMAT, "%s: %s", p, why);
+    }
+    size_t kr = (size_t)d->block_size * (size_t)d->k_dim, vr = (size_t)d->block_size * (size_t)d->v_dim;
+    const float *q = d->buf;
+    for (int l = 0; l < d->n_layers; l++) {
+        memcpy(kv->k + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * kr, q, kr * sizeof(float));
+        q += kr;
+        if (vr) {
+            memcpy(kv->v + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * vr, q, vr * sizeof(float));
+            q += vr;
+        }
+    }
+    e->stamp = ++d->clock;
+    d->st.reads++;
+    return EA_OK;
+}
+
+void ea_kv_disk_get_stats(const ea_kv_disk *d, ea_kv_disk_stats *st) {
+    if (d) *st = d->st;
+    else memset(st, 0, sizeof *st);
+}
+
+const char *ea_kv_disk_dir(const ea_kv_disk *d) { return d->ns; }
