@@ -268,6 +268,35 @@ TEST(corrupt_and_foreign_skipped) {
     stop(s, e);
 }
 
+TEST(size_bound_deletes_oldest) {
+    ea_engine *e;
+    ea_engine_opts o = {.model_path = model, .threads = 1, .max_tokens = 64, .max_ctx = 256, .max_seqs = 1, .kv_blocks = 12,
+                        .block_size = 16};
+    CHECK_EQ(ea_engine_create(&o, &e), EA_OK);
+    size_t per = 64 + ea_kv_bytes_per_block(e->kv.n_layers, e->kv.k_dim, e->kv.v_dim, e->kv.block_size);
+    ea_kv_disk_opts dopt = {.dir = disk, .mode = "bound", .world = 1, .rank = 0, .max_bytes = 3 * per};
+    ea_kv_disk *d;
+    CHECK_EQ(ea_kv_disk_open(&dopt, e->m, &e->kv, &d), EA_OK);
+    for (int b = 0; b < 5; b++) {
+        for (size_t i = 0; i < (size_t)e->kv.block_size * (size_t)e->kv.k_dim; i++)
+            e->kv.k[(size_t)b * (size_t)e->kv.block_size * (size_t)e->kv.k_dim + i] = (float)(b * 1000 + (int)(i % 997));
+        CHECK_EQ(ea_kv_disk_put(d, 100 + (uint64_t)b, &e->kv, b), EA_OK);
+    }
+    ea_kv_disk_stats st;
+    ea_kv_disk_get_stats(d, &st);
+    CHECK_EQ(st.files, 3);
+    CHECK(st.bytes <= 3 * per);
+    CHECK(!ea_kv_disk_has(d, 100) && !ea_kv_disk_has(d, 101));
+    CHECK(ea_kv_disk_has(d, 102) && ea_kv_disk_has(d, 104));
+    /* a block read back is bit-identical */
+    CHECK_EQ(ea_kv_disk_get(d, 104, &e->kv, 11), EA_OK);
+    size_t kr = (size_t)e->kv.block_size * (size_t)e->kv.k_dim;
+    CHECK(memcmp(e->kv.k + 11 * kr, e->kv.k + 4 * kr, kr * sizeof(float)) == 0);
+    CHECK_EQ(ea_kv_disk_get(d, 100, &e->kv, 11), EA_ERR_NOT_FOUND);
+    ea_kv_disk_close(d);
+    ea_engine_destroy(e);
+}
+
 int main(void) {
     const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
     snprintf(model, sizeof model, "%s/golden-models/kvdisk-qwen3", b ? b : ".");
@@ -292,5 +321,6 @@ int main(void) {
     RUN(restart_hits_from_disk);
     RUN(other_rank_never_reads);
     RUN(corrupt_and_foreign_skipped);
+    RUN(size_bound_deletes_oldest);
     return TEST_SUMMARY();
 }
