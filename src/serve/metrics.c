@@ -121,6 +121,12 @@ void ea_metrics_render(ea_metrics *m, const ea_sched_stats *st, ea_sbuf *o) {
         counter(o, "num_preemptions_total", "Requests preempted for lack of KV blocks.",
                 (unsigned long long)st->preemptions);
         counter(o, "steps_total", "Forward steps run by the step loop.", (unsigned long long)st->steps);
+        counter(o, "kv_disk_writes_total", "KV blocks written to the prefix-cache disk tier.",
+                (unsigned long long)st->kv_disk_writes);
+        counter(o, "kv_disk_reads_total", "KV blocks read back from the prefix-cache disk tier.",
+                (unsigned long long)st->kv_disk_reads);
+        counter(o, "kv_disk_skipped_total", "Disk-tier files skipped as corrupt or foreign.",
+                (unsigned long long)st->kv_disk_skipped);
     }
     pthread_mutex_lock(&m->mu);
     static const char *fin[N_FINISH] = {"error", "stop", "length", "abort"};
