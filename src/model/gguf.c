@@ -94,18 +94,26 @@ static ea_status ea__str(ea__cur *c, uint64_t *off, uint64_t *len, const char *f
     return EA_OK;
 }
 
+/* A key or tensor name at the cursor: a GGUF string of 1..max bytes with no NUL,
+ * copied to a new NUL-terminated string (OUT: *name). `field` names it in errors
+ * ("key", "tensor name"), with the offset where it starts (OUT: *at). */
+static ea_status ea__name(ea__cur *c, const char *field, int max, uint64_t *at, char **name) {
+    uint64_t off, len;
+    *at = c->pos;
+    EA_TRY(ea__str(c, &off, &len, field, NULL));
+    if (len == 0 || len > (uint64_t)max)
+        return ea_err(EA_ERR_FORMAT, "%s: %s at offset %llu has length %llu (1..%d allowed)", c->what, field,
+                      (unsigned long long)*at, (unsigned long long)len, max);
+    if (memchr(c->p + off, 0, (size_t)len))
+        return ea_err(EA_ERR_FORMAT, "%s: %s at offset %llu contains a NUL byte", c->what, field,
+                      (unsigned long long)*at);
+    *name = ea_strndup((const char *)c->p + off, (size_t)len);
+    if (!*name) return ea_err(EA_ERR_NOMEM, "%s: no memory", c->what);
+    return EA_OK;
+}
+
 static ea_status ea__kv(ea__cur *c, ea_gguf *g, ea_gguf_kv *kv) {
-    uint64_t koff, klen;
-    kv->key_off = c->pos;
-    EA_TRY(ea__str(c, &koff, &klen, "key", NULL));
-    if (klen == 0 || klen > EA_GGUF_MAX_KEY)
-        return ea_err(EA_ERR_FORMAT, "%s: key at offset %llu has length %llu (1..%d allowed)", c->what,
-                      (unsigned long long)kv->key_off, (unsigned long long)klen, EA_GGUF_MAX_KEY);
-    if (memchr(c->p + koff, 0, (size_t)klen))
-        return ea_err(EA_ERR_FORMAT, "%s: key at offset %llu contains a NUL byte", c->what,
-                      (unsigned long long)kv->key_off);
-    kv->key = ea_strndup((const char *)c->p + koff, (size_t)klen);
-    if (!kv->key) return ea_err(EA_ERR_NOMEM, "%s: no memory", c->what);
+    EA_TRY(ea__name(c, "key", EA_GGUF_MAX_KEY, &kv->key_off, &kv->key));
     char k[96]; /* "key '<name>'" for messages, cut if long */
     snprintf(k, sizeof k, "key '%.80s'", kv->key);
     uint32_t t;
@@ -169,17 +177,7 @@ static int ea__ggml_dtype(uint32_t t, ea_dtype *dt) {
 }
 
 static ea_status ea__tinfo(ea__cur *c, ea_gguf_tinfo *ti) {
-    uint64_t noff, nlen;
-    ti->info_off = c->pos;
-    EA_TRY(ea__str(c, &noff, &nlen, "tensor name", NULL));
-    if (nlen == 0 || nlen > EA_GGUF_MAX_NAME)
-        return ea_err(EA_ERR_FORMAT, "%s: tensor name at offset %llu has length %llu (1..%d allowed)", c->what,
-                      (unsigned long long)ti->info_off, (unsigned long long)nlen, EA_GGUF_MAX_NAME);
-    if (memchr(c->p + noff, 0, (size_t)nlen))
-        return ea_err(EA_ERR_FORMAT, "%s: tensor name at offset %llu contains a NUL byte", c->what,
-                      (unsigned long long)ti->info_off);
-    ti->name = ea_strndup((const char *)c->p + noff, (size_t)nlen);
-    if (!ti->name) return ea_err(EA_ERR_NOMEM, "%s: no memory", c->what);
+    EA_TRY(ea__name(c, "tensor name", EA_GGUF_MAX_NAME, &ti->info_off, &ti->name));
     const char *nm = ti->name;
     char ctx[EA_GGUF_MAX_NAME + 16];
     snprintf(ctx, sizeof ctx, "tensor '%s'", nm);
