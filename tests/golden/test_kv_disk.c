@@ -15,47 +15,9 @@
 #include "harness.h"
 #include "serve/kv_disk.h"
 #include "serve/scheduler.h"
+#include "sched_util.h"
 
 static char model[1024], disk[1024];
-
-typedef struct {
-    int32_t toks[256];
-    int n;
-    ea_finish finish;
-    int cached;
-    int error;
-} result;
-
-static void prompt_of(int i, int32_t *p, int n) {
-    uint64_t s = 1000 + (uint64_t)i * 7919;
-    for (int k = 0; k < n; k++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        p[k] = (int32_t)((s >> 33) % 3000) + 10;
-    }
-}
-
-static void collect(ea_request *r, result *out) {
-    memset(out, 0, sizeof *out);
-    ea_event ev;
-    for (;;) {
-        if (ea_req_next(r, 60000, &ev) != EA_OK) {
-            out->error = 1;
-            break;
-        }
-        if (ev.kind == EA_EV_TOKEN && ev.token >= 0 && out->n < 256) out->toks[out->n++] = ev.token;
-        if (ev.kind == EA_EV_DONE) {
-            out->finish = ev.finish;
-            out->cached = ev.cached_tokens;
-            break;
-        }
-        if (ev.kind == EA_EV_ERROR) {
-            fprintf(stderr, "  request error: %s\n", ev.message);
-            out->error = 1;
-            break;
-        }
-    }
-    ea_req_release(r);
-}
 
 /* One prompt (i) of n tokens, 16 greedy tokens. */
 static result run(ea_sched *s, int i, int n) {

@@ -1,0 +1,53 @@
+/*
+ * sched_util.h — what the scheduler tests share: a deterministic prompt per
+ * index, and collecting a request's events into its token ids and outcome.
+ * Header-only; included by tests/golden/test_scheduler.c and test_kv_disk.c.
+ */
+#ifndef EA_SCHED_UTIL_H
+#define EA_SCHED_UTIL_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "serve/scheduler.h"
+
+typedef struct {
+    int32_t toks[256];
+    int n;
+    ea_finish finish;
+    int cached;
+    int error;
+} result;
+
+static void prompt_of(int i, int32_t *p, int n) {
+    uint64_t s = 1000 + (uint64_t)i * 7919;
+    for (int k = 0; k < n; k++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        p[k] = (int32_t)((s >> 33) % 3000) + 10;
+    }
+}
+
+static void collect(ea_request *r, result *out) {
+    memset(out, 0, sizeof *out);
+    ea_event ev;
+    for (;;) {
+        if (ea_req_next(r, 60000, &ev) != EA_OK) {
+            out->error = 1;
+            break;
+        }
+        if (ev.kind == EA_EV_TOKEN && ev.token >= 0 && out->n < 256) out->toks[out->n++] = ev.token;
+        if (ev.kind == EA_EV_DONE) {
+            out->finish = ev.finish;
+            out->cached = ev.cached_tokens;
+            break;
+        }
+        if (ev.kind == EA_EV_ERROR) {
+            fprintf(stderr, "  request error: %s\n", ev.message);
+            out->error = 1;
+            break;
+        }
+    }
+    ea_req_release(r);
+}
+
+#endif
