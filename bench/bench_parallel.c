@@ -22,56 +22,8 @@
 #include "base/util.h"
 #include "ep/dist.h"
 #include "ep/ep_engine.h"
+#include "serve/engine.h"
 #include "model/forward.h"
-
-typedef struct {
-    ea_model *m;
-    ea_pool *pool;
-    ea_kctx *kctx;
-    ea_moe_backend *be;
-    ea_kv_cache kv;
-    int kv_ok;
-    ea_forward *fw;
-    ea_ep_engine *pe;
-} rig;
-
-static void rig_close(rig *g) {
-    ea_forward_destroy(g->fw);
-    if (g->kv_ok) ea_kv_deinit(&g->kv);
-    ea_moe_backend_destroy(g->be);
-    ea_ep_engine_destroy(g->pe);
-    ea_kctx_destroy(g->kctx);
-    ea_pool_destroy(g->pool);
-    ea_model_close(g->m);
-}
-
-static ea_status rig_open(rig *g, const char *path, ea_dist *d, ea_par_mode mode, int threads, int T, int seqs, int ctx,
-                          int blocks) {
-    memset(g, 0, sizeof *g);
-    EA_TRY(ea_model_open(path, &g->m));
-    const ea_model_config *c = &g->m->cfg;
-    EA_TRY(ea_pool_create(threads, &g->pool));
-    int max_k = c->hidden_size;
-    int dims[] = {c->n_heads * c->head_dim, c->intermediate_size, c->moe_intermediate_size,
-                  c->shared_expert_intermediate_size, c->n_shared_experts * c->moe_intermediate_size,
-                  c->kv_lora_rank, c->q_lora_rank, c->n_heads * c->v_head_dim};
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if (dims[i] > max_k) max_k = dims[i];
-    EA_TRY(ea_kctx_create(g->pool, T, max_k, &g->kctx));
-    if (mode == EA_PAR_NONE) {
-        EA_TRY(ea_forward_local_backend(g->m, g->kctx, T, &g->be));
-    } else {
-        EA_TRY(ea_ep_engine_setup(d, mode, g->m, g->kctx, T, &g->pe));
-        g->be = ea_ep_engine_take_backend(g->pe);
-    }
-    int kd, vd;
-    ea_forward_kv_dims(c, &kd, &vd);
-    int bs = 16;
-    EA_TRY(ea_kv_init(&g->kv, c->n_layers, kd, vd, blocks, bs, seqs, ctx));
-    g->kv_ok = 1;
-    ea_forward_opts fo = {.max_tokens = T, .max_ctx = ctx, .tp = g->pe ? ea_ep_engine_forward_tp(g->pe) : NULL};
-    return ea_forward_create(g->m, g->kctx, g->pool, g->be, &g->kv, &fo, &g->fw);
-}
 
 static double comm_s(ea_dist *d) {
     if (!d) return 0;
@@ -115,52 +67,53 @@ int main(int argc, char **argv) {
     int T = prefill > maxb * 16 ? prefill : maxb * 16;
     if (T > 1024) T = 1024;
     int ctx = prefill + 16 > 16 + steps + 2 ? prefill + 16 : 16 + steps + 2;
-    rig g;
+    ea_engine *g = NULL;
     int rank = d ? ea_dist_rank(d) : 0, N = d ? ea_dist_size(d) : 1;
-    if ((s = rig_open(&g, model, d, mode, threads, T, maxb, ctx,
-                      (prefill + 15) / 16 + maxb * ((16 + steps + 1 + 15) / 16) + 4)) != EA_OK) {
+    ea_engine_opts eo = {.model_path = model, .threads = threads, .max_tokens = T, .max_ctx = ctx, .max_seqs = maxb,
+                         .kv_blocks = (prefill + 15) / 16 + maxb * ((16 + steps + 1 + 15) / 16) + 4,
+                         .block_size = 16, .dist = d, .parallel = mode};
+    if ((s = ea_engine_create(&eo, &g)) != EA_OK) {
         fprintf(stderr, "bench_parallel: rank %d: %s\n", rank, ea_errmsg());
-        rig_close(&g);
         ea_dist_destroy(d);
         return 1;
     }
-    const ea_model_config *c = &g.m->cfg;
+    const ea_model_config *c = &g->m->cfg;
     int32_t *tok = ea_malloc(sizeof(int32_t) * (size_t)T), *pos = ea_malloc(sizeof(int32_t) * (size_t)T);
     int32_t *seq = ea_malloc(sizeof(int32_t) * (size_t)T), *rows = ea_malloc(sizeof(int32_t) * (size_t)T);
     float *logits = ea_malloc(sizeof(float) * (size_t)c->vocab_size * (size_t)maxb);
     const char *mname = ea_par_mode_name(mode);
     /* prefill (sequence 0), after a warm-up that pages weights in */
     for (int rep = 0; s == EA_OK && rep < 2; rep++) {
-        ea_kv_seq_release(&g.kv, 0);
-        if ((s = ea_kv_seq_reserve(&g.kv, 0, prefill)) != EA_OK) break;
+        ea_kv_seq_release(&g->kv, 0);
+        if ((s = ea_kv_seq_reserve(&g->kv, 0, prefill)) != EA_OK) break;
         for (int i = 0; i < prefill; i++) tok[i] = 100 + (i * 7919) % 30000, pos[i] = i, seq[i] = 0;
         int32_t last = prefill - 1;
         double c0 = comm_s(d), t0 = ea_now_s();
-        s = ea_forward_run(g.fw, prefill, tok, pos, seq, 1, &last, logits);
+        s = ea_forward_run(g->fw, prefill, tok, pos, seq, 1, &last, logits);
         double dt = ea_now_s() - t0;
         if (s == EA_OK && rep == 1 && rank == 0)
             printf("{\"bench\":\"parallel_prefill\",\"mode\":\"%s\",\"ranks\":%d,\"threads\":%d,\"tokens\":%d,\"seconds\":%.4f,"
                    "\"tok_s\":%.2f,\"comm_s\":%.4f}\n",
                    mname, N, threads, prefill, dt, prefill / dt, comm_s(d) - c0);
     }
-    ea_kv_seq_release(&g.kv, 0);
+    ea_kv_seq_release(&g->kv, 0);
     for (int bi = 0; s == EA_OK && bi < nb; bi++) {
         int B = bl[bi];
         for (int q = 0; q < B; q++) {
-            ea_kv_seq_release(&g.kv, q);
-            if ((s = ea_kv_seq_reserve(&g.kv, q, 16 + steps + 1)) != EA_OK) break;
+            ea_kv_seq_release(&g->kv, q);
+            if ((s = ea_kv_seq_reserve(&g->kv, q, 16 + steps + 1)) != EA_OK) break;
         }
         /* 16-token prompts, in chunks of up to T tokens */
         for (int at = 0; s == EA_OK && at < B * 16; at += T) {
             int n = B * 16 - at < T ? B * 16 - at : T;
             for (int i = 0; i < n; i++) tok[i] = 200 + (at + i) % 977, pos[i] = (at + i) % 16, seq[i] = (at + i) / 16;
-            s = ea_forward_run(g.fw, n, tok, pos, seq, 0, rows, logits);
+            s = ea_forward_run(g->fw, n, tok, pos, seq, 0, rows, logits);
         }
         double c0 = comm_s(d), t0 = 0;
         for (int st = 0; s == EA_OK && st <= steps; st++) {
             if (st == 1) t0 = ea_now_s(), c0 = comm_s(d); /* step 0 is the warm-up */
             for (int q = 0; q < B; q++) tok[q] = 300 + (q * 31 + st) % 5000, pos[q] = 16 + st, seq[q] = q, rows[q] = q;
-            s = ea_forward_run(g.fw, B, tok, pos, seq, B, rows, logits);
+            s = ea_forward_run(g->fw, B, tok, pos, seq, B, rows, logits);
         }
         double dt = ea_now_s() - t0;
         if (s == EA_OK && rank == 0)
@@ -168,11 +121,11 @@ int main(int argc, char **argv) {
                    "\"seconds\":%.4f,\"tok_s\":%.2f,\"comm_s\":%.4f}\n",
                    mname, N, threads, B, steps, dt, (double)B * steps / dt, comm_s(d) - c0);
         fflush(stdout);
-        for (int q = 0; q < B; q++) ea_kv_seq_release(&g.kv, q);
+        for (int q = 0; q < B; q++) ea_kv_seq_release(&g->kv, q);
     }
     if (s != EA_OK) fprintf(stderr, "bench_parallel: rank %d: %s\n", rank, ea_errmsg());
     ea_free(tok), ea_free(pos), ea_free(seq), ea_free(rows), ea_free(logits);
-    rig_close(&g);
+    ea_engine_destroy(g);
     ea_dist_destroy(d);
     return s == EA_OK ? 0 : 1;
 }

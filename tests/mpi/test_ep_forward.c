@@ -33,6 +33,7 @@
 #include "kernels/matmul.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
+#include "serve/engine.h"
 
 static const char *families[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v2", "deepseek_v3"};
 #define N_FAM 6
@@ -43,53 +44,12 @@ static const char *families[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "
 static ea_dist *g_d;
 static char g_models[1024];
 
-typedef struct {
-    ea_model *m;
-    ea_pool *pool;
-    ea_kctx *kctx;
-    ea_moe_backend *be;
-    ea_kv_cache kv;
-    int kv_ok;
-    ea_forward *fw;
-    ea_ep_engine *pe;
-} rig;
-
-static void rig_close(rig *g) {
-    ea_forward_destroy(g->fw);
-    if (g->kv_ok) ea_kv_deinit(&g->kv);
-    ea_moe_backend_destroy(g->be);
-    ea_ep_engine_destroy(g->pe);
-    ea_kctx_destroy(g->kctx);
-    ea_pool_destroy(g->pool);
-    ea_model_close(g->m);
-    memset(g, 0, sizeof *g);
-}
-
-static ea_status rig_open(rig *g, const char *path, ea_par_mode mode) {
-    memset(g, 0, sizeof *g);
-    EA_TRY(ea_model_open(path, &g->m));
-    const ea_model_config *c = &g->m->cfg;
-    EA_TRY(ea_pool_create(1, &g->pool));
-    int max_k = c->hidden_size;
-    int dims[] = {c->n_heads * c->head_dim, c->intermediate_size, c->moe_intermediate_size,
-                  c->shared_expert_intermediate_size, c->n_shared_experts * c->moe_intermediate_size,
-                  c->kv_lora_rank, c->q_lora_rank, c->n_heads * c->v_head_dim};
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if (dims[i] > max_k) max_k = dims[i];
-    EA_TRY(ea_kctx_create(g->pool, 16, max_k, &g->kctx));
-    if (mode == EA_PAR_NONE) {
-        EA_TRY(ea_forward_local_backend(g->m, g->kctx, 16, &g->be));
-    } else {
-        EA_TRY(ea_ep_engine_setup(g_d, mode, g->m, g->kctx, 16, &g->pe));
-        g->be = ea_ep_engine_take_backend(g->pe);
-    }
-    int kd, vd;
-    ea_forward_kv_dims(c, &kd, &vd);
-    EA_TRY(ea_kv_init(&g->kv, c->n_layers, kd, vd, 8, 16, 1, 64));
-    g->kv_ok = 1;
-    EA_TRY(ea_kv_seq_reserve(&g->kv, 0, N_PROMPT + N_DECODE + 1));
-    ea_forward_opts fo = {.max_tokens = 16, .max_ctx = 64, .tp = g->pe ? ea_ep_engine_forward_tp(g->pe) : NULL};
-    return ea_forward_create(g->m, g->kctx, g->pool, g->be, &g->kv, &fo, &g->fw);
+/* One rank's runtime, built exactly as the product builds it (serve/engine.h). */
+static ea_status rig_open(ea_engine **g, const char *path, ea_par_mode mode) {
+    ea_engine_opts o = {.model_path = path, .threads = 1, .max_tokens = 16, .max_ctx = 64, .max_seqs = 1,
+                        .kv_blocks = 8, .block_size = 16, .dist = g_d, .parallel = mode};
+    EA_TRY(ea_engine_create(&o, g));
+    return ea_kv_seq_reserve(&(*g)->kv, 0, N_PROMPT + N_DECODE + 1);
 }
 
 static int argmax(const float *x, int n) {
@@ -101,7 +61,7 @@ static int argmax(const float *x, int n) {
 
 /* Run the prompt then N_DECODE steps. If tokens_in is NULL, choose greedily and
  * write the chosen tokens to tokens_out; else feed tokens_in. logits (N_STEPS, V). */
-static ea_status run(rig *g, const int32_t *tokens_in, int32_t *tokens_out, float *logits) {
+static ea_status run(ea_engine *g, const int32_t *tokens_in, int32_t *tokens_out, float *logits) {
     int V = g->m->cfg.vocab_size;
     int32_t tok[N_PROMPT], pos[N_PROMPT], seq[N_PROMPT] = {0};
     for (int i = 0; i < N_PROMPT; i++) tok[i] = 1000 + 37 * i, pos[i] = i;
@@ -169,32 +129,34 @@ static int same_on_all_ranks(const void *p, size_t n) {
 }
 
 static void check_family(const char *fam, int *tp_checked) {
-    rig g;
+    ea_engine *g = NULL;
     ea_status s = rig_open(&g, model_path(fam), EA_PAR_NONE);
     if (s != EA_OK) FAIL_("%s: local: %s", fam, ea_errmsg());
-    int V = g.m->cfg.vocab_size, N = ea_dist_size(g_d);
-    const ea_model_config *c = &g.m->cfg;
+    int V = g->m->cfg.vocab_size, N = ea_dist_size(g_d);
+    const ea_model_config *c = &g->m->cfg;
     int tp_ok = c->kv_lora_rank == 0 && c->qk_norm != EA_QKNORM_FULL && c->n_heads % N == 0 && c->n_kv_heads % N == 0 &&
                 c->moe_intermediate_size % N == 0;
     size_t L = (size_t)N_STEPS * V;
     float *ref = ea_malloc(L * sizeof(float)), *got = ea_malloc(L * sizeof(float));
     int32_t toks[N_DECODE];
     CHECK(ref && got);
-    s = run(&g, NULL, toks, ref);
-    rig_close(&g);
+    s = run(g, NULL, toks, ref);
+    ea_engine_destroy(g);
+    g = NULL;
     if (s != EA_OK) {
         ea_free(ref), ea_free(got);
         FAIL_("%s: local run: %s", fam, ea_errmsg());
     }
 
     s = rig_open(&g, model_path(fam), EA_PAR_EXPERT);
-    if (s == EA_OK) s = run(&g, toks, NULL, got);
+    if (s == EA_OK) s = run(g, toks, NULL, got);
     ea_ep_stats st;
-    int have = s == EA_OK && g.pe && ea_ep_engine_stats(g.pe, &st);
+    int have = s == EA_OK && g->par && ea_ep_engine_stats(g->par, &st);
     int64_t pairs[2] = {have ? (int64_t)st.pairs_local : -1, have ? (int64_t)st.pairs_total : -1};
     char *json = NULL;
     if (have) ea_ep_stats_json(&st, &json);
-    rig_close(&g); /* the stats views die here; only copied numbers are used below */
+    ea_engine_destroy(g);
+    g = NULL; /* the stats views die here; only copied numbers are used below */
     if (s != EA_OK) {
         ea_free(ref), ea_free(got), ea_free(json);
         FAIL_("%s: expert: %s", fam, ea_errmsg());
@@ -212,8 +174,9 @@ static void check_family(const char *fam, int *tp_checked) {
 
     if (tp_ok) {
         s = rig_open(&g, model_path(fam), EA_PAR_TENSOR);
-        if (s == EA_OK) s = run(&g, toks, NULL, got);
-        rig_close(&g);
+        if (s == EA_OK) s = run(g, toks, NULL, got);
+        ea_engine_destroy(g);
+        g = NULL;
         if (s != EA_OK) {
             ea_free(ref), ea_free(got);
             FAIL_("%s: tensor: %s", fam, ea_errmsg());
@@ -235,7 +198,8 @@ static void check_family(const char *fam, int *tp_checked) {
     } else {
         /* the refusal is one clear error on every rank */
         s = rig_open(&g, model_path(fam), EA_PAR_TENSOR);
-        rig_close(&g);
+        ea_engine_destroy(g);
+        g = NULL;
         CHECK(s != EA_OK);
         CHECK(strstr(ea_errmsg(), "--parallel tensor") != NULL);
     }
