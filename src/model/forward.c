@@ -15,7 +15,7 @@
  *   h (T,H) residual stream      xn (T,H) normed input      y (T,H) block output
  *   q (T,Q)  k,v (T,KV)  att (T,Q)     rl (T,E) router logits
  *   ids (T,K) w (T,K)                  g,u (T,Fmax) dense/shared FFN
- *   scores (threads, max_ctx)          rope (max_ctx, rot) cos|sin per position
+ *   scores (threads, attn scratch)     rope (max_ctx, rot) cos|sin per position
  */
 #include "model/forward.h"
 
@@ -24,6 +24,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "kernels/attn.h"
 #include "kernels/ops.h"
 #include "moe/moe_local.h"
 #include "moe/router.h"
@@ -136,6 +137,7 @@ void ea_forward_destroy(ea_forward *f) {
                      f->u, f->sgate, f->route_scratch, f->scores, f->lm_x};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ea_aligned_free(bufs[i]);
     ea_free(f->ids);
+    ea_free(f->tiles);
     ea_free(f);
 }
 
@@ -225,11 +227,16 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     f->u = ea__buf(T * f->ffn_max, &ok);
     f->sgate = ea__buf(T, &ok);
     f->route_scratch = ea__buf(2 * E, &ok);
-    f->scores = ea__buf((size_t)f->n_threads * o->max_ctx, &ok);
+    /* attention: a key width of q_dim/n_heads (MLA: latent + rope), tiles per KV head and sequence run */
+    int n_kvh = f->mla ? 1 : f->nkv, group = f->mla ? c->n_heads : f->nh / f->nkv;
+    f->scores_per_thread = (ea_k_attend_scratch(f->mla ? f->kv_dim : c->head_dim, o->max_ctx) + 15) & ~(size_t)15;
+    f->scores = ea__buf((size_t)f->n_threads * f->scores_per_thread, &ok);
+    f->max_tiles = n_kvh * (o->max_tokens * group / EA_K_ATTN_ROWS + o->max_tokens + 1);
+    f->tiles = ea_calloc((size_t)f->max_tiles, sizeof *f->tiles);
     f->lm_x = ea__buf(T * H, &ok);
     f->rope = ea__buf((size_t)o->max_ctx * f->rot, &ok);
     f->ids = ea_calloc(T * K, sizeof(int32_t));
-    if (s == EA_OK && (!ok || !f->ids)) s = ea_err(EA_ERR_NOMEM, "forward buffers for %zu tokens", T);
+    if (s == EA_OK && (!ok || !f->ids || !f->tiles)) s = ea_err(EA_ERR_NOMEM, "forward buffers for %zu tokens", T);
     if (s != EA_OK) {
         ea_forward_destroy(f);
         return s;
@@ -278,21 +285,53 @@ static void ea__norm_rows(const float *x, const float *w, float eps, int n, int 
     for (int t = 0; t < n; t++) ea_k_rmsnorm(x + (size_t)t * dim, w, eps, dim, y + (size_t)t * dim);
 }
 
-/* One (token, head) of attention: att[t][h] = softmax(q·K / sqrt(d)) · V over positions 0..pos[t]. */
-static void ea__attn_task(void *ctx, int task, int thread) {
+/* One tile of attention (kernels/attn.h) against the current layer's KV cache. */
+static void ea__attn_tile_task(void *ctx, int task, int thread) {
     ea_forward *f = ctx;
-    const ea_model_config *c = f->c;
-    int nh = f->nh, hd = c->head_dim, group = f->nh / f->nkv;
-    int t = task / nh, h = task % nh, kvh = h / group;
-    int p_end = f->run_pos[t], s = f->run_seq[t];
-    const float *q = f->q + (size_t)t * f->q_dim + (size_t)h * hd;
-    float *sc = f->scores + (size_t)thread * f->o.max_ctx;
-    for (int p = 0; p <= p_end; p++)
-        sc[p] = ea_k_dot_f32(q, ea_kv_k(f->kv, f->run_layer, s, p) + (size_t)kvh * hd, hd) * f->attn_scale;
-    ea_k_softmax(sc, p_end + 1);
-    float *o = f->att + (size_t)t * f->q_dim + (size_t)h * hd;
-    memset(o, 0, sizeof(float) * hd);
-    for (int p = 0; p <= p_end; p++) ea_k_axpy(sc[p], ea_kv_v(f->kv, f->run_layer, s, p) + (size_t)kvh * hd, o, hd);
+    const ea__attn_io *io = &f->att_io;
+    const ea__attn_tile *tl = &f->tiles[task];
+    const float *q[EA_K_ATTN_ROWS];
+    float *o[EA_K_ATTN_ROWS];
+    int32_t last[EA_K_ATTN_ROWS];
+    for (int i = 0; i < tl->n_rows; i++) {
+        int row = tl->row0 + i, t = tl->t0 + row / io->group, h = tl->kvh * io->group + row % io->group;
+        q[i] = io->q + (size_t)t * io->q_ts + (size_t)h * io->q_hs;
+        o[i] = io->o + (size_t)t * io->o_ts + (size_t)h * io->o_hs;
+        last[i] = f->run_pos[t];
+    }
+    const ea_kv_cache *kv = f->kv;
+    size_t layer_rows = (size_t)f->run_layer * kv->n_blocks * kv->block_size;
+    ea_k_attn_kv a = {.dk = io->dk,
+                      .dv = io->dv,
+                      .scale = io->scale,
+                      .k = io->k + layer_rows * io->k_stride + (size_t)tl->kvh * io->k_hs,
+                      .v = io->v + layer_rows * io->v_stride + (size_t)tl->kvh * io->v_hs,
+                      .k_stride = io->k_stride,
+                      .v_stride = io->v_stride,
+                      .blocks = kv->tables + (size_t)f->run_seq[tl->t0] * kv->max_blocks_per_seq,
+                      .block_size = kv->block_size};
+    ea_k_attend(&a, tl->n_rows, q, last, o, f->scores + (size_t)thread * f->scores_per_thread);
+}
+
+/* Causal attention of the run's n tokens for layer l (whose K/V are in the
+ * cache already): tiles of up to 16 rows — per KV head, the heads of its group
+ * at consecutive tokens of one sequence — run over the pool. */
+void ea__attend(ea_forward *f, int l, int n, const ea__attn_io *io) {
+    int nt = 0;
+    for (int g = 0; g < io->n_kv_heads; g++)
+        for (int t0 = 0; t0 < n;) {
+            int t1 = t0 + 1;
+            while (t1 < n && f->run_seq[t1] == f->run_seq[t0]) t1++;
+            for (int row = 0, rows = (t1 - t0) * io->group; row < rows; row += EA_K_ATTN_ROWS) {
+                EA_ASSERT(nt < f->max_tiles);
+                f->tiles[nt++] = (ea__attn_tile){g, t0, row, rows - row < EA_K_ATTN_ROWS ? rows - row : EA_K_ATTN_ROWS};
+            }
+            t0 = t1;
+        }
+    f->n_tiles = nt;
+    f->att_io = *io;
+    f->run_layer = l;
+    ea_pool_run(f->pool, ea__attn_tile_task, f, nt);
 }
 
 /* attention: y = wo · attend(rope(qk_norm(wq·xn + bq)), rope(...k...), v) */
@@ -327,8 +366,12 @@ static ea_status ea__attention(ea_forward *f, int l, int n) {
         memcpy(ea_kv_k(f->kv, l, f->run_seq[t], f->run_pos[t]), k, sizeof(float) * f->kv_dim);
         memcpy(ea_kv_v(f->kv, l, f->run_seq[t], f->run_pos[t]), f->v + (size_t)t * f->kv_dim, sizeof(float) * f->kv_dim);
     }
-    f->run_layer = l;
-    ea_pool_run(f->pool, ea__attn_task, f, n * f->nh);
+    const ea_kv_cache *kv = f->kv;
+    ea__attn_io io = {.q = f->q, .k = kv->k, .v = kv->v, .o = f->att,
+                      .q_ts = (size_t)f->q_dim, .q_hs = (size_t)hd, .o_ts = (size_t)f->q_dim, .o_hs = (size_t)hd,
+                      .k_hs = (size_t)hd, .v_hs = (size_t)hd, .k_stride = (size_t)kv->k_dim, .v_stride = (size_t)kv->v_dim,
+                      .dk = hd, .dv = hd, .group = f->nh / f->nkv, .n_kv_heads = f->nkv, .scale = f->attn_scale};
+    ea__attend(f, l, n, &io);
     ea_k_matmul(f->kctx, tl ? &tl->wo : &L->wo, f->att, n, f->y);
     if (tp) EA_TRY(tp->allreduce(tp->ctx, f->y, (size_t)n * c->hidden_size, l)); /* sum of the ranks' heads */
     return EA_OK;

@@ -14,6 +14,25 @@ typedef struct {
     float *q_a_norm, *kv_a_norm;
 } ea__layer_vecs;
 
+/* What attention reads and writes for one layer (ea__attend): query row of
+ * (token t, head h) at q + t*q_ts + h*q_hs (dk floats), its output at
+ * o + t*o_ts + h*o_hs (dv floats); heads h = g*group .. g*group+group-1 read
+ * KV head g, whose key of cache row c is at k + g*k_hs + c*k_stride (and the
+ * value likewise from v). */
+typedef struct {
+    const float *q, *k, *v;
+    float *o;
+    size_t q_ts, q_hs, o_ts, o_hs, k_hs, v_hs, k_stride, v_stride;
+    int dk, dv, group, n_kv_heads;
+    float scale;
+} ea__attn_io;
+
+/* A tile: rows [row0, row0 + n_rows) of KV head kvh over the tokens t0, t0+1,
+ * ... of one sequence; row i is token t0 + i / group, head kvh*group + i % group. */
+typedef struct {
+    int32_t kvh, t0, row0, n_rows;
+} ea__attn_tile;
+
 struct ea_forward {
     const ea_model *m;
     const ea_model_config *c;
@@ -36,13 +55,17 @@ struct ea_forward {
     float *h, *xn, *y, *q, *k, *v, *att, *rl, *w, *g, *u, *sgate, *route_scratch, *scores, *lm_x;
     int32_t *ids;
     int n_threads;
+    size_t scores_per_thread; /* floats of attention scratch per thread (kernels/attn.h) */
+    ea__attn_tile *tiles;     /* owns: max_tiles */
+    int max_tiles, n_tiles;
+    ea__attn_io att_io;       /* the current layer's (read by the tile tasks) */
 
     /* MLA (deepseek): see mla.c */
     int mla, mla_expanded; /* expanded: attention through expanded K/V instead of the absorbed form */
     float *qa;             /* (T, q_lora_rank) */
-    float *mla_qabs;       /* (n_heads, T, kv_lora) q_nope absorbed into latent space */
+    float *mla_qabs;       /* (n_heads, T, kv_lora + rope) [q_nope absorbed into latent space | q_pe] */
     float *mla_ctx;        /* (n_heads, T, kv_lora) attention output in latent space */
-    float *mla_tmp;        /* (T, max(nope, v)) gather/scatter of one head */
+    float *mla_tmp;        /* (T, max(nope, v) + kv_lora) gather/scatter of one head */
     float **mla_ukt;       /* (n_layers) -> (n_heads, kv_lora, nope) f32: W_UK transposed per head */
     float *mla_lat;        /* expanded form: (max_ctx, kv_lora) latents of one sequence */
     float *mla_kv;         /* expanded form: (max_ctx, n_heads*(nope+v)) K_nope|V of one sequence */
@@ -54,6 +77,9 @@ struct ea_forward {
     const int32_t *run_pos, *run_seq;
 };
 
+
+/* forward.c: causal attention of the current run's tokens (attn.h tiles over the pool) */
+void ea__attend(ea_forward *f, int l, int n, const ea__attn_io *io);
 
 /* mla.c */
 ea_status ea__mla_create(ea_forward *f);

@@ -14,7 +14,7 @@
  *
  * Absorbed form (default; decode reads the latent cache once):
  *   q_abs[h] = W_UK[h]ᵀ q_nope[h]                                        (c)
- *   s[p]     = (q_abs[h]·latent[p] + q_pe[h]·k_pe[p]) · scale
+ *   s[p]     = ([q_abs[h] | q_pe[h]] · [latent[p] | k_pe[p]]) · scale   (one dot product)
  *   ctx[h]   = Σ_p softmax(s)[p] · latent[p]                             (c)
  *   o[h]     = W_UV[h] · ctx[h]                                          (v)
  * Expanded form (the published one; --mla-expanded, for checking):
@@ -53,9 +53,10 @@ ea_status ea__mla_create(ea_forward *f) {
     }
     int ok = 1;
     if (c->q_lora_rank > 0) f->qa = ea__fbuf(T * c->q_lora_rank, &ok);
-    f->mla_qabs = ea__fbuf((size_t)H * T * C, &ok);
+    f->mla_qabs = ea__fbuf((size_t)H * T * (C + r), &ok);
     f->mla_ctx = ea__fbuf((size_t)H * T * C, &ok);
-    f->mla_tmp = ea__fbuf(T * (size_t)(n > v ? n : v), &ok);
+    int tw = n > v ? n : v;
+    f->mla_tmp = ea__fbuf(T * (size_t)(tw + C), &ok);
     f->mla_tok_of = ea_calloc(T, sizeof(int32_t));
     if (!f->mla_tok_of) ok = 0;
     if (f->mla_expanded) {
@@ -105,26 +106,6 @@ static ea_tensor ea__rows(const ea_tensor *t, int64_t r0, int64_t nr) {
     return v;
 }
 
-/* Absorbed form, one (token, head): scores over the latent cache, ctx in latent space. */
-static void ea__mla_absorbed_task(void *ctx, int task, int thread) {
-    ea_forward *f = ctx;
-    const ea_model_config *c = f->c;
-    int H = c->n_heads, n = c->qk_nope_head_dim, r = c->qk_rope_head_dim, C = c->kv_lora_rank;
-    int t = task / H, h = task % H, p_end = f->run_pos[t], s = f->run_seq[t];
-    size_t T = (size_t)f->o.max_tokens;
-    const float *qabs = f->mla_qabs + ((size_t)h * T + t) * C;
-    const float *qpe = f->q + (size_t)t * f->q_dim + (size_t)h * (n + r) + n;
-    float *sc = f->scores + (size_t)thread * f->o.max_ctx;
-    for (int p = 0; p <= p_end; p++) {
-        const float *kv = ea_kv_k(f->kv, f->run_layer, s, p);
-        sc[p] = (ea_k_dot_f32(qabs, kv, C) + ea_k_dot_f32(qpe, kv + C, r)) * f->attn_scale;
-    }
-    ea_k_softmax(sc, p_end + 1);
-    float *o = f->mla_ctx + ((size_t)h * T + t) * C;
-    memset(o, 0, sizeof(float) * C);
-    for (int p = 0; p <= p_end; p++) ea_k_axpy(sc[p], ea_kv_k(f->kv, f->run_layer, s, p), o, C);
-}
-
 /* Expanded form, one (token of the current sequence, head). */
 static void ea__mla_expanded_task(void *ctx, int task, int thread) {
     ea_forward *f = ctx;
@@ -132,7 +113,7 @@ static void ea__mla_expanded_task(void *ctx, int task, int thread) {
     int H = c->n_heads, n = c->qk_nope_head_dim, r = c->qk_rope_head_dim, v = c->v_head_dim, C = c->kv_lora_rank;
     int t = f->mla_tok_of[task / H], h = task % H, p_end = f->run_pos[t], s = f->run_seq[t];
     const float *q = f->q + (size_t)t * f->q_dim + (size_t)h * (n + r);
-    float *sc = f->scores + (size_t)thread * f->o.max_ctx;
+    float *sc = f->scores + (size_t)thread * f->scores_per_thread;
     size_t kvw = (size_t)H * (n + v);
     for (int p = 0; p <= p_end; p++) {
         const float *kn = f->mla_kv + (size_t)p * kvw + (size_t)h * (n + v);
@@ -201,13 +182,22 @@ ea_status ea__mla_attention(ea_forward *f, int l, int n_tok) {
     if (f->mla_expanded) {
         ea__mla_expanded(f, L, l, n_tok);
     } else {
-        for (int h = 0; h < H; h++) { /* q_abs[h] = q_nope[h] · W_UK[h] */
+        for (int h = 0; h < H; h++) { /* q_abs[h] = [q_nope[h] · W_UK[h] | q_pe[h]], the query against [latent | k_pe] */
             for (int t = 0; t < n_tok; t++)
                 memcpy(f->mla_tmp + (size_t)t * n, f->q + (size_t)t * f->q_dim + (size_t)h * (n + r), sizeof(float) * n);
             ea_tensor ukt = {"w_uk_t", EA_F32, 2, {C, n}, f->mla_ukt[l] + (size_t)h * C * n, sizeof(float) * C * n};
-            ea_k_matmul(f->kctx, &ukt, f->mla_tmp, n_tok, f->mla_qabs + (size_t)h * T * C);
+            ea_k_matmul(f->kctx, &ukt, f->mla_tmp, n_tok, f->mla_tmp + (size_t)T * n);
+            for (int t = 0; t < n_tok; t++) {
+                float *qa = f->mla_qabs + ((size_t)h * T + t) * (C + r);
+                memcpy(qa, f->mla_tmp + (size_t)T * n + (size_t)t * C, sizeof(float) * C);
+                memcpy(qa + C, f->q + (size_t)t * f->q_dim + (size_t)h * (n + r) + n, sizeof(float) * r);
+            }
         }
-        ea_pool_run(f->pool, ea__mla_absorbed_task, f, n_tok * H);
+        ea__attn_io io = {.q = f->mla_qabs, .k = f->kv->k, .v = f->kv->k, .o = f->mla_ctx,
+                          .q_ts = (size_t)(C + r), .q_hs = T * (C + r), .o_ts = (size_t)C, .o_hs = T * C,
+                          .k_stride = (size_t)f->kv_dim, .v_stride = (size_t)f->kv_dim,
+                          .dk = C + r, .dv = C, .group = H, .n_kv_heads = 1, .scale = f->attn_scale};
+        ea__attend(f, l, n_tok, &io);
         for (int h = 0; h < H; h++) { /* o[h] = W_UV[h] · ctx[h] */
             ea_tensor uv = ea__rows(&L->wkv_b, (int64_t)h * (n + v) + n, v);
             ea_k_matmul(f->kctx, &uv, f->mla_ctx + (size_t)h * T * C, n_tok, f->mla_tmp);

@@ -1,0 +1,64 @@
+/*
+ * attn.h — causal attention of a tile of query rows against a paged KV cache.
+ *
+ * A tile is up to 16 query rows that read the same keys: the query heads of
+ * one KV head (a GQA group; all heads for MLA's shared latent) at one or more
+ * positions of one sequence. Row r attends to the keys at positions
+ * 0..last[r]:
+ *
+ *   s[j]   = (q_r · k_j) · scale              j = 0..last[r]
+ *   e[j]   = exp(s[j] − max_j s)
+ *   out_r  = (Σ_j e[j] · v_j) · (1 / Σ_j e[j])
+ *
+ * Batch invariance: every value of row r goes through the same operations in
+ * the same order whatever the other rows of the tile are (and whether the
+ * tile has 1 or 16 rows):
+ *   q·k     one fused multiply-add per element, d = 0..dk-1 in increasing d,
+ *           from +0; then one multiply by scale;
+ *   max     over j ≤ last[r];  sum: left to right in j, from +0;
+ *   exp     ea_k_expf below (the same polynomial in every variant);
+ *   out[d]  fused multiply-adds e[j]·v_j[d] in increasing j from +0, then one
+ *           multiply by 1/sum.
+ * The AVX-512 variant keeps one row per lane (scores) or one element per lane
+ * (values), so it performs exactly these operations; the _ref twin is the
+ * plain definition and gives the same bits (tests/unit/test_attn.c).
+ */
+#ifndef EA_ATTN_H
+#define EA_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define EA_K_ATTN_ROWS 16
+
+/* Where the keys and values of one sequence and one KV head are. Position p
+ * is cache row c = blocks[p / block_size] * block_size + p % block_size; its
+ * key is k + c * k_stride (dk floats), its value v + c * v_stride (dv
+ * floats). v may point into the keys (MLA: the value is the latent part). */
+typedef struct {
+    int dk, dv;
+    float scale;
+    const float *k, *v;
+    size_t k_stride, v_stride;
+    const int32_t *blocks;
+    int block_size;
+} ea_k_attn_kv;
+
+/* Floats of scratch ea_k_attend needs for keys up to max_keys and width dk. */
+size_t ea_k_attend_scratch(int dk, int max_keys);
+
+/* Attention of n_rows (1..16) query rows: q[r] (dk floats) over positions
+ * 0..last[r] into out[r] (dv floats). scratch: ea_k_attend_scratch floats,
+ * 64-byte aligned. Picks the AVX-512 variant when the CPU has it (and
+ * EAAS_OPS_REF is unset). */
+void ea_k_attend(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last, float *const *out,
+                 float *scratch);
+void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
+                     float *const *out, float *scratch);
+
+/* exp(x) for x ≤ 0 (attention's x − max), to ~2 ulp; below −87 it returns
+ * exp(−87). Range reduction x = n·ln2 + r, a degree-7 polynomial in r with
+ * fused multiply-adds, times 2^n; the AVX-512 form gives the same bits. */
+float ea_k_expf(float x);
+
+#endif
