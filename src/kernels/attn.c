@@ -16,6 +16,9 @@
  */
 #include "kernels/attn.h"
 
+#include "kernels/exp_impl.h"
+#include "kernels/ops.h"
+
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
@@ -23,57 +26,6 @@
 
 size_t ea_k_attend_scratch(int dk, int max_keys) {
     return (size_t)EA_K_ATTN_ROWS * ((size_t)dk + (size_t)max_keys) + 16;
-}
-
-/* ---- exp ------------------------------------------------------------------ */
-
-#define EA__EXP_LO (-87.0f)
-#define EA__EXP_HI 88.0f
-#define EA__LOG2E 1.44269504088896341f
-#define EA__LN2_HI 0.693359375f
-#define EA__LN2_LO (-2.12194440e-4f)
-/* Cephes' expf minimax coefficients for |r| ≤ ln2/2 */
-#define EA__E0 1.9875691500e-4f
-#define EA__E1 1.3981999507e-3f
-#define EA__E2 8.3334519073e-3f
-#define EA__E3 4.1665795894e-2f
-#define EA__E4 1.6666665459e-1f
-#define EA__E5 5.0000001201e-1f
-
-float ea_k_expf(float x) {
-    x = x < EA__EXP_LO ? EA__EXP_LO : x > EA__EXP_HI ? EA__EXP_HI : x;
-    float n = rintf(x * EA__LOG2E);
-    float r = fmaf(n, -EA__LN2_HI, x);
-    r = fmaf(n, -EA__LN2_LO, r);
-    float p = EA__E0;
-    p = fmaf(p, r, EA__E1);
-    p = fmaf(p, r, EA__E2);
-    p = fmaf(p, r, EA__E3);
-    p = fmaf(p, r, EA__E4);
-    p = fmaf(p, r, EA__E5);
-    float y = fmaf(p, r * r, r) + 1.0f;
-    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
-    float s;
-    memcpy(&s, &bits, sizeof s);
-    return y * s;
-}
-
-#define EA__T5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
-
-EA__T5 static inline __m512 ea__expf16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(EA__EXP_LO)), _mm512_set1_ps(EA__EXP_HI));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EA__LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EA__LN2_HI), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EA__LN2_LO), r);
-    __m512 p = _mm512_set1_ps(EA__E0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EA__E1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EA__E2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EA__E3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EA__E4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EA__E5));
-    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
 }
 
 /* ---- positions -> cache rows ------------------------------------------------ */
@@ -136,7 +88,7 @@ void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, 
 /* ---- AVX-512 ------------------------------------------------------------------ */
 
 /* Scores of keys [0, n_keys) for all 16 lanes into st (scaled). */
-EA__T5 static void ea__scores(const ea_k_attn_kv *kv, const float *qt, int n_keys, float *st) {
+EA__T512 static void ea__scores(const ea_k_attn_kv *kv, const float *qt, int n_keys, float *st) {
     int dk = kv->dk;
     __m512 sc = _mm512_set1_ps(kv->scale);
     ea__walk w = {kv, 0, 0};
@@ -163,7 +115,7 @@ EA__T5 static void ea__scores(const ea_k_attn_kv *kv, const float *qt, int n_key
 }
 
 /* out rows ra (and rb if rb >= 0, same last) = (Σ_j e_j v_j) * inv, 64 elements per pass. */
-EA__T5 static void ea__values(const ea_k_attn_kv *kv, const float *st, int ra, int rb, int last, float inva,
+EA__T512 static void ea__values(const ea_k_attn_kv *kv, const float *st, int ra, int rb, int last, float inva,
                               float invb, float *oa, float *ob) {
     int dv = kv->dv;
     for (int d0 = 0; d0 < dv; d0 += 64) {
@@ -193,7 +145,7 @@ EA__T5 static void ea__values(const ea_k_attn_kv *kv, const float *st, int ra, i
     }
 }
 
-EA__T5 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
+EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
                                      float *const *out, float *scratch) {
     int dk = kv->dk, n_keys = ea__n_keys(n_rows, last);
     float *qt = scratch, *st = scratch + (size_t)EA_K_ATTN_ROWS * dk;

@@ -16,7 +16,7 @@
  *   q·k     one fused multiply-add per element, d = 0..dk-1 in increasing d,
  *           from +0; then one multiply by scale;
  *   max     over j ≤ last[r];  sum: left to right in j, from +0;
- *   exp     ea_k_expf below (the same polynomial in every variant);
+ *   exp     ea_k_expf (ops.h; the same polynomial in every variant);
  *   out[d]  fused multiply-adds e[j]·v_j[d] in increasing j from +0, then one
  *           multiply by 1/sum.
  * The AVX-512 variant keeps one row per lane (scores) or one element per lane
@@ -55,10 +55,5 @@ void ea_k_attend(const ea_k_attn_kv *kv, int n_rows, const float *const *q, cons
                  float *scratch);
 void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
                      float *const *out, float *scratch);
-
-/* exp(x) for x ≤ 0 (attention's x − max), to ~2 ulp; below −87 it returns
- * exp(−87). Range reduction x = n·ln2 + r, a degree-7 polynomial in r with
- * fused multiply-adds, times 2^n; the AVX-512 form gives the same bits. */
-float ea_k_expf(float x);
 
 #endif

@@ -159,6 +159,8 @@ void ea_kctx_destroy(ea_kctx *ctx) {
 
 const char *ea_kctx_isa(const ea_kctx *ctx) { return ea__isa_names[ctx->isa]; }
 
+ea_pool *ea_kctx_pool(const ea_kctx *ctx) { return ctx->pool; }
+
 /* ---- reference twin ----------------------------------------------------------- */
 
 void ea_k_matmul_ref(const ea_tensor *w, const float *x, int m, float *y) {

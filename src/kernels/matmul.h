@@ -35,6 +35,8 @@ void ea_kctx_destroy(ea_kctx *ctx);
 /* "scalar", "avx2", "avx512", "amx" — what this context dispatches to. Under
  * "amx" only bf16 weights use the tiles; other dtypes run the avx512 kernels. */
 const char *ea_kctx_isa(const ea_kctx *ctx);
+/* The pool the context runs on (NULL = serial), for callers that split their own row-wise work the same way. */
+ea_pool *ea_kctx_pool(const ea_kctx *ctx);
 
 /* Force an ISA on this context ("scalar", "avx2", "avx512", "amx");
  * EA_ERR_UNSUPPORTED if the CPU (or the OS, for AMX) lacks it. Tests use

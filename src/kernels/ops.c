@@ -12,6 +12,9 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "kernels/exp_impl.h"
 
 void ea_k_rmsnorm(const float *x, const float *w, float eps, int n, float *y) {
     float ss = ea_k_dot_f32(x, x, n);
@@ -51,8 +54,37 @@ void ea_k_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-void ea_k_silu_mul(float *g, const float *u, int n) {
-    for (int i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+/* The scalar form of exp_impl.h's ea__expf16: the same operations in the same order. */
+float ea_k_expf(float x) {
+    x = x < EA__EXP_LO ? EA__EXP_LO : x > EA__EXP_HI ? EA__EXP_HI : x;
+    float n = rintf(x * EA__LOG2E);
+    float r = fmaf(n, -EA__LN2_HI, x);
+    r = fmaf(n, -EA__LN2_LO, r);
+    float p = EA__E0;
+    p = fmaf(p, r, EA__E1);
+    p = fmaf(p, r, EA__E2);
+    p = fmaf(p, r, EA__E3);
+    p = fmaf(p, r, EA__E4);
+    p = fmaf(p, r, EA__E5);
+    float y = fmaf(p, r * r, r) + 1.0f;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float s;
+    memcpy(&s, &bits, sizeof s);
+    return y * s;
+}
+
+void ea_k_silu_mul_ref(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) g[i] = g[i] / (1.0f + ea_k_expf(-g[i])) * u[i];
+}
+
+EA__T512 static void ea__silu_mul_avx512(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        __m512 e = ea__expf16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        __m512 y = _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), _mm512_maskz_loadu_ps(m, u + i));
+        _mm512_mask_storeu_ps(g + i, m, y);
+    }
 }
 
 /* The dot product and axpy are the inner loops of attention; each has a plain
@@ -105,13 +137,24 @@ __attribute__((target("avx512f"))) static float ea__dot_avx512(const float *a, c
 
 typedef float (*ea__dot_fn)(const float *, const float *, int);
 typedef void (*ea__axpy_fn)(float, const float *, float *, int);
+typedef void (*ea__silu_fn)(float *, const float *, int);
 static ea__dot_fn ea__dot_impl;
 static ea__axpy_fn ea__axpy_impl;
+static ea__silu_fn ea__silu_impl;
 
 static void ea__ops_pick(void) {
+    __builtin_cpu_init();
     int v = __builtin_cpu_supports("avx512f") && !getenv("EAAS_OPS_REF");
+    int v5 = v && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl");
     ea__dot_impl = v ? ea__dot_avx512 : ea_k_dot_f32_ref;
     ea__axpy_impl = v ? ea__axpy_avx512 : ea_k_axpy_ref;
+    ea__silu_impl = v5 ? ea__silu_mul_avx512 : ea_k_silu_mul_ref;
+}
+
+void ea_k_silu_mul(float *g, const float *u, int n) {
+    if (!ea__silu_impl) ea__ops_pick();
+    ea__silu_impl(g, u, n);
 }
 
 void ea_k_axpy(float a, const float *x, float *y, int n) {

@@ -26,8 +26,15 @@ void ea_k_rope_interleaved(float *x, int rot, const float *cs);
 /* x = softmax(x) over n, max-subtracted, sums left to right. */
 void ea_k_softmax(float *x, int n);
 
-/* g = silu(g) * u                              g, u: (n) */
+/* g = silu(g) * u = g / (1 + exp(-g)) * u      g, u: (n); exp is ea_k_expf.
+ * The AVX-512 variant gives the bits of the _ref twin. */
 void ea_k_silu_mul(float *g, const float *u, int n);
+void ea_k_silu_mul_ref(float *g, const float *u, int n);
+
+/* exp(x) to ~1e-7 relative (x clamped to [-87, 88]); one polynomial with a
+ * fixed operation order, shared by every variant of the kernels that use it
+ * (kernels/exp_impl.h), so scalar and AVX-512 results are the same bits. */
+float ea_k_expf(float x);
 
 static inline float ea_k_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 

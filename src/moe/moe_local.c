@@ -2,20 +2,24 @@
  * moe_local.c — the local backend; see moe_local.h.
  *
  * Per call, with n tokens and k slots (P = n*k pairs):
- *   1. counting sort of pairs by expert id -> order[P] (stable: pair index order)
+ *   1. counting sort of pairs by expert id -> order[P] (stable: pair index
+ *      order); at[pair] = its place in that order
  *   2. per expert e with c > 0 pairs: xg (c, hidden) = gathered rows;
- *      g = xg·gateᵀ (c, ff), u = xg·upᵀ, g = silu(g)*u, o = g·downᵀ (c, hidden);
- *      o's rows go to ys[pair] (P, hidden)
- *   3. y[t] = 0; for j in 0..k-1: y[t] += w[t][j] * ys[t*k+j]
+ *      g = xg·gateᵀ (c, ff), u = xg·upᵀ, g = silu(g)*u, yo = g·downᵀ (c, hidden)
+ *   3. y[t] = 0; for j in 0..k-1: y[t] += w[t][j] * yo[at[t*k+j]]
+ *      (ea_moe_run_pairs instead copies yo's rows back to pair order)
  * All scratch is allocated at create for max_tokens*max_k pairs; a call never
  * allocates. Step 2's rows never mix across tokens (batch-invariant matmul),
- * step 3's order is fixed: the sum is the same bits for any grouping.
+ * step 3's order is fixed: the sum is the same bits for any grouping. The
+ * row-wise steps (gather, SiLU, combine, copy back) are split over the
+ * matmul context's pool by rows.
  */
 #include "moe/moe_local.h"
 
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/pool.h"
 #include "kernels/ops.h"
 
 typedef struct {
@@ -24,15 +28,63 @@ typedef struct {
     ea_ffn_weights **experts; /* owns the array (copied from opts); borrows the weights */
     int32_t *count;  /* (n_experts + 1) */
     int32_t *order;  /* (P) pair indices sorted by expert */
+    int32_t *at;     /* (P) place of each pair in order */
     int32_t *pe;     /* (P) expert of each pair */
     int32_t *prow;   /* (P) token row of each pair */
     float *xg;       /* (P, hidden) input rows, grouped by expert */
     float *g, *u;    /* (P, ff) */
     float *yo;       /* (P, hidden) expert output rows, grouped by expert */
     ea_k_mm *mm;     /* (2 * n_experts) products of one batched call */
-    float *ys;       /* (P, hidden) per-pair outputs */
 } ea__local;
 
+/* The row-wise steps, each split over the pool in contiguous row ranges. */
+typedef enum { EA__GATHER, EA__SILU, EA__TO_PAIRS, EA__COMBINE } ea__rowop;
+
+typedef struct {
+    ea__local *L;
+    ea__rowop op;
+    int n_rows, n_tasks;
+    const float *x;        /* GATHER: input rows */
+    const int32_t *prow;   /* GATHER: token row of each pair */
+    float *out;            /* TO_PAIRS: pair-order output; COMBINE: y */
+    int k;                 /* COMBINE: slots per token */
+    const float *w;        /* COMBINE: (n, k) weights */
+} ea__rowjob;
+
+static void ea__rowtask(void *arg, int task, int thread) {
+    (void)thread;
+    ea__rowjob *j = arg;
+    ea__local *L = j->L;
+    int H = L->o.hidden, F = L->o.ff;
+    int a = (int)((int64_t)j->n_rows * task / j->n_tasks), b = (int)((int64_t)j->n_rows * (task + 1) / j->n_tasks);
+    for (int i = a; i < b; i++) switch (j->op) {
+        case EA__GATHER:
+            memcpy(L->xg + (size_t)i * H, j->x + (size_t)j->prow[L->order[i]] * H, sizeof(float) * H);
+            break;
+        case EA__SILU: ea_k_silu_mul(L->g + (size_t)i * F, L->u + (size_t)i * F, F); break;
+        case EA__TO_PAIRS:
+            memcpy(j->out + (size_t)L->order[i] * H, L->yo + (size_t)i * H, sizeof(float) * H);
+            break;
+        case EA__COMBINE: {
+            float *yt = j->out + (size_t)i * H;
+            memset(yt, 0, sizeof(float) * H);
+            for (int s = 0; s < j->k; s++)
+                ea_k_axpy(j->w[i * j->k + s], L->yo + (size_t)L->at[i * j->k + s] * H, yt, H);
+            break;
+        }
+        }
+}
+
+static void ea__rowwise(ea__local *L, ea__rowjob *j) {
+    ea_pool *pool = ea_kctx_pool(L->o.kctx);
+    int nt = ea_pool_size(pool);
+    j->L = L;
+    j->n_tasks = j->n_rows < nt ? (j->n_rows > 0 ? j->n_rows : 1) : nt;
+    ea_pool_run(j->n_tasks > 1 ? pool : NULL, ea__rowtask, j, j->n_tasks);
+}
+
+/* Steps 1 and 2 for n_pairs (token row, expert) pairs; out != NULL: copy the
+ * outputs back to pair order into out (n_pairs, hidden). */
 static ea_status ea__run_pairs(ea__local *L, int layer, const float *x, int n_pairs,
                                const int32_t *prow, const int32_t *pexp, float *out) {
     const ea_moe_local_opts *o = &L->o;
@@ -48,9 +100,11 @@ static ea_status ea__run_pairs(ea__local *L, int layer, const float *x, int n_pa
     }
     for (int e = 0; e < E; e++) L->count[e + 1] += L->count[e];
     /* count[e] = start of e's run; fill order stably, then count[e] = end of e's run */
-    for (int p = 0; p < n_pairs; p++) L->order[L->count[pexp[p]]++] = p;
-    for (int i = 0; i < n_pairs; i++)
-        memcpy(L->xg + (size_t)i * H, x + (size_t)prow[L->order[i]] * H, sizeof(float) * H);
+    for (int p = 0; p < n_pairs; p++) {
+        L->at[p] = L->count[pexp[p]]++;
+        L->order[L->at[p]] = p;
+    }
+    ea__rowwise(L, &(ea__rowjob){.op = EA__GATHER, .n_rows = n_pairs, .x = x, .prow = prow});
     /* gate and up of every expert in as few pool runs as possible, then down */
     int n_mm = 0, start = 0;
     for (int e = 0; e < E; e++) {
@@ -63,7 +117,7 @@ static ea_status ea__run_pairs(ea__local *L, int layer, const float *x, int n_pa
     }
     for (int i = 0; i < n_mm; i += EA_K_BATCH_MAX)
         ea_k_matmul_batch(o->kctx, L->mm + i, n_mm - i < EA_K_BATCH_MAX ? n_mm - i : EA_K_BATCH_MAX);
-    for (int i = 0; i < n_pairs; i++) ea_k_silu_mul(L->g + (size_t)i * F, L->u + (size_t)i * F, F);
+    ea__rowwise(L, &(ea__rowjob){.op = EA__SILU, .n_rows = n_pairs});
     n_mm = 0;
     start = 0;
     for (int e = 0; e < E; e++) {
@@ -73,15 +127,13 @@ static ea_status ea__run_pairs(ea__local *L, int layer, const float *x, int n_pa
     }
     for (int i = 0; i < n_mm; i += EA_K_BATCH_MAX)
         ea_k_matmul_batch(o->kctx, L->mm + i, n_mm - i < EA_K_BATCH_MAX ? n_mm - i : EA_K_BATCH_MAX);
-    for (int i = 0; i < n_pairs; i++)
-        memcpy(out + (size_t)L->order[i] * H, L->yo + (size_t)i * H, sizeof(float) * H);
+    if (out) ea__rowwise(L, &(ea__rowjob){.op = EA__TO_PAIRS, .n_rows = n_pairs, .out = out});
     return EA_OK;
 }
 
 static ea_status ea__local_forward(ea_moe_backend *be, int layer, const float *x, int n, int k,
                                    const int32_t *ids, const float *w, float *y) {
     ea__local *L = (ea__local *)be;
-    int H = L->o.hidden;
     if (n > L->o.max_tokens || k > L->o.max_k)
         return ea_err(EA_ERR_RANGE, "moe call of %d tokens x %d slots exceeds %d x %d", n, k,
                       L->o.max_tokens, L->o.max_k);
@@ -90,12 +142,8 @@ static ea_status ea__local_forward(ea_moe_backend *be, int layer, const float *x
         L->prow[p] = p / k;
         L->pe[p] = ids[p];
     }
-    EA_TRY(ea__run_pairs(L, layer, x, P, L->prow, L->pe, L->ys));
-    for (int t = 0; t < n; t++) {
-        float *yt = y + (size_t)t * H;
-        memset(yt, 0, sizeof(float) * H);
-        for (int j = 0; j < k; j++) ea_k_axpy(w[t * k + j], L->ys + (size_t)(t * k + j) * H, yt, H);
-    }
+    EA_TRY(ea__run_pairs(L, layer, x, P, L->prow, L->pe, NULL));
+    ea__rowwise(L, &(ea__rowjob){.op = EA__COMBINE, .n_rows = n, .out = y, .k = k, .w = w});
     return EA_OK;
 }
 
@@ -114,13 +162,13 @@ static void ea__local_destroy(ea_moe_backend *be) {
     ea_free(L->mm);
     ea_free(L->count);
     ea_free(L->order);
+    ea_free(L->at);
     ea_free(L->pe);
     ea_free(L->prow);
     ea_aligned_free(L->xg);
     ea_aligned_free(L->g);
     ea_aligned_free(L->u);
     ea_aligned_free(L->yo);
-    ea_aligned_free(L->ys);
     ea_free(L);
 }
 
@@ -144,8 +192,8 @@ ea_status ea_moe_local_create(const ea_moe_local_opts *o, ea_moe_backend **out) 
     L->u = ea_aligned_alloc(64, P * (size_t)o->ff * sizeof(float));
     L->yo = ea_aligned_alloc(64, P * (size_t)o->hidden * sizeof(float));
     L->mm = ea_calloc(2 * (size_t)o->n_experts, sizeof(ea_k_mm));
-    L->ys = ea_aligned_alloc(64, P * (size_t)o->hidden * sizeof(float));
-    if (!L->mm || !L->experts || !L->count || !L->order || !L->pe || !L->prow || !L->xg || !L->g || !L->u || !L->yo || !L->ys) {
+    L->at = ea_calloc(P, sizeof(int32_t));
+    if (!L->mm || !L->experts || !L->count || !L->order || !L->pe || !L->prow || !L->xg || !L->g || !L->u || !L->yo || !L->at) {
         ea__local_destroy(&L->base);
         return ea_err(EA_ERR_NOMEM, "moe local backend scratch (%zu pairs)", P);
     }

@@ -1,6 +1,6 @@
 /* test_ops.c — the row-wise kernels: the AVX-512 dot and axpy give the same
- * bits as their plain twins on every length; rmsnorm, softmax and RoPE against
- * direct formulas. */
+ * bits as their plain twins on every length, and so does SiLU; rmsnorm,
+ * softmax and RoPE against direct formulas; the kernels' exp against libm. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -55,8 +55,38 @@ TEST(rmsnorm_softmax_rope) {
     CHECK_NEAR(q[3], 3, 1e-7);
 }
 
+TEST(expf_accuracy) {
+    double worst = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -87.0f + 175.0f * (float)i / 200000.0f;
+        double e = exp((double)x), rel = fabs(ea_k_expf(x) - e) / e;
+        worst = rel > worst ? rel : worst;
+    }
+    fprintf(stderr, "  exp on [-87, 88]: worst relative error %.2e\n", worst);
+    CHECK(worst < 3e-7);
+    CHECK(ea_k_expf(0.0f) == 1.0f);
+    CHECK(ea_k_expf(-1000.0f) == ea_k_expf(-87.0f));
+}
+
+TEST(silu_matches_ref_bits) {
+    uint64_t s = 7;
+    float g1[100], g2[100], u[100] = {0};
+    for (int n = 0; n <= 100; n++) {
+        for (int i = 0; i < n; i++) g1[i] = g2[i] = rnd(&s) * 30, u[i] = rnd(&s);
+        if (n > 2) g1[0] = g2[0] = -200.0f, g1[1] = g2[1] = 200.0f;
+        ea_k_silu_mul(g1, u, n);
+        ea_k_silu_mul_ref(g2, u, n);
+        CHECK(memcmp(g1, g2, sizeof(float) * (size_t)n) == 0);
+    }
+    float g = 1.5f, one = 1.0f;
+    ea_k_silu_mul(&g, &one, 1);
+    CHECK_NEAR(g, 1.5 / (1 + exp(-1.5)), 2e-7);
+}
+
 int main(void) {
     RUN(dot_and_axpy_match_ref_bits);
     RUN(rmsnorm_softmax_rope);
+    RUN(expf_accuracy);
+    RUN(silu_matches_ref_bits);
     return TEST_SUMMARY();
 }

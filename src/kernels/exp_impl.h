@@ -1,0 +1,48 @@
+/*
+ * exp_impl.h — the exp of the kernels (ea_k_expf in ops.h) in its AVX-512
+ * form, for the files that vectorise over it (ops.c: SiLU; attn.c: softmax).
+ * Internal to src/kernels/.
+ *
+ * exp(x) = 2^n · (1 + r + r²·P(r)) with n = rint(x·log2 e), r = x − n·ln2 in
+ * two fused steps (ln2 split in a high part exact in 9 bits and a low part),
+ * P Cephes' degree-5 minimax polynomial for |r| ≤ ln2/2, evaluated with fused
+ * multiply-adds (Horner); x clamped to [−87, 88] so 2^n is a normal float
+ * built from its exponent bits. The scalar form (ops.c) performs the same
+ * IEEE operations in the same order, so both give the same bits.
+ */
+#ifndef EA_EXP_IMPL_H
+#define EA_EXP_IMPL_H
+
+#include <immintrin.h>
+
+#define EA__EXP_LO (-87.0f)
+#define EA__EXP_HI 88.0f
+#define EA__LOG2E 1.44269504088896341f
+#define EA__LN2_HI 0.693359375f
+#define EA__LN2_LO (-2.12194440e-4f)
+#define EA__E0 1.9875691500e-4f
+#define EA__E1 1.3981999507e-3f
+#define EA__E2 8.3334519073e-3f
+#define EA__E3 4.1665795894e-2f
+#define EA__E4 1.6666665459e-1f
+#define EA__E5 5.0000001201e-1f
+
+#define EA__T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+
+EA__T512 static inline __m512 ea__expf16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(EA__EXP_LO)), _mm512_set1_ps(EA__EXP_HI));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EA__LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EA__LN2_HI), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EA__LN2_LO), r);
+    __m512 p = _mm512_set1_ps(EA__E0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EA__E1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EA__E2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EA__E3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EA__E4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EA__E5));
+    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+}
+
+#endif
