@@ -212,6 +212,7 @@ typedef struct {
     ea__mm p;
     ea__rows_fn fn;
     int prep; /* 0 none, 1 q8, 2 amx bf16 pack, 3 q8 then amx int8 pack */
+    int shared; /* 1: uses the previous product's prepared activations (same x, m, k) */
     int unit0, n_units;     /* preparation units of this product: [unit0, unit0 + n_units) */
     int64_t row0;           /* first row of this product in the concatenated row space */
 } ea__prob;
@@ -259,11 +260,20 @@ static int64_t ea__cut(const ea__job *jb, int t) {
 static void ea__task_rows(void *arg, int task, int thread) {
     ea__job *jb = arg;
     int64_t r0 = ea__cut(jb, task), r1 = ea__cut(jb, task + 1);
-    ea__scratch s = {jb->ctx->tscratch + (size_t)thread * jb->ctx->tscratch_bytes, jb->ctx->tscratch_bytes};
+    ea__scratch s = {jb->ctx->tscratch + (size_t)thread * jb->ctx->tscratch_bytes, jb->ctx->tscratch_bytes, NULL, 0};
     for (int q = 0; q < jb->n_pr && r0 < r1; q++) {
         const ea__prob *pr = &jb->pr[q];
         int64_t a = r0 > pr->row0 ? r0 : pr->row0, b = r1 < pr->row0 + pr->p.n ? r1 : pr->row0 + pr->p.n;
-        if (a < b) pr->fn(&pr->p, (int)(a - pr->row0), (int)(b - pr->row0), &s);
+        if (a >= b) continue;
+        s.pf_next = NULL;
+        s.pf_bytes = 0;
+        if (q + 1 < jb->n_pr && r1 > jb->pr[q + 1].row0) { /* this thread goes on with the next product */
+            const ea__prob *nx = &jb->pr[q + 1];
+            int64_t rows = r1 - nx->row0 < 32 ? r1 - nx->row0 : 32;
+            s.pf_next = nx->p.w;
+            s.pf_bytes = (size_t)rows * nx->p.row_bytes;
+        }
+        pr->fn(&pr->p, (int)(a - pr->row0), (int)(b - pr->row0), &s);
     }
 }
 
@@ -290,7 +300,7 @@ static void ea__run_group(ea_kctx *ctx, ea__prob *pr, int n_pr) {
     double work = 0.0;
     for (int q = 0; q < n_pr; q++) {
         pr[q].unit0 = jb.n_units;
-        pr[q].n_units = pr[q].prep ? (pr[q].p.m + EA__AMX_TB - 1) / EA__AMX_TB : 0;
+        pr[q].n_units = pr[q].prep && !pr[q].shared ? (pr[q].p.m + EA__AMX_TB - 1) / EA__AMX_TB : 0;
         jb.n_units += pr[q].n_units;
         pr[q].row0 = jb.n_rows;
         jb.n_rows += pr[q].p.n;
@@ -341,6 +351,16 @@ void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm) {
         } else if (p->fn == ea__rows_amx_bf16) {
             p->prep = 2;
             need_p = (ea__amx_pack_bytes(m, (int)k) + 63) & ~(size_t)63;
+        }
+        const ea__prob *prev = n_pr > 0 ? &pr[n_pr - 1] : NULL;
+        if (prev && p->prep && prev->prep == p->prep && prev->p.x == p->p.x && prev->p.m == m && prev->p.k == p->p.k) {
+            /* same activations as the product before (gate and up, q/k/v): share its prepared copy */
+            p->shared = 1;
+            p->p.xq = prev->p.xq;
+            p->p.xd = prev->p.xd;
+            p->p.xp = prev->p.xp;
+            n_pr++;
+            continue;
         }
         if (xq_used + need_q > ctx->xq_cap || xd_used + need_d > ctx->xd_cap || xp_used + need_p > ctx->xp_cap) {
             ea__run_group(ctx, pr, n_pr); /* scratch full: run what we have, start again */

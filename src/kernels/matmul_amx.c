@@ -70,6 +70,15 @@ size_t ea__amx_scratch_bytes(int k) { return 32 * 32 * 4 + 32 * (size_t)k * 2 + 
 /* y[i * ldy + j] = c[j * ldc + i] for i < ni, j < nj: a 16 x 16 transpose in
  * registers (unpack ps, unpack pd, two 128-bit lane shuffles). Moves bits only. */
 EA__T5 void ea__put_transposed(const float *c, int ldc, float *y, int ldy, int ni, int nj) {
+    __mmask16 msk = (__mmask16)(nj == 16 ? 0xffffu : (1u << nj) - 1);
+    if (ni <= 4) { /* few tokens (decode): gather each output row instead of transposing all 16 */
+        __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(ldc));
+        for (int i = 0; i < ni; i++)
+            _mm512_mask_storeu_ps(y + (size_t)i * ldy, msk,
+                                  _mm512_mask_i32gather_ps(_mm512_setzero_ps(), msk, idx, c + i, 4));
+        return;
+    }
     __m512 r[16], t[16];
 #pragma GCC unroll 16
     for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_ps(c + (size_t)j * ldc);
@@ -98,7 +107,6 @@ EA__T5 void ea__put_transposed(const float *c, int ldc, float *y, int ldy, int n
         r[e] = _mm512_shuffle_f32x4(t[e], t[8 + e], 0x88);
         r[8 + e] = _mm512_shuffle_f32x4(t[e], t[8 + e], 0xdd);
     }
-    __mmask16 msk = (__mmask16)(nj == 16 ? 0xffffu : (1u << nj) - 1);
     if (ni == 16 && nj == 16) {
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) _mm512_storeu_ps(y + (size_t)i * ldy, r[i]);
@@ -151,15 +159,37 @@ typedef struct {
     uint8_t rows[16];
 } ea__tilecfg;
 
+/* The tile shapes of the two kernels, as static data: GCC may drop the stores
+ * that fill a configuration on the stack before LDTILECFG (it does not treat
+ * the intrinsic as reading them). bf16: C 16 x 16 f32, A 16 W rows x 32 bf16,
+ * B 16 x (16 tokens x 2 bf16). q8: A 16 W rows x 32 int8, B 8 x (16 tokens x 4 int8). */
+static const ea__tilecfg ea__cfg_bf16 = {.palette = 1,
+                                         .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                                         .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+static const ea__tilecfg ea__cfg_q8 = {.palette = 1,
+                                       .colsb = {64, 64, 64, 64, 32, 32, 64, 64},
+                                       .rows = {16, 16, 16, 16, 16, 16, 8, 8}};
+
+/* A thread loads a configuration when it first needs it and keeps it (tile
+ * state survives context switches): loading and releasing it per call cost
+ * more than a small expert product at decode. */
+EA__TA void ea__amx_config(int which) {
+    static _Thread_local int cur;
+    if (cur == which) return;
+    _tile_loadconfig(which == EA__AMX_CFG_Q8 ? &ea__cfg_q8 : &ea__cfg_bf16);
+    cur = which;
+}
+
 /* C (32 W rows x 16|32 tokens) = W block (32 rows from w, stride ldw) · Xᵀ blocks. */
 EA__TA static void ea__amx_block(const uint8_t *w, size_t ldw, int nks, const uint16_t *xb0, const uint16_t *xb1,
-                                 float *c, const uint8_t *pf) {
+                                 float *c, const uint8_t *pf, int pf_lines) {
     _tile_zero(0);
     _tile_zero(2);
     if (xb1) {
         _tile_zero(1);
         _tile_zero(3);
         for (int s = 0; s < nks; s++) {
+            for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)s * pf_lines + l) * 64, _MM_HINT_T1);
             _tile_loadd(4, w + (size_t)s * 64, ldw);
             _tile_loadd(5, w + 16 * ldw + (size_t)s * 64, ldw);
             _tile_loadd(6, xb0 + (size_t)s * 512, 64);
@@ -173,8 +203,8 @@ EA__TA static void ea__amx_block(const uint8_t *w, size_t ldw, int nks, const ui
         _tile_stored(3, c + 16 * 32 + 16, 128);
     } else {
         for (int s = 0; s < nks; s++) {
-            if (pf) /* next W block into L2 (into L1 it would evict the current one), 2 KiB per step */
-                for (int l = 0; l < 32; l++) _mm_prefetch((const char *)pf + ((size_t)s * 32 + l) * 64, _MM_HINT_T1);
+            /* the weights read next into L2 (into L1 they would evict the current ones), spread over the steps */
+            for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)s * pf_lines + l) * 64, _MM_HINT_T1);
             _tile_loadd(4, w + (size_t)s * 64, ldw);
             _tile_loadd(5, w + 16 * ldw + (size_t)s * 64, ldw);
             _tile_loadd(6, xb0 + (size_t)s * 512, 64);
@@ -194,14 +224,7 @@ EA__TA void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *sc) 
     float *c = (float *)sc->buf;
     uint8_t *wt = sc->buf + 32 * 32 * 4;
 
-    ea__tilecfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.rows[t] = 16;
-        cfg.colsb[t] = 64;
-    }
-    _tile_loadconfig(&cfg);
+    ea__amx_config(EA__AMX_CFG_BF16);
 
     for (int jb = j0; jb < j1; jb += 32) {
         int nr = j1 - jb < 32 ? j1 - jb : 32;
@@ -211,12 +234,15 @@ EA__TA void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *sc) 
             memset(wt + (size_t)nr * ldw, 0, (size_t)(32 - nr) * ldw);
             w = wt;
         }
-        const uint8_t *pf = jb + 64 <= j1 ? p->w + (size_t)(jb + 32) * ldw : NULL;
+        /* what this thread reads after this block: the next block, or the next product's first rows */
+        const uint8_t *pf = jb + 32 < j1 ? p->w + (size_t)(jb + 32) * ldw : sc->pf_next;
+        size_t pf_bytes = jb + 32 < j1 ? (size_t)(j1 - jb - 32 < 32 ? j1 - jb - 32 : 32) * ldw : sc->pf_bytes;
+        int pf_lines = pf && nks > 0 ? (int)((pf_bytes / 64 + (size_t)nks - 1) / (size_t)nks) : 0;
         if (nks > 0) {
             for (int tb = 0; tb < ntb; tb += 2) {
                 const uint16_t *xb0 = p->xp + (size_t)tb * nks * 512;
                 const uint16_t *xb1 = tb + 1 < ntb ? xb0 + (size_t)nks * 512 : NULL;
-                ea__amx_block(w, ldw, nks, xb0, xb1, c, tb == 0 ? pf : NULL);
+                ea__amx_block(w, ldw, nks, xb0, xb1, c, pf, tb == 0 ? pf_lines : 0);
                 int nt = m - tb * 16 < 32 ? m - tb * 16 : 32;
                 for (int q = 0; q < 4; q++) { /* the four 16 x 16 quarters of c */
                     int jq = (q >> 1) * 16, iq = (q & 1) * 16;
@@ -242,5 +268,4 @@ EA__TA void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *sc) 
             }
         }
     }
-    _tile_release();
 }

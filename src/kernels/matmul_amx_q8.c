@@ -57,13 +57,6 @@ EA__T5 void ea__amx_q8_pack(const int8_t *xq, const float *xd, int m, int k, int
     }
 }
 
-typedef struct {
-    uint8_t palette;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} ea__tilecfg_q;
 
 /* acc[h][b%16][jr] += (float)isum[h][jr][t] * (dw[jr][b] * dx[h][t]), vectorised over tokens t. */
 EA__T5 static inline __attribute__((always_inline)) void ea__q8_float_part(const ea__mm *p, const uint8_t *w, size_t rb,
@@ -95,18 +88,7 @@ EA__TQ void ea__rows_amx_q8(const ea__mm *p, int j0, int j1, ea__scratch *sc) {
     float *res = (float *)(sc->buf + 8192 + 2 * 16 * 16 * 64);
     uint8_t *wt = sc->buf + 8192 + 2 * 16 * 16 * 64 + 1024;
 
-    ea__tilecfg_q cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 4; t++) { /* C: 16 W rows x 16 tokens int32 */
-        cfg.rows[t] = 16;
-        cfg.colsb[t] = 64;
-    }
-    cfg.rows[4] = cfg.rows[5] = 16; /* A: 16 W rows x 32 int8 */
-    cfg.colsb[4] = cfg.colsb[5] = 32;
-    cfg.rows[6] = cfg.rows[7] = 8; /* B: 8 x (16 tokens x 4 int8) */
-    cfg.colsb[6] = cfg.colsb[7] = 64;
-    _tile_loadconfig(&cfg);
+    ea__amx_config(EA__AMX_CFG_Q8); /* C: 16 W rows x 16 tokens int32; A: 16 W rows x 32 int8; B: 8 x (16 x 4 int8) */
 
     for (int jb = j0; jb < j1; jb += 16) {
         int nr = j1 - jb < 16 ? j1 - jb : 16;
@@ -179,5 +161,4 @@ EA__TQ void ea__rows_amx_q8(const ea__mm *p, int j0, int j1, ea__scratch *sc) {
             }
         }
     }
-    _tile_release();
 }

@@ -50,6 +50,10 @@ typedef struct {
 typedef struct {
     uint8_t *buf; /* bytes, 64-aligned */
     size_t size;
+    /* the weights this thread reads after the current rows call (the next
+     * product's first rows), for prefetching; NULL when there are none */
+    const uint8_t *pf_next;
+    size_t pf_bytes;
 } ea__scratch;
 
 typedef void (*ea__rows_fn)(const ea__mm *p, int j0, int j1, ea__scratch *s);
@@ -82,6 +86,10 @@ void ea__amx_pack(const float *x, int m, int k, int tb0, int tb1, uint16_t *xp);
 size_t ea__amx_scratch_bytes(int k);
 /* Ask Linux for the AMX tile state; 1 if usable (tile + bf16). */
 int ea__amx_enable(void);
+/* Load tile configuration `which` on this thread unless it is loaded already. */
+#define EA__AMX_CFG_BF16 1
+#define EA__AMX_CFG_Q8 2
+void ea__amx_config(int which);
 /* 1 if AMX-INT8 is usable too. */
 int ea__amx_int8(void);
 /* q8_0 on AMX: packed X tiles of token block tb from quantised xq/xd (see matmul_amx_q8.c). */

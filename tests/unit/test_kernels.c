@@ -216,17 +216,20 @@ TEST(scalar_avx2_avx512_same_bits_q8_same_bits_everywhere) {
 }
 
 /* A batch of mixed products (as a MoE layer issues) == each product alone,
- * bit for bit, also when the batch must be cut into groups (small scratch). */
+ * bit for bit, also when the batch must be cut into groups (small scratch)
+ * and when products share their activations (gate and up: prepared once). */
 TEST(batch_equals_single_calls) {
     static const struct {
         ea_dtype dt;
-        int n, k, m;
-    } ps[] = {{EA_BF16, 75, 160, 5}, {EA_Q8_0, 37, 96, 17}, {EA_BF16, 40, 64, 0}, {EA_F32, 33, 67, 1},
-              {EA_Q8_0, 131, 544, 3}, {EA_BF16, 64, 1024, 33}, {EA_F16, 9, 31, 2},
+        int n, k, m, share; /* share: same x as the product before */
+    } ps[] = {{EA_BF16, 75, 160, 5, 0}, {EA_BF16, 77, 160, 5, 1}, {EA_Q8_0, 37, 96, 17, 0}, {EA_Q8_0, 38, 96, 17, 1},
+              {EA_BF16, 40, 64, 0, 0}, {EA_F32, 33, 67, 1, 0}, {EA_Q8_0, 131, 544, 3, 0}, {EA_BF16, 64, 1024, 33, 0},
+              {EA_F16, 9, 31, 2, 0},
               /* these overflow the scratch of a max_m = 33 context: q8 after 1, AMX after 6 */
-              {EA_Q8_0, 20, 1024, 33}, {EA_Q8_0, 21, 1024, 33}, {EA_BF16, 24, 1024, 33}, {EA_BF16, 24, 1024, 33},
-              {EA_BF16, 24, 1024, 33}, {EA_BF16, 24, 1024, 33}, {EA_BF16, 24, 1024, 33}, {EA_BF16, 24, 1024, 33},
-              {EA_BF16, 24, 1024, 33}};
+              {EA_Q8_0, 20, 1024, 33, 0}, {EA_Q8_0, 21, 1024, 33, 0}, {EA_BF16, 24, 1024, 33, 0},
+              {EA_BF16, 24, 1024, 33, 1}, {EA_BF16, 24, 1024, 33, 0}, {EA_BF16, 24, 1024, 33, 0},
+              {EA_BF16, 24, 1024, 33, 1}, {EA_BF16, 24, 1024, 33, 0}, {EA_BF16, 24, 1024, 33, 0},
+              {EA_BF16, 24, 1024, 33, 0}, {EA_Q8_0, 24, 1024, 33, 0}, {EA_Q8_0, 25, 1024, 33, 1}};
     enum { NP = sizeof ps / sizeof ps[0] };
     wmat w[NP];
     float *x[NP], *y1[NP], *yb[NP];
@@ -237,7 +240,7 @@ TEST(batch_equals_single_calls) {
         for (int e = 0; e < ps[q].m * ps[q].k; e++) x[q][e] = frand();
         y1[q] = calloc((size_t)(ps[q].m + 1) * ps[q].n, sizeof(float));
         yb[q] = calloc((size_t)(ps[q].m + 1) * ps[q].n, sizeof(float));
-        mm[q] = (ea_k_mm){&w[q].t, x[q], ps[q].m, yb[q]};
+        mm[q] = (ea_k_mm){&w[q].t, ps[q].share ? mm[q - 1].x : x[q], ps[q].m, yb[q]};
     }
     int bad = 0;
     for (int a = 0; a < 4 && !bad; a++) {
@@ -249,7 +252,7 @@ TEST(batch_equals_single_calls) {
                 bad = 1;
                 break;
             }
-            for (int q = 0; q < NP; q++) ea_k_matmul(c, &w[q].t, x[q], ps[q].m, y1[q]);
+            for (int q = 0; q < NP; q++) ea_k_matmul(c, &w[q].t, mm[q].x, ps[q].m, y1[q]);
             uint64_t a0 = ea_alloc_count();
             ea_k_matmul_batch(c, mm, NP);
             if (ea_alloc_count() != a0) bad = 1;
