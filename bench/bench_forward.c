@@ -2,11 +2,12 @@
  * bench_forward.c — decode and prefill speed of the forward pass, as JSON lines.
  *
  *   bench_forward --model M [--threads N] [--batches 1,4,16,64] [--steps S]
- *                 [--prefill 512] [--chunk C] [--reps R] [--membw-gbs X]
+ *                 [--rounds R] [--prefill 512] [--chunk C] [--reps R] [--membw-gbs X]
  *
  * decode at batch B: B sequences, each with a 16-token prompt already in the
  * cache, then S steps of one token per sequence in one forward call per step;
- * tokens/s = B*S / time. prefill: one sequence, a P-token prompt in calls of
+ * tokens/s = B*S / time. With --rounds R the batch list runs R times in turn
+ * and each line reports the median round and its ratio to batch 1's median. prefill: one sequence, a P-token prompt in calls of
  * up to --chunk tokens, run R times; "tok_s" is the best run, "first_tok_s"
  * the first (which also pays first-touch page faults). Token ids are fixed pseudo-random values (speed does
  * not depend on them beyond routing, which random ids exercise).
@@ -22,6 +23,11 @@
 #include "base/args.h"
 #include "base/util.h"
 #include "serve/engine.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
 
 static int parse_list(const char *s, int *out, int max) {
     int n = 0;
@@ -51,7 +57,7 @@ static double active_bytes(const ea_model *m) {
 
 int main(int argc, char **argv) {
     const char *model = NULL, *batches = "1,4,16,64";
-    int threads = 0, steps = 16, prefill = 512, chunk = 512, reps = 3;
+    int threads = 0, steps = 16, prefill = 512, chunk = 512, reps = 3, rounds = 1;
     double membw = 0;
     ea_arg spec[] = {{"model", EA_ARG_STR, &model, "PATH", "model directory or .gguf"},
                      {"threads", EA_ARG_INT, &threads, "N", "threads (default: CPU count)"},
@@ -60,6 +66,7 @@ int main(int argc, char **argv) {
                      {"prefill", EA_ARG_INT, &prefill, "P", "prefill prompt length (0 = skip)"},
                      {"chunk", EA_ARG_INT, &chunk, "C", "prefill tokens per forward call"},
                      {"reps", EA_ARG_INT, &reps, "R", "prefill runs; the best is reported (the first one too)"},
+                     {"rounds", EA_ARG_INT, &rounds, "R", "decode: run the batch list R times in turn; median reported"},
                      {"membw-gbs", EA_ARG_DOUBLE, &membw, "X", "memory bandwidth for bw_frac"},
                      {0}};
     ea_args_rest rest;
@@ -70,6 +77,10 @@ int main(int argc, char **argv) {
     }
     int bl[16];
     int nb = parse_list(batches, bl, 16);
+    if (rounds < 1 || rounds > 16) {
+        fprintf(stderr, "bench_forward: --rounds %d outside 1..16\n", rounds);
+        return 2;
+    }
     int max_b = 1;
     for (int i = 0; i < nb; i++) max_b = bl[i] > max_b ? bl[i] : max_b;
     int max_tokens = chunk > max_b ? chunk : max_b;
@@ -132,37 +143,53 @@ int main(int argc, char **argv) {
                prefill / best, prefill / first);
         fflush(stdout);
     }
-    for (int bi = 0; bi < nb && s == EA_OK; bi++) {
-        int B = bl[bi];
-        for (int b = 0; b < B; b++) {
-            ea_kv_seq_release(&e->kv, b);
-            ea_kv_seq_reserve(&e->kv, b, 16 + steps + 1);
-        }
-        /* prompts of 16 tokens, one call per 16*B tokens (bounded by max_tokens) */
-        for (int b = 0; b < B && s == EA_OK; b++) {
-            for (int i = 0; i < 16; i++) {
-                tok[i] = NEXT_TOK();
-                pos[i] = i;
-                seq[i] = b;
-            }
-            s = ea_forward_run(e->fw, 16, tok, pos, seq, 0, rows, logits);
-        }
-        for (int b = 0; b < B; b++) rows[b] = b;
-        double t0 = ea_now_s();
-        for (int st = 0; st < steps && s == EA_OK; st++) {
+    /* decode: the batch list is run `rounds` times in turn (so slow minutes of
+     * this shared machine hit every batch size alike); each line reports the
+     * median round, every round, and the ratio to batch 1's median */
+    double tps_all[16][16];
+    for (int rd = 0; rd < rounds && s == EA_OK; rd++)
+        for (int bi = 0; bi < nb && s == EA_OK; bi++) {
+            int B = bl[bi];
             for (int b = 0; b < B; b++) {
-                tok[b] = NEXT_TOK();
-                pos[b] = 16 + st;
-                seq[b] = b;
+                ea_kv_seq_release(&e->kv, b);
+                ea_kv_seq_reserve(&e->kv, b, 16 + steps + 1);
             }
-            s = ea_forward_run(e->fw, B, tok, pos, seq, B, rows, logits);
+            /* prompts of 16 tokens */
+            for (int b = 0; b < B && s == EA_OK; b++) {
+                for (int i = 0; i < 16; i++) {
+                    tok[i] = NEXT_TOK();
+                    pos[i] = i;
+                    seq[i] = b;
+                }
+                s = ea_forward_run(e->fw, 16, tok, pos, seq, 0, rows, logits);
+            }
+            for (int b = 0; b < B; b++) rows[b] = b;
+            double t0 = ea_now_s();
+            for (int st = 0; st < steps && s == EA_OK; st++) {
+                for (int b = 0; b < B; b++) {
+                    tok[b] = NEXT_TOK();
+                    pos[b] = 16 + st;
+                    seq[b] = b;
+                }
+                s = ea_forward_run(e->fw, B, tok, pos, seq, B, rows, logits);
+            }
+            tps_all[bi][rd] = (double)B * steps / (ea_now_s() - t0);
         }
-        double dt = ea_now_s() - t0;
-        double tps = (double)B * steps / dt;
+    double med1 = 0;
+    for (int bi = 0; bi < nb && s == EA_OK; bi++) {
+        double v[16];
+        memcpy(v, tps_all[bi], sizeof(double) * (size_t)rounds);
+        qsort(v, (size_t)rounds, sizeof(double), cmp_double);
+        double med = rounds % 2 ? v[rounds / 2] : 0.5 * (v[rounds / 2 - 1] + v[rounds / 2]);
+        if (bl[bi] == 1) med1 = med;
         printf("{\"bench\":\"decode\",\"arch\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"batch\":%d,"
-               "\"steps\":%d,\"seconds\":%.4f,\"tok_s\":%.2f,\"active_bytes_per_token\":%.0f",
-               ea_arch_names[c->arch], dtype, ea_pool_size(e->pool), ea_kctx_isa(e->kctx), B, steps, dt, tps, abytes);
-        if (membw > 0 && B == 1) printf(",\"bw_limit_tok_s\":%.2f,\"bw_frac\":%.3f", membw * 1e9 / abytes, tps * abytes / (membw * 1e9));
+               "\"steps\":%d,\"tok_s\":%.2f,\"rounds\":[",
+               ea_arch_names[c->arch], dtype, ea_pool_size(e->pool), ea_kctx_isa(e->kctx), bl[bi], steps, med);
+        for (int rd = 0; rd < rounds; rd++) printf("%s%.2f", rd ? "," : "", tps_all[bi][rd]);
+        printf("],\"active_bytes_per_token\":%.0f", abytes);
+        if (med1 > 0) printf(",\"vs_batch1\":%.2f", med / med1);
+        if (membw > 0 && bl[bi] == 1)
+            printf(",\"bw_limit_tok_s\":%.2f,\"bw_frac\":%.3f", membw * 1e9 / abytes, med * abytes / (membw * 1e9));
         printf("}\n");
         fflush(stdout);
     }

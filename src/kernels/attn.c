@@ -149,8 +149,15 @@ EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const
                                      float *const *out, float *scratch) {
     int dk = kv->dk, n_keys = ea__n_keys(n_rows, last);
     float *qt = scratch, *st = scratch + (size_t)EA_K_ATTN_ROWS * dk;
-    for (int d = 0; d < dk; d++)
-        for (int r = 0; r < EA_K_ATTN_ROWS; r++) qt[16 * d + r] = r < n_rows ? q[r][d] : 0.0f;
+    /* qt[16 d + r] = q[r][d], 0 for rows >= n_rows: 16 elements of a row per scatter */
+    for (int d = 0; d < dk; d++) _mm512_store_ps(qt + 16 * d, _mm512_setzero_ps());
+    __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                     _mm512_set1_epi32(16));
+    for (int r = 0; r < n_rows; r++)
+        for (int d0 = 0; d0 < dk; d0 += 16) {
+            __mmask16 mk = dk - d0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (dk - d0)) - 1);
+            _mm512_mask_i32scatter_ps(qt + 16 * d0 + r, mk, col, _mm512_maskz_loadu_ps(mk, q[r] + d0), 4);
+        }
     ea__scores(kv, qt, n_keys, st);
 
     /* softmax, one row per lane; rows past n_rows have last = -1 (no keys) */

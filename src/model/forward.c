@@ -343,9 +343,9 @@ static ea_status ea__attention(ea_forward *f, int l, int n) {
     const ea_forward_tp_layer *tl = tp ? &tp->layers[l] : NULL;
     int hd = c->head_dim;
     size_t qo = tp ? (size_t)tp->head0 * hd : 0, ko = tp ? (size_t)tp->kv_head0 * hd : 0; /* bias offsets */
-    ea_k_matmul(f->kctx, tl ? &tl->wq : &L->wq, f->xn, n, f->q);
-    ea_k_matmul(f->kctx, tl ? &tl->wk : &L->wk, f->xn, n, f->k);
-    ea_k_matmul(f->kctx, tl ? &tl->wv : &L->wv, f->xn, n, f->v);
+    ea_k_mm qkv[3] = {{tl ? &tl->wq : &L->wq, f->xn, n, f->q}, {tl ? &tl->wk : &L->wk, f->xn, n, f->k},
+                      {tl ? &tl->wv : &L->wv, f->xn, n, f->v}};
+    ea_k_matmul_batch(f->kctx, qkv, 3); /* one pass over the pool; xn prepared once */
     ea__add_bias(f->q, v->bq ? v->bq + qo : NULL, n, f->q_dim);
     ea__add_bias(f->k, v->bk ? v->bk + ko : NULL, n, f->kv_dim);
     ea__add_bias(f->v, v->bv ? v->bv + ko : NULL, n, f->kv_dim);
