@@ -47,6 +47,8 @@ struct ea_kctx {
     size_t xq_cap, xd_cap, xp_cap;
     uint8_t *tscratch; /* owns: n_threads * tscratch_bytes */
     size_t tscratch_bytes;
+    uint8_t *tprep; /* owns: n_threads * tprep_bytes, each thread's own prepared activations of <= 16 rows */
+    size_t tprep_bytes, tprep_xq, tprep_xd; /* offsets of xd and xp inside one thread's area */
 };
 
 /* ---- CPU features ---------------------------------------------------------- */
@@ -134,7 +136,13 @@ ea_status ea_kctx_create(ea_pool *pool, int max_m, int max_k, ea_kctx **out) {
     c->xd = ea_aligned_alloc(64, (c->xd_cap + 16) * sizeof(float));
     c->tscratch_bytes = ea__tscratch_need(max_m, max_k);
     c->tscratch = ea_aligned_alloc(64, c->tscratch_bytes * (size_t)c->n_threads);
-    if (!c->xq || !c->xd || !c->tscratch) {
+    /* per thread: xq (16, k) int8 | xd (16, k/32) f32 | xp (AMX bf16 or int8 pack of 16 rows) */
+    size_t pk = ea__amx_pack_bytes(EA__AMX_TB, max_k), pq = ea__amx_q8_pack_bytes(EA__AMX_TB, max_k);
+    c->tprep_xq = ((size_t)EA__AMX_TB * (size_t)max_k + 63) & ~(size_t)63;
+    c->tprep_xd = c->tprep_xq + (((size_t)EA__AMX_TB * (size_t)(max_k / EA_QK8_0 + 1) * sizeof(float) + 63) & ~(size_t)63);
+    c->tprep_bytes = c->tprep_xd + (((pk > pq ? pk : pq) + 63) & ~(size_t)63);
+    c->tprep = ea_aligned_alloc(64, c->tprep_bytes * (size_t)c->n_threads);
+    if (!c->xq || !c->xd || !c->tscratch || !c->tprep) {
         ea_kctx_destroy(c);
         return ea_err(EA_ERR_NOMEM, "matmul context scratch (max_m %d, max_k %d)", max_m, max_k);
     }
@@ -154,6 +162,7 @@ void ea_kctx_destroy(ea_kctx *ctx) {
     ea_aligned_free(ctx->xd);
     ea_aligned_free(ctx->xp);
     ea_aligned_free(ctx->tscratch);
+    ea_aligned_free(ctx->tprep);
     ea_free(ctx);
 }
 
@@ -207,7 +216,10 @@ void ea__quantize_q8(const float *x, int k, int i0, int i1, int8_t *xq, float *x
 /* A batch is run in groups whose prepared activations fit the scratch; each
  * group takes two pool runs: preparation (units of 16 rows), then products
  * (each thread a contiguous range of the concatenated W rows, cut at
- * multiples of 32 inside each product). */
+ * multiples of 32 inside each product). When every product has at most 16
+ * rows (decode), there is one pool run: each thread prepares the
+ * activations of the products it computes into its own area (the same bits;
+ * a product cut between two threads is prepared by both). */
 typedef struct {
     ea__mm p;
     ea__rows_fn fn;
@@ -221,25 +233,30 @@ typedef struct {
     ea_kctx *ctx;
     ea__prob *pr;
     int n_pr;
+    int inline_prep; /* every product has <= 16 rows: each thread prepares what it computes */
     int n_units;
     int64_t n_rows;
     int n_tasks;
 } ea__job;
 
+/* Prepare token block tb (16 rows) of p's activations into p's xq/xd/xp. */
+static void ea__prep_block(const ea_kctx *ctx, int prep, const ea__mm *p, int tb) {
+    int i0 = tb * EA__AMX_TB, i1 = i0 + EA__AMX_TB < p->m ? i0 + EA__AMX_TB : p->m;
+    if (prep == 1 || prep == 3)
+        (ctx->isa >= EA__ISA_AVX512 ? ea__quantize_q8_avx512 : ea__quantize_q8)(p->x, p->k, i0, i1, (int8_t *)p->xq,
+                                                                              (float *)p->xd);
+    if (prep == 2) ea__amx_pack(p->x, p->m, p->k, tb, tb + 1, (uint16_t *)p->xp);
+    if (prep == 3) ea__amx_q8_pack(p->xq, p->xd, p->m, p->k, tb, (uint8_t *)p->xp);
+}
+
 static void ea__task_prep(void *arg, int task, int thread) {
+    (void)thread;
     ea__job *jb = arg;
     int u0 = (int)((int64_t)jb->n_units * task / jb->n_tasks), u1 = (int)((int64_t)jb->n_units * (task + 1) / jb->n_tasks);
     for (int q = 0; q < jb->n_pr && u0 < u1; q++) {
         ea__prob *pr = &jb->pr[q];
         int a = u0 > pr->unit0 ? u0 : pr->unit0, b = u1 < pr->unit0 + pr->n_units ? u1 : pr->unit0 + pr->n_units;
-        for (int u = a; u < b; u++) {
-            int tb = u - pr->unit0, i0 = tb * EA__AMX_TB, i1 = i0 + EA__AMX_TB < pr->p.m ? i0 + EA__AMX_TB : pr->p.m;
-            if (pr->prep == 1 || pr->prep == 3)
-                (jb->ctx->isa >= EA__ISA_AVX512 ? ea__quantize_q8_avx512 : ea__quantize_q8)(
-                    pr->p.x, pr->p.k, i0, i1, (int8_t *)pr->p.xq, (float *)pr->p.xd);
-            if (pr->prep == 2) ea__amx_pack(pr->p.x, pr->p.m, pr->p.k, tb, tb + 1, (uint16_t *)pr->p.xp);
-            if (pr->prep == 3) ea__amx_q8_pack(pr->p.xq, pr->p.xd, pr->p.m, pr->p.k, tb, (uint8_t *)pr->p.xp);
-        }
+        for (int u = a; u < b; u++) ea__prep_block(jb->ctx, pr->prep, &pr->p, u - pr->unit0);
     }
 }
 
@@ -261,10 +278,21 @@ static void ea__task_rows(void *arg, int task, int thread) {
     ea__job *jb = arg;
     int64_t r0 = ea__cut(jb, task), r1 = ea__cut(jb, task + 1);
     ea__scratch s = {jb->ctx->tscratch + (size_t)thread * jb->ctx->tscratch_bytes, jb->ctx->tscratch_bytes, NULL, 0};
+    const ea__prob *last = NULL; /* inline prep: the product whose activations this thread holds */
     for (int q = 0; q < jb->n_pr && r0 < r1; q++) {
         const ea__prob *pr = &jb->pr[q];
         int64_t a = r0 > pr->row0 ? r0 : pr->row0, b = r1 < pr->row0 + pr->p.n ? r1 : pr->row0 + pr->p.n;
         if (a >= b) continue;
+        ea__mm mine = pr->p;
+        if (jb->inline_prep && pr->prep) { /* this thread's own copy; the same x again (gate, up) is kept */
+            uint8_t *t = jb->ctx->tprep + (size_t)thread * jb->ctx->tprep_bytes;
+            mine.xq = (const int8_t *)t;
+            mine.xd = (const float *)(t + jb->ctx->tprep_xq);
+            mine.xp = (const uint16_t *)(t + jb->ctx->tprep_xd);
+            if (!(last && last->prep == pr->prep && last->p.x == pr->p.x && last->p.m == pr->p.m && last->p.k == pr->p.k))
+                ea__prep_block(jb->ctx, pr->prep, &mine, 0);
+            last = pr;
+        }
         s.pf_next = NULL;
         s.pf_bytes = 0;
         if (q + 1 < jb->n_pr && r1 > jb->pr[q + 1].row0) { /* this thread goes on with the next product */
@@ -273,7 +301,7 @@ static void ea__task_rows(void *arg, int task, int thread) {
             s.pf_next = nx->p.w;
             s.pf_bytes = (size_t)rows * nx->p.row_bytes;
         }
-        pr->fn(&pr->p, (int)(a - pr->row0), (int)(b - pr->row0), &s);
+        pr->fn(&mine, (int)(a - pr->row0), (int)(b - pr->row0), &s);
     }
 }
 
@@ -296,11 +324,12 @@ static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt, int m) {
 }
 
 static void ea__run_group(ea_kctx *ctx, ea__prob *pr, int n_pr) {
-    ea__job jb = {ctx, pr, n_pr, 0, 0, 1};
+    ea__job jb = {ctx, pr, n_pr, 1, 0, 0, 1};
+    for (int q = 0; q < n_pr; q++) jb.inline_prep &= pr[q].p.m <= EA__AMX_TB && pr[q].p.k <= ctx->max_k;
     double work = 0.0;
     for (int q = 0; q < n_pr; q++) {
         pr[q].unit0 = jb.n_units;
-        pr[q].n_units = pr[q].prep && !pr[q].shared ? (pr[q].p.m + EA__AMX_TB - 1) / EA__AMX_TB : 0;
+        pr[q].n_units = pr[q].prep && !pr[q].shared && !jb.inline_prep ? (pr[q].p.m + EA__AMX_TB - 1) / EA__AMX_TB : 0;
         jb.n_units += pr[q].n_units;
         pr[q].row0 = jb.n_rows;
         jb.n_rows += pr[q].p.n;
