@@ -7,9 +7,10 @@
  * batch lives here and is made batch-independent on purpose:
  *   - activations are prepared row by row (q8 quantisation, bf16 packing), so
  *     row i's prepared data depends on X[i] only;
- *   - the n columns are cut into contiguous chunks (multiples of 32), one per
- *     pool task; k is never split; each variant computes every (i, j) with
- *     the same operation sequence whatever m and the chunk (matmul_impl.h).
+ *   - the n columns are cut into chunks (multiples of 32) that the pool's
+ *     threads claim in turn; k is never split; each variant computes every
+ *     (i, j) with the same operation sequence whatever m, the chunk and the
+ *     thread (matmul_impl.h).
  *
  * ISA choice: the best the CPU offers (amx > avx512 > avx2 > scalar), or the
  * EAAS_ISA environment variable, or ea_kctx_set_isa(). A variant serves the
@@ -226,7 +227,7 @@ typedef struct {
     int prep; /* 0 none, 1 q8, 2 amx bf16 pack, 3 q8 then amx int8 pack */
     int shared; /* 1: uses the previous product's prepared activations (same x, m, k) */
     int unit0, n_units;     /* preparation units of this product: [unit0, unit0 + n_units) */
-    int64_t row0;           /* first row of this product in the concatenated row space */
+    int chunk0;             /* its first chunk (chunks of chunk_rows W rows, cut at its end) */
 } ea__prob;
 
 typedef struct {
@@ -235,8 +236,9 @@ typedef struct {
     int n_pr;
     int inline_prep; /* every product has <= 16 rows: each thread prepares what it computes */
     int n_units;
-    int64_t n_rows;
     int n_tasks;
+    int chunk_rows, n_chunks; /* the products' rows in chunks (multiples of 32) ... */
+    int next_chunk;           /* ... claimed by the threads in turn (atomic) */
 } ea__job;
 
 /* Prepare token block tb (16 rows) of p's activations into p's xq/xd/xp. */
@@ -260,29 +262,30 @@ static void ea__task_prep(void *arg, int task, int thread) {
     }
 }
 
-/* Row boundary of task t in the concatenated row space, at a multiple of 32 inside its product. */
-static int64_t ea__cut(const ea__job *jb, int t) {
-    if (t >= jb->n_tasks) return jb->n_rows;
-    int64_t r = jb->n_rows * t / jb->n_tasks;
-    for (int q = 0; q < jb->n_pr; q++) {
-        const ea__prob *pr = &jb->pr[q];
-        if (r < pr->row0 + pr->p.n) {
-            int64_t off = (r - pr->row0 + 31) & ~(int64_t)31;
-            return off >= pr->p.n ? pr->row0 + pr->p.n : pr->row0 + off;
-        }
-    }
-    return jb->n_rows;
+/* Product q and rows [a, b) of chunk c; q starts from the caller's hint (claims only grow). */
+static void ea__chunk(const ea__job *jb, int c, int *q, int *a, int *b) {
+    while (*q + 1 < jb->n_pr && jb->pr[*q + 1].chunk0 <= c) (*q)++;
+    const ea__prob *pr = &jb->pr[*q];
+    *a = (c - pr->chunk0) * jb->chunk_rows;
+    *b = *a + jb->chunk_rows < pr->p.n ? *a + jb->chunk_rows : pr->p.n;
 }
 
+/* Each thread claims chunks until none is left; it claims its next chunk
+ * before computing the current one, so the current one's last block can
+ * prefetch the next one's first rows. Which thread computes a chunk changes
+ * only the timing: every row is computed the same way by any thread. */
 static void ea__task_rows(void *arg, int task, int thread) {
+    (void)task;
     ea__job *jb = arg;
-    int64_t r0 = ea__cut(jb, task), r1 = ea__cut(jb, task + 1);
     ea__scratch s = {jb->ctx->tscratch + (size_t)thread * jb->ctx->tscratch_bytes, jb->ctx->tscratch_bytes, NULL, 0};
     const ea__prob *last = NULL; /* inline prep: the product whose activations this thread holds */
-    for (int q = 0; q < jb->n_pr && r0 < r1; q++) {
+    int q = 0, qn = 0;
+    int c = __atomic_fetch_add(&jb->next_chunk, 1, __ATOMIC_RELAXED);
+    while (c < jb->n_chunks) {
+        int cn = __atomic_fetch_add(&jb->next_chunk, 1, __ATOMIC_RELAXED);
+        int a, b;
+        ea__chunk(jb, c, &q, &a, &b);
         const ea__prob *pr = &jb->pr[q];
-        int64_t a = r0 > pr->row0 ? r0 : pr->row0, b = r1 < pr->row0 + pr->p.n ? r1 : pr->row0 + pr->p.n;
-        if (a >= b) continue;
         ea__mm mine = pr->p;
         if (jb->inline_prep && pr->prep) { /* this thread's own copy; the same x again (gate, up) is kept */
             uint8_t *t = jb->ctx->tprep + (size_t)thread * jb->ctx->tprep_bytes;
@@ -295,13 +298,16 @@ static void ea__task_rows(void *arg, int task, int thread) {
         }
         s.pf_next = NULL;
         s.pf_bytes = 0;
-        if (q + 1 < jb->n_pr && r1 > jb->pr[q + 1].row0) { /* this thread goes on with the next product */
-            const ea__prob *nx = &jb->pr[q + 1];
-            int64_t rows = r1 - nx->row0 < 32 ? r1 - nx->row0 : 32;
-            s.pf_next = nx->p.w;
-            s.pf_bytes = (size_t)rows * nx->p.row_bytes;
+        if (cn < jb->n_chunks) { /* the first rows of the chunk this thread computes next */
+            int na, nb;
+            qn = qn > q ? qn : q;
+            ea__chunk(jb, cn, &qn, &na, &nb);
+            const ea__prob *nx = &jb->pr[qn];
+            s.pf_next = nx->p.w + (size_t)na * nx->p.row_bytes;
+            s.pf_bytes = (size_t)(nb - na < 32 ? nb - na : 32) * nx->p.row_bytes;
         }
-        pr->fn(&mine, (int)(a - pr->row0), (int)(b - pr->row0), &s);
+        pr->fn(&mine, a, b, &s);
+        c = cn;
     }
 }
 
@@ -324,16 +330,23 @@ static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt, int m) {
 }
 
 static void ea__run_group(ea_kctx *ctx, ea__prob *pr, int n_pr) {
-    ea__job jb = {ctx, pr, n_pr, 1, 0, 0, 1};
+    ea__job jb = {.ctx = ctx, .pr = pr, .n_pr = n_pr, .inline_prep = 1, .n_tasks = 1};
     for (int q = 0; q < n_pr; q++) jb.inline_prep &= pr[q].p.m <= EA__AMX_TB && pr[q].p.k <= ctx->max_k;
     double work = 0.0;
+    int64_t n_rows = 0;
     for (int q = 0; q < n_pr; q++) {
         pr[q].unit0 = jb.n_units;
         pr[q].n_units = pr[q].prep && !pr[q].shared && !jb.inline_prep ? (pr[q].p.m + EA__AMX_TB - 1) / EA__AMX_TB : 0;
         jb.n_units += pr[q].n_units;
-        pr[q].row0 = jb.n_rows;
-        jb.n_rows += pr[q].p.n;
+        n_rows += pr[q].p.n;
         work += (double)pr[q].p.m * pr[q].p.n * pr[q].p.k;
+    }
+    /* about 8 chunks per thread, of 64..512 rows */
+    int64_t cr = (n_rows / (8 * (int64_t)ctx->n_threads) + 31) & ~(int64_t)31;
+    jb.chunk_rows = cr < 64 ? 64 : cr > 512 ? 512 : (int)cr;
+    for (int q = 0; q < n_pr; q++) {
+        pr[q].chunk0 = jb.n_chunks;
+        jb.n_chunks += (pr[q].p.n + jb.chunk_rows - 1) / jb.chunk_rows;
     }
     int nt = ctx->n_threads;
     if (jb.n_units > 0) {
