@@ -4,19 +4,22 @@
  *
  * Scratch layout (floats): qt (dk x 16) the tile's queries transposed, one
  * row per lane; st (keys x 16) the scores, then the exp terms, of key j for
- * all 16 rows at st[16 j + r].
+ * all 16 rows at st[16 j + r] (before the scores it holds the query rows
+ * being transposed).
  *
  * AVX-512 variant, per tile:
  *   scores  8 keys at a time; acc[u] (16 lanes = 16 rows) += qt[d] ·
  *           broadcast(k_u[d]) for d = 0..dk-1 — a row's score is one lane's
  *           chain of fused multiply-adds, as in the definition;
  *   softmax lane-wise over j: masked max, exp, left-to-right sum;
- *   values  per row (two rows at once when they end at the same key), 64
- *           elements of the value per pass, one lane per element.
+ *   values  two rows at a time (sharing the value loads up to the shorter
+ *           row's last key), 64 elements of the value per pass, one lane per
+ *           element, accumulators in registers.
  */
 #include "kernels/attn.h"
 
 #include "kernels/exp_impl.h"
+#include "kernels/matmul_impl.h"
 #include "kernels/ops.h"
 
 #include <immintrin.h>
@@ -25,7 +28,8 @@
 #include <string.h>
 
 size_t ea_k_attend_scratch(int dk, int max_keys) {
-    return (size_t)EA_K_ATTN_ROWS * ((size_t)dk + (size_t)max_keys) + 16;
+    size_t dk16 = ((size_t)dk + 15) & ~(size_t)15, keys = (size_t)max_keys > dk16 ? (size_t)max_keys : dk16;
+    return (size_t)EA_K_ATTN_ROWS * (dk16 + keys) + 16;
 }
 
 /* ---- positions -> cache rows ------------------------------------------------ */
@@ -114,34 +118,54 @@ EA__T512 static void ea__scores(const ea_k_attn_kv *kv, const float *qt, int n_k
     }
 }
 
-/* out rows ra (and rb if rb >= 0, same last) = (Σ_j e_j v_j) * inv, 64 elements per pass. */
-EA__T512 static void ea__values(const ea_k_attn_kv *kv, const float *st, int ra, int rb, int last, float inva,
-                              float invb, float *oa, float *ob) {
-    int dv = kv->dv;
-    for (int d0 = 0; d0 < dv; d0 += 64) {
-        int nv = (dv - d0 + 15) / 16 < 4 ? (dv - d0 + 15) / 16 : 4;
-        __mmask16 tail = (dv - d0) % 16 && nv == (dv - d0 + 15) / 16 ? (__mmask16)((1u << ((dv - d0) % 16)) - 1) : 0xffff;
-        __m512 a[4], b[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) a[c] = b[c] = _mm512_setzero_ps();
-        ea__walk w = {kv, 0, 0};
-        for (int j = 0; j <= last; j++, ea__walk_next(&w)) {
-            const float *v = kv->v + ea__walk_row(&w) * kv->v_stride + d0;
-            __m512 ea = _mm512_set1_ps(st[16 * j + ra]);
-            __m512 eb = _mm512_set1_ps(rb >= 0 ? st[16 * j + rb] : 0.0f);
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) {
-                if (c >= nv) break;
-                __m512 x = _mm512_maskz_loadu_ps(c == nv - 1 ? tail : 0xffff, v + 16 * c);
-                a[c] = _mm512_fmadd_ps(ea, x, a[c]);
-                if (rb >= 0) b[c] = _mm512_fmadd_ps(eb, x, b[c]);
-            }
-        }
-        for (int c = 0; c < nv; c++) {
-            __mmask16 mk = c == nv - 1 ? tail : 0xffff;
-            _mm512_mask_storeu_ps(oa + d0 + 16 * c, mk, _mm512_mul_ps(a[c], _mm512_set1_ps(inva)));
-            if (rb >= 0) _mm512_mask_storeu_ps(ob + d0 + 16 * c, mk, _mm512_mul_ps(b[c], _mm512_set1_ps(invb)));
-        }
+/* Values of one or two rows for elements [d0, d0 + 64) of the value:
+ * oa = (Σ_{j ≤ la} e_a[j] v_j) * inva, and ob likewise when rb >= 0. The two
+ * rows share the loads of v_j for j ≤ min(la, lb); the longer one then goes on
+ * alone — each row's chain is its own fused multiply-adds in increasing j. */
+EA__T512 static void ea__values64(const ea_k_attn_kv *kv, const float *st, int d0, int ra, int la, float inva, float *oa,
+                                int rb, int lb, float invb, float *ob) {
+    int n = kv->dv - d0 < 64 ? kv->dv - d0 : 64;
+    __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+    __mmask16 m1 = n >= 32 ? 0xffff : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
+    __mmask16 m2 = n >= 48 ? 0xffff : n > 32 ? (__mmask16)((1u << (n - 32)) - 1) : 0;
+    __mmask16 m3 = n >= 64 ? 0xffff : n > 48 ? (__mmask16)((1u << (n - 48)) - 1) : 0;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int both = rb >= 0 ? (la < lb ? la : lb) : -1;
+    ea__walk w = {kv, 0, 0};
+    int j = 0;
+    for (; j <= both; j++, ea__walk_next(&w)) {
+        const float *v = kv->v + ea__walk_row(&w) * kv->v_stride + d0;
+        __m512 x0 = _mm512_maskz_loadu_ps(m0, v), x1 = _mm512_maskz_loadu_ps(m1, v + 16);
+        __m512 x2 = _mm512_maskz_loadu_ps(m2, v + 32), x3 = _mm512_maskz_loadu_ps(m3, v + 48);
+        __m512 ea = _mm512_set1_ps(st[16 * j + ra]), eb = _mm512_set1_ps(st[16 * j + rb]);
+        a0 = _mm512_fmadd_ps(ea, x0, a0), a1 = _mm512_fmadd_ps(ea, x1, a1);
+        a2 = _mm512_fmadd_ps(ea, x2, a2), a3 = _mm512_fmadd_ps(ea, x3, a3);
+        b0 = _mm512_fmadd_ps(eb, x0, b0), b1 = _mm512_fmadd_ps(eb, x1, b1);
+        b2 = _mm512_fmadd_ps(eb, x2, b2), b3 = _mm512_fmadd_ps(eb, x3, b3);
+    }
+    /* the rest of the longer row (or all of a single row) */
+    int r = rb >= 0 && lb > la ? rb : ra, last = r == ra ? la : lb;
+    __m512 c0 = r == ra ? a0 : b0, c1 = r == ra ? a1 : b1, c2 = r == ra ? a2 : b2, c3 = r == ra ? a3 : b3;
+    for (; j <= last; j++, ea__walk_next(&w)) {
+        const float *v = kv->v + ea__walk_row(&w) * kv->v_stride + d0;
+        __m512 e = _mm512_set1_ps(st[16 * j + r]);
+        c0 = _mm512_fmadd_ps(e, _mm512_maskz_loadu_ps(m0, v), c0);
+        c1 = _mm512_fmadd_ps(e, _mm512_maskz_loadu_ps(m1, v + 16), c1);
+        c2 = _mm512_fmadd_ps(e, _mm512_maskz_loadu_ps(m2, v + 32), c2);
+        c3 = _mm512_fmadd_ps(e, _mm512_maskz_loadu_ps(m3, v + 48), c3);
+    }
+    if (r == ra) a0 = c0, a1 = c1, a2 = c2, a3 = c3;
+    else b0 = c0, b1 = c1, b2 = c2, b3 = c3;
+    __m512 ia = _mm512_set1_ps(inva), ib = _mm512_set1_ps(invb);
+    _mm512_mask_storeu_ps(oa + d0, m0, _mm512_mul_ps(a0, ia));
+    _mm512_mask_storeu_ps(oa + d0 + 16, m1, _mm512_mul_ps(a1, ia));
+    _mm512_mask_storeu_ps(oa + d0 + 32, m2, _mm512_mul_ps(a2, ia));
+    _mm512_mask_storeu_ps(oa + d0 + 48, m3, _mm512_mul_ps(a3, ia));
+    if (rb >= 0) {
+        _mm512_mask_storeu_ps(ob + d0, m0, _mm512_mul_ps(b0, ib));
+        _mm512_mask_storeu_ps(ob + d0 + 16, m1, _mm512_mul_ps(b1, ib));
+        _mm512_mask_storeu_ps(ob + d0 + 32, m2, _mm512_mul_ps(b2, ib));
+        _mm512_mask_storeu_ps(ob + d0 + 48, m3, _mm512_mul_ps(b3, ib));
     }
 }
 
@@ -149,15 +173,16 @@ EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const
                                      float *const *out, float *scratch) {
     int dk = kv->dk, n_keys = ea__n_keys(n_rows, last);
     float *qt = scratch, *st = scratch + (size_t)EA_K_ATTN_ROWS * dk;
-    /* qt[16 d + r] = q[r][d], 0 for rows >= n_rows: 16 elements of a row per scatter */
-    for (int d = 0; d < dk; d++) _mm512_store_ps(qt + 16 * d, _mm512_setzero_ps());
-    __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                     _mm512_set1_epi32(16));
-    for (int r = 0; r < n_rows; r++)
-        for (int d0 = 0; d0 < dk; d0 += 16) {
-            __mmask16 mk = dk - d0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (dk - d0)) - 1);
-            _mm512_mask_i32scatter_ps(qt + 16 * d0 + r, mk, col, _mm512_maskz_loadu_ps(mk, q[r] + d0), 4);
+    /* qt[16 d + r] = q[r][d], 0 for rows >= n_rows: the rows side by side
+     * in st (free until the scores), then 16 x 16 transposes */
+    int dk16 = (dk + 15) & ~15;
+    for (int r = 0; r < EA_K_ATTN_ROWS; r++)
+        for (int d0 = 0; d0 < dk16; d0 += 16) {
+            __mmask16 mk = r >= n_rows ? 0 : dk - d0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (dk - d0)) - 1);
+            _mm512_storeu_ps(st + (size_t)r * dk16 + d0, _mm512_maskz_loadu_ps(mk, q[r < n_rows ? r : 0] + d0));
         }
+    for (int d0 = 0; d0 < dk; d0 += 16)
+        ea__put_transposed(st + d0, dk16, qt + 16 * d0, 16, dk - d0 < 16 ? dk - d0 : 16, 16);
     ea__scores(kv, qt, n_keys, st);
 
     /* softmax, one row per lane; rows past n_rows have last = -1 (no keys) */
@@ -180,12 +205,12 @@ EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const
     float inv[16];
     _mm512_storeu_ps(inv, _mm512_div_ps(_mm512_set1_ps(1.0f), sum));
 
-    for (int r = 0; r < n_rows; r++) {
-        int pair = r + 1 < n_rows && last[r + 1] == last[r];
-        ea__values(kv, st, r, pair ? r + 1 : -1, last[r], inv[r], pair ? inv[r + 1] : 0.0f, out[r],
-                   pair ? out[r + 1] : NULL);
-        r += pair;
-    }
+    for (int r = 0; r < n_rows; r += 2) /* rows two at a time */
+        for (int d0 = 0; d0 < kv->dv; d0 += 64)
+            if (r + 1 < n_rows)
+                ea__values64(kv, st, d0, r, last[r], inv[r], out[r], r + 1, last[r + 1], inv[r + 1], out[r + 1]);
+            else
+                ea__values64(kv, st, d0, r, last[r], inv[r], out[r], -1, -1, 0.0f, NULL);
 }
 
 /* ---- dispatch ----------------------------------------------------------------- */
