@@ -262,6 +262,28 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
 
 /* ---------------------------------------------------------------- steps */
 
+/* Row-wise steps run over the run's tokens: fn(f, t0, t1, arg) on contiguous
+ * token ranges, split over the pool when there are enough tokens for it to
+ * pay (a row's result never depends on the split). */
+typedef void (*ea__tok_fn)(ea_forward *f, int t0, int t1, const void *arg);
+typedef struct {
+    ea_forward *f;
+    ea__tok_fn fn;
+    const void *arg;
+    int n, n_tasks;
+} ea__tok_job;
+
+static void ea__tok_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const ea__tok_job *j = ctx;
+    j->fn(j->f, j->n * task / j->n_tasks, j->n * (task + 1) / j->n_tasks, j->arg);
+}
+
+static void ea__over_tokens(ea_forward *f, int n, ea__tok_fn fn, const void *arg) {
+    ea__tok_job j = {f, fn, arg, n, n >= 32 ? f->n_threads : 1};
+    ea_pool_run(j.n_tasks > 1 ? f->pool : NULL, ea__tok_task, &j, j.n_tasks);
+}
+
 static void ea__add_bias(float *x, const float *b, int n_rows, int dim) {
     if (!b) return;
     for (int t = 0; t < n_rows; t++)
@@ -281,9 +303,13 @@ static ea_status ea__embed(ea_forward *f, int n, const int32_t *tokens) {
     return EA_OK;
 }
 
-static void ea__norm_rows(const float *x, const float *w, float eps, int n, int dim, float *y) {
-    for (int t = 0; t < n; t++) ea_k_rmsnorm(x + (size_t)t * dim, w, eps, dim, y + (size_t)t * dim);
+/* xn = rmsnorm(h) with weight w, per token */
+static void ea__norm_task(ea_forward *f, int t0, int t1, const void *w) {
+    int H = f->c->hidden_size;
+    for (int t = t0; t < t1; t++) ea_k_rmsnorm(f->h + (size_t)t * H, w, f->c->rms_norm_eps, H, f->xn + (size_t)t * H);
 }
+
+static void ea__norm_rows(ea_forward *f, int n, const float *w) { ea__over_tokens(f, n, ea__norm_task, w); }
 
 /* One tile of attention (kernels/attn.h) against the current layer's KV cache. */
 static void ea__attn_tile_task(void *ctx, int task, int thread) {
@@ -334,6 +360,28 @@ void ea__attend(ea_forward *f, int l, int n, const ea__attn_io *io) {
     ea_pool_run(f->pool, ea__attn_tile_task, f, nt);
 }
 
+/* Per token of layer run_layer: q/k norm, RoPE, and k, v into the KV cache. */
+static void ea__qk_rope_store(ea_forward *f, int t0, int t1, const void *lv) {
+    const ea_model_config *c = f->c;
+    const ea__layer_vecs *v = lv;
+    int hd = c->head_dim, l = f->run_layer;
+    for (int t = t0; t < t1; t++) {
+        float *q = f->q + (size_t)t * f->q_dim, *k = f->k + (size_t)t * f->kv_dim;
+        if (c->qk_norm == EA_QKNORM_FULL) {
+            ea_k_rmsnorm(q, v->q_norm, c->rms_norm_eps, f->q_dim, q);
+            ea_k_rmsnorm(k, v->k_norm, c->rms_norm_eps, f->kv_dim, k);
+        } else if (c->qk_norm == EA_QKNORM_PER_HEAD) {
+            for (int h = 0; h < f->nh; h++) ea_k_rmsnorm(q + h * hd, v->q_norm, c->rms_norm_eps, hd, q + h * hd);
+            for (int h = 0; h < f->nkv; h++) ea_k_rmsnorm(k + h * hd, v->k_norm, c->rms_norm_eps, hd, k + h * hd);
+        }
+        const float *cs = f->rope + (size_t)f->run_pos[t] * f->rot;
+        for (int h = 0; h < f->nh; h++) ea_k_rope_half(q + h * hd, f->rot, cs);
+        for (int h = 0; h < f->nkv; h++) ea_k_rope_half(k + h * hd, f->rot, cs);
+        memcpy(ea_kv_k(f->kv, l, f->run_seq[t], f->run_pos[t]), k, sizeof(float) * f->kv_dim);
+        memcpy(ea_kv_v(f->kv, l, f->run_seq[t], f->run_pos[t]), f->v + (size_t)t * f->kv_dim, sizeof(float) * f->kv_dim);
+    }
+}
+
 /* attention: y = wo · attend(rope(qk_norm(wq·xn + bq)), rope(...k...), v) */
 static ea_status ea__attention(ea_forward *f, int l, int n) {
     const ea_model_config *c = f->c;
@@ -349,23 +397,11 @@ static ea_status ea__attention(ea_forward *f, int l, int n) {
     ea__add_bias(f->q, v->bq ? v->bq + qo : NULL, n, f->q_dim);
     ea__add_bias(f->k, v->bk ? v->bk + ko : NULL, n, f->kv_dim);
     ea__add_bias(f->v, v->bv ? v->bv + ko : NULL, n, f->kv_dim);
-    for (int t = 0; t < n; t++) {
-        float *q = f->q + (size_t)t * f->q_dim, *k = f->k + (size_t)t * f->kv_dim;
-        if (c->qk_norm == EA_QKNORM_FULL) {
-            ea_k_rmsnorm(q, v->q_norm, c->rms_norm_eps, f->q_dim, q);
-            ea_k_rmsnorm(k, v->k_norm, c->rms_norm_eps, f->kv_dim, k);
-        } else if (c->qk_norm == EA_QKNORM_PER_HEAD) {
-            for (int h = 0; h < f->nh; h++) ea_k_rmsnorm(q + h * hd, v->q_norm, c->rms_norm_eps, hd, q + h * hd);
-            for (int h = 0; h < f->nkv; h++) ea_k_rmsnorm(k + h * hd, v->k_norm, c->rms_norm_eps, hd, k + h * hd);
-        }
+    for (int t = 0; t < n; t++)
         if (f->run_pos[t] >= f->o.max_ctx)
             return ea_err(EA_ERR_RANGE, "position %d beyond the context of %d", f->run_pos[t], f->o.max_ctx);
-        const float *cs = f->rope + (size_t)f->run_pos[t] * f->rot;
-        for (int h = 0; h < f->nh; h++) ea_k_rope_half(q + h * hd, f->rot, cs);
-        for (int h = 0; h < f->nkv; h++) ea_k_rope_half(k + h * hd, f->rot, cs);
-        memcpy(ea_kv_k(f->kv, l, f->run_seq[t], f->run_pos[t]), k, sizeof(float) * f->kv_dim);
-        memcpy(ea_kv_v(f->kv, l, f->run_seq[t], f->run_pos[t]), f->v + (size_t)t * f->kv_dim, sizeof(float) * f->kv_dim);
-    }
+    f->run_layer = l;
+    ea__over_tokens(f, n, ea__qk_rope_store, v);
     const ea_kv_cache *kv = f->kv;
     ea__attn_io io = {.q = f->q, .k = kv->k, .v = kv->v, .o = f->att,
                       .q_ts = (size_t)f->q_dim, .q_hs = (size_t)hd, .o_ts = (size_t)f->q_dim, .o_hs = (size_t)hd,
@@ -414,9 +450,14 @@ static ea_status ea__moe(ea_forward *f, int l, int n) {
     return EA_OK;
 }
 
-static void ea__residual(float *h, const float *y, size_t n) {
-    for (size_t i = 0; i < n; i++) h[i] += y[i];
+/* h += y, per token */
+static void ea__residual_task(ea_forward *f, int t0, int t1, const void *arg) {
+    (void)arg;
+    size_t H = (size_t)f->c->hidden_size;
+    for (size_t i = (size_t)t0 * H; i < (size_t)t1 * H; i++) f->h[i] += f->y[i];
 }
+
+static void ea__residual(ea_forward *f, int n) { ea__over_tokens(f, n, ea__residual_task, NULL); }
 
 ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int32_t *pos,
                          const int32_t *seq, int n_out, const int32_t *out_rows, float *logits) {
@@ -430,15 +471,15 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
 
     EA_TRY(ea__embed(f, n, tokens));
     for (int l = 0; l < c->n_layers; l++) {
-        ea__norm_rows(f->h, f->lv[l].attn_norm, c->rms_norm_eps, n, H, f->xn);
+        ea__norm_rows(f, n, f->lv[l].attn_norm);
         EA_TRY(f->mla ? ea__mla_attention(f, l, n) : ea__attention(f, l, n));
-        ea__residual(f->h, f->y, (size_t)n * H);
-        ea__norm_rows(f->h, f->lv[l].ffn_norm, c->rms_norm_eps, n, H, f->xn);
+        ea__residual(f, n);
+        ea__norm_rows(f, n, f->lv[l].ffn_norm);
         if (c->layer_is_moe[l])
             EA_TRY(ea__moe(f, l, n));
         else
             ea__ffn(f, &f->m->layers[l].dense, n, f->y);
-        ea__residual(f->h, f->y, (size_t)n * H);
+        ea__residual(f, n);
     }
     if (f->be->vt->end_step) f->be->vt->end_step(f->be);
 
