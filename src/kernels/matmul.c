@@ -216,8 +216,7 @@ void ea__quantize_q8(const float *x, int k, int i0, int i1, int8_t *xq, float *x
 
 /* A batch is run in groups whose prepared activations fit the scratch; each
  * group takes two pool runs: preparation (units of 16 rows), then products
- * (each thread a contiguous range of the concatenated W rows, cut at
- * multiples of 32 inside each product). When every product has at most 16
+ * (chunks of W rows claimed by the threads, ea__task_rows). When every product has at most 16
  * rows (decode), there is one pool run: each thread prepares the
  * activations of the products it computes into its own area (the same bits;
  * a product cut between two threads is prepared by both). */
