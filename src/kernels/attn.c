@@ -190,12 +190,12 @@ EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const
     for (int r = 0; r < 16; r++) lastv[r] = r < n_rows ? last[r] : -1;
     __m512i lim = _mm512_loadu_si512(lastv);
     __m512 m = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
+    /* the definition's max: m = s[0], then m = s[j] > m ? s[j] : m (MAXPS(s, m) is exactly that) */
     for (int j = 0; j < n_keys; j++) {
         __mmask16 in = _mm512_cmpge_epi32_mask(lim, _mm512_set1_epi32(j));
         __m512 s = _mm512_load_ps(st + 16 * j);
         m = _mm512_mask_mov_ps(m, in, j == 0 ? s : _mm512_mask_max_ps(m, in, s, m));
     }
-    /* the definition's max: m = s[0], then m = s[j] > m ? s[j] : m (same value for non-NaN scores) */
     for (int j = 0; j < n_keys; j++) {
         __mmask16 in = _mm512_cmpge_epi32_mask(lim, _mm512_set1_epi32(j));
         __m512 e = _mm512_maskz_mov_ps(in, ea__expf16(_mm512_sub_ps(_mm512_load_ps(st + 16 * j), m)));
