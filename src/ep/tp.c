@@ -62,15 +62,6 @@ static ea_status ea__tp_allreduce(void *ctx, float *buf, size_t n, int layer) {
     return ea_dist_allreduce_sum_f32(ctx, buf, n, what);
 }
 
-static ea_tensor ea__row_view(const ea_tensor *t, int64_t r0, int64_t nr) {
-    ea_tensor v = *t;
-    size_t rb = ea_dtype_row_bytes(t->dtype, (size_t)t->shape[1]);
-    v.shape[0] = nr;
-    v.data = (const uint8_t *)t->data + (size_t)r0 * rb;
-    v.nbytes = (size_t)nr * rb;
-    return v;
-}
-
 static ea_status ea__col_copy(ea_tp *tp, const ea_tensor *t, int64_t c0, int64_t nc, ea_tensor *out) {
     size_t full = ea_dtype_row_bytes(t->dtype, (size_t)t->shape[1]);
     size_t off = ea_dtype_row_bytes(t->dtype, (size_t)c0), nb = ea_dtype_row_bytes(t->dtype, (size_t)nc);
@@ -138,17 +129,17 @@ ea_status ea_tp_create(ea_dist *d, const ea_model *m, ea_kctx *kctx, int max_tok
     for (int l = 0; s == EA_OK && l < c->n_layers; l++) {
         const ea_layer_weights *L = &m->layers[l];
         ea_forward_tp_layer *tl = &tp->layers[l];
-        tl->wq = ea__row_view(&L->wq, (int64_t)r * nh * hd, (int64_t)nh * hd);
-        tl->wk = ea__row_view(&L->wk, (int64_t)r * nkv * hd, (int64_t)nkv * hd);
-        tl->wv = ea__row_view(&L->wv, (int64_t)r * nkv * hd, (int64_t)nkv * hd);
+        tl->wq = ea_tensor_row_view(&L->wq, (int64_t)r * nh * hd, (int64_t)nh * hd);
+        tl->wk = ea_tensor_row_view(&L->wk, (int64_t)r * nkv * hd, (int64_t)nkv * hd);
+        tl->wv = ea_tensor_row_view(&L->wv, (int64_t)r * nkv * hd, (int64_t)nkv * hd);
         s = ea__col_copy(tp, &L->wo, (int64_t)r * nh * hd, (int64_t)nh * hd, &tl->wo);
         if (s != EA_OK || !c->layer_is_moe[l] || !L->experts) continue;
         per_layer[l] = tp->experts + (size_t)l * S;
         for (int e = 0; s == EA_OK && e < c->n_experts; e++) {
             const ea_ffn_weights *src = &L->experts[e];
             ea_ffn_weights *dst = &per_layer[l][e];
-            dst->gate = ea__row_view(&src->gate, (int64_t)r * fr, fr);
-            dst->up = ea__row_view(&src->up, (int64_t)r * fr, fr);
+            dst->gate = ea_tensor_row_view(&src->gate, (int64_t)r * fr, fr);
+            dst->up = ea_tensor_row_view(&src->up, (int64_t)r * fr, fr);
             s = ea__col_copy(tp, &src->down, (int64_t)r * fr, fr, &dst->down);
         }
     }

@@ -96,16 +96,6 @@ void ea__mla_destroy(ea_forward *f) {
     ea_free(f->mla_tok_of);
 }
 
-/* A view of rows [r0, r0+nr) of a 2-D tensor. */
-static ea_tensor ea__rows(const ea_tensor *t, int64_t r0, int64_t nr) {
-    ea_tensor v = *t;
-    size_t rb = ea_dtype_row_bytes(t->dtype, (size_t)t->shape[1]);
-    v.shape[0] = nr;
-    v.data = (const uint8_t *)t->data + (size_t)r0 * rb;
-    v.nbytes = (size_t)nr * rb;
-    return v;
-}
-
 /* Expanded form, one (token of the current sequence, head). */
 static void ea__mla_expanded_task(void *ctx, int task, int thread) {
     ea_forward *f = ctx;
@@ -199,7 +189,7 @@ ea_status ea__mla_attention(ea_forward *f, int l, int n_tok) {
                           .dk = C + r, .dv = C, .group = H, .n_kv_heads = 1, .scale = f->attn_scale};
         ea__attend(f, l, n_tok, &io);
         for (int h = 0; h < H; h++) { /* o[h] = W_UV[h] · ctx[h] */
-            ea_tensor uv = ea__rows(&L->wkv_b, (int64_t)h * (n + v) + n, v);
+            ea_tensor uv = ea_tensor_row_view(&L->wkv_b, (int64_t)h * (n + v) + n, v);
             ea_k_matmul(f->kctx, &uv, f->mla_ctx + (size_t)h * T * C, n_tok, f->mla_tmp);
             for (int t = 0; t < n_tok; t++)
                 memcpy(f->att + (size_t)t * H * v + (size_t)h * v, f->mla_tmp + (size_t)t * v, sizeof(float) * v);

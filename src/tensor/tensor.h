@@ -41,4 +41,14 @@ static inline int64_t ea_tensor_rows(const ea_tensor *t) {
     return n;
 }
 
+/* A view of rows [r0, r0 + nr) of a 2-D tensor (rows are contiguous). */
+static inline ea_tensor ea_tensor_row_view(const ea_tensor *t, int64_t r0, int64_t nr) {
+    ea_tensor v = *t;
+    size_t rb = ea_dtype_row_bytes(t->dtype, (size_t)t->shape[1]);
+    v.shape[0] = nr;
+    v.data = (const uint8_t *)t->data + (size_t)r0 * rb;
+    v.nbytes = (size_t)nr * rb;
+    return v;
+}
+
 #endif
