@@ -1,7 +1,8 @@
 /*
  * sched_util.h — what the scheduler tests share: a deterministic prompt per
  * index, and collecting a request's events into its token ids and outcome.
- * Header-only; included by tests/golden/test_scheduler.c and test_kv_disk.c.
+ * Header-only; included by tests/golden/test_scheduler.c, test_kv_disk.c and
+ * test_eplb_integration.c.
  */
 #ifndef EA_SCHED_UTIL_H
 #define EA_SCHED_UTIL_H
@@ -19,15 +20,18 @@ typedef struct {
     int error;
 } result;
 
-static void prompt_of(int i, int32_t *p, int n) {
-    uint64_t s = 1000 + (uint64_t)i * 7919;
+/* n token ids in [10, 3010) from a generator seeded by (base, i) */
+static inline void prompt_from(uint64_t base, int i, int32_t *p, int n) {
+    uint64_t s = base + (uint64_t)i * 7919;
     for (int k = 0; k < n; k++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         p[k] = (int32_t)((s >> 33) % 3000) + 10;
     }
 }
 
-static void collect(ea_request *r, result *out) {
+static inline void prompt_of(int i, int32_t *p, int n) { prompt_from(1000, i, p, n); }
+
+static inline void collect(ea_request *r, result *out) {
     memset(out, 0, sizeof *out);
     ea_event ev;
     for (;;) {

@@ -27,6 +27,7 @@
 #include "eplb/eplb_backend.h"
 #include "eplb/textio.h"
 #include "harness.h"
+#include "sched_util.h"
 #include "serve/scheduler.h"
 
 static char qwen[1100], dsv3[1100], work[1024];
@@ -142,13 +143,6 @@ static ea_status run_step(ea_engine *e, int seq, int pos0, int n, const int32_t 
     return ea_forward_run(e->fw, n, tok, pos, sq, n, rows, logits);
 }
 
-static void prompt_of(int i, int32_t *p, int n) {
-    uint64_t s = 77 + (uint64_t)i * 7919;
-    for (int k = 0; k < n; k++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        p[k] = (int32_t)((s >> 33) % 3000) + 10;
-    }
-}
 
 /* Sum of the counter's last `w` steps for model layer l into out[E]; steps_total = completed steps. */
 static void counter_window(const counter *c, int l, int w, int64_t *out) {
@@ -230,7 +224,7 @@ static void forward_identity(const char *model, int n_ranks, int redundant, cons
     size_t sz = sizeof(float) * (size_t)V * NPR;
     float *la = malloc(sz), *lb = malloc(sz), *first = malloc(sz);
     int32_t p[64];
-    prompt_of(1, p, NPR);
+    prompt_from(77, 1, p, NPR);
     CHECK_EQ(run_step(a, 0, 0, NPR, p, la), EA_OK);
     CHECK_EQ(run_step(b, 0, 0, NPR, p, lb), EA_OK);
     CHECK(memcmp(la, lb, sz) == 0);
@@ -332,29 +326,6 @@ TEST(deepseek_v3_forward_identical_through_rebalance) {
 /* ---- 2. generation through the scheduler, the manager rebalancing on its own */
 
 typedef struct {
-    int32_t toks[128];
-    int n, error;
-} result;
-
-static void collect(ea_request *r, result *out) {
-    memset(out, 0, sizeof *out);
-    ea_event ev;
-    for (;;) {
-        if (ea_req_next(r, 60000, &ev) != EA_OK) {
-            out->error = 1;
-            break;
-        }
-        if (ev.kind == EA_EV_TOKEN && ev.token >= 0 && out->n < 128) out->toks[out->n++] = ev.token;
-        if (ev.kind == EA_EV_DONE) break;
-        if (ev.kind == EA_EV_ERROR) {
-            out->error = 1;
-            break;
-        }
-    }
-    ea_req_release(r);
-}
-
-typedef struct {
     ea_eplb_backend *b;
     int stop, polls, errors;
 } poller;
@@ -394,7 +365,7 @@ static void generate(ea_engine *e, result out[2][NREQ]) {
         for (int i = 0; i < NREQ; i++) {
             int32_t p[64];
             int n = 12 + 5 * i;
-            prompt_of(10 + i, p, n);
+            prompt_from(77, 10 + i, p, n);
             ea_req_params rp;
             memset(&rp, 0, sizeof rp);
             rp.prompt = p;
@@ -531,7 +502,7 @@ TEST(init_expert_location) {
     size_t sz = sizeof(float) * (size_t)V * 24;
     float *la = malloc(sz), *lb = malloc(sz);
     int32_t p[24];
-    prompt_of(3, p, 24);
+    prompt_from(77, 3, p, 24);
     CHECK_EQ(run_step(a, 0, 0, 24, p, la), EA_OK);
     CHECK_EQ(run_step(b, 0, 0, 24, p, lb), EA_OK);
     CHECK(memcmp(la, lb, sz) == 0);
