@@ -147,6 +147,25 @@ void ea_pool_destroy(ea_pool *p) {
 
 int ea_pool_size(const ea_pool *p) { return p ? p->n_threads : 1; }
 
+typedef struct {
+    ea_pool_range_fn fn;
+    void *ctx;
+    int n, n_tasks;
+} ea__ranges;
+
+static void ea__range_task(void *arg, int task, int thread) {
+    (void)thread;
+    const ea__ranges *r = arg;
+    r->fn(r->ctx, (int)((int64_t)r->n * task / r->n_tasks), (int)((int64_t)r->n * (task + 1) / r->n_tasks));
+}
+
+void ea_pool_run_ranges(ea_pool *p, int n, int min_parallel, ea_pool_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    int nt = ea_pool_size(p) < n ? ea_pool_size(p) : n;
+    ea__ranges r = {fn, ctx, n, n < min_parallel ? 1 : nt};
+    ea_pool_run(r.n_tasks > 1 ? p : NULL, ea__range_task, &r, r.n_tasks);
+}
+
 void ea_pool_run(ea_pool *p, ea_pool_fn fn, void *ctx, int n_tasks) {
     if (n_tasks <= 0) return;
     if (!p || p->n_threads == 1 || n_tasks == 1) {

@@ -25,6 +25,10 @@ void ea_pool_destroy(ea_pool *p);
 int ea_pool_size(const ea_pool *p);
 /* Run fn(ctx, task, thread) for task in [0, n_tasks) and wait for all. p may be NULL (serial). */
 void ea_pool_run(ea_pool *p, ea_pool_fn fn, void *ctx, int n_tasks);
+/* fn(ctx, i0, i1) over [0, n) cut into one contiguous range per thread (at
+ * most n ranges); one serial call when n < min_parallel. For row-wise steps. */
+typedef void (*ea_pool_range_fn)(void *ctx, int i0, int i1);
+void ea_pool_run_ranges(ea_pool *p, int n, int min_parallel, ea_pool_range_fn fn, void *ctx);
 /* Online CPUs of this process (sched affinity), at least 1. */
 int ea_cpu_count(void);
 

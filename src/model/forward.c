@@ -270,18 +270,16 @@ typedef struct {
     ea_forward *f;
     ea__tok_fn fn;
     const void *arg;
-    int n, n_tasks;
 } ea__tok_job;
 
-static void ea__tok_task(void *ctx, int task, int thread) {
-    (void)thread;
+static void ea__tok_range(void *ctx, int t0, int t1) {
     const ea__tok_job *j = ctx;
-    j->fn(j->f, j->n * task / j->n_tasks, j->n * (task + 1) / j->n_tasks, j->arg);
+    j->fn(j->f, t0, t1, j->arg);
 }
 
 static void ea__over_tokens(ea_forward *f, int n, ea__tok_fn fn, const void *arg) {
-    ea__tok_job j = {f, fn, arg, n, n >= 32 ? f->n_threads : 1};
-    ea_pool_run(j.n_tasks > 1 ? f->pool : NULL, ea__tok_task, &j, j.n_tasks);
+    ea__tok_job j = {f, fn, arg};
+    ea_pool_run_ranges(f->pool, n, 32, ea__tok_range, &j);
 }
 
 static void ea__add_bias(float *x, const float *b, int n_rows, int dim) {

@@ -43,7 +43,7 @@ typedef enum { EA__GATHER, EA__SILU, EA__TO_PAIRS, EA__COMBINE } ea__rowop;
 typedef struct {
     ea__local *L;
     ea__rowop op;
-    int n_rows, n_tasks;
+    int n_rows;
     const float *x;        /* GATHER: input rows */
     const int32_t *prow;   /* GATHER: token row of each pair */
     float *out;            /* TO_PAIRS: pair-order output; COMBINE: y */
@@ -51,12 +51,10 @@ typedef struct {
     const float *w;        /* COMBINE: (n, k) weights */
 } ea__rowjob;
 
-static void ea__rowtask(void *arg, int task, int thread) {
-    (void)thread;
+static void ea__rowtask(void *arg, int a, int b) {
     ea__rowjob *j = arg;
     ea__local *L = j->L;
     int H = L->o.hidden, F = L->o.ff;
-    int a = (int)((int64_t)j->n_rows * task / j->n_tasks), b = (int)((int64_t)j->n_rows * (task + 1) / j->n_tasks);
     for (int i = a; i < b; i++) switch (j->op) {
         case EA__GATHER:
             memcpy(L->xg + (size_t)i * H, j->x + (size_t)j->prow[L->order[i]] * H, sizeof(float) * H);
@@ -76,11 +74,8 @@ static void ea__rowtask(void *arg, int task, int thread) {
 }
 
 static void ea__rowwise(ea__local *L, ea__rowjob *j) {
-    ea_pool *pool = ea_kctx_pool(L->o.kctx);
-    int nt = ea_pool_size(pool);
     j->L = L;
-    j->n_tasks = j->n_rows < nt ? (j->n_rows > 0 ? j->n_rows : 1) : nt;
-    ea_pool_run(j->n_tasks > 1 ? pool : NULL, ea__rowtask, j, j->n_tasks);
+    ea_pool_run_ranges(ea_kctx_pool(L->o.kctx), j->n_rows, 2, ea__rowtask, j);
 }
 
 /* Steps 1 and 2 for n_pairs (token row, expert) pairs; out != NULL: copy the
