@@ -4,7 +4,7 @@
  *
  *   bench_matmul [--isa LIST] [--dtype LIST] [--threads LIST] [--m LIST]
  *                [--shapes LIST] [--secs S] [--ws-mb MB]
- *     LIST is comma-separated; defaults: every supported ISA, bf16,q8_0,
+ *     LIST is comma-separated (m from 1-8, 16, 32, ..., 512); defaults: every supported ISA, bf16,q8_0,
  *     threads 1,2, m 1,8,64,512, every shape, 0.3 s per point, 1024 MiB.
  *
  * Shapes (n x k, W is (n, k)): lm_head 151936x1024, q 2048x1024, kv 512x1024,
@@ -292,7 +292,7 @@ int main(int argc, char **argv) {
                         fprintf(stderr, "bench_matmul: %s\n", ea_errmsg());
                         return 1;
                     }
-                    static const int mvals[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+                    static const int mvals[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256, 512};
                     for (size_t mi = 0; mi < sizeof mvals / sizeof mvals[0]; mi++) {
                         int m = mvals[mi];
                         if (!in_list_int(mlist, m)) continue;

@@ -310,8 +310,10 @@ static void ea__task_rows(void *arg, int task, int thread) {
     }
 }
 
-/* Smallest m for which q8_0 goes to the AMX int8 kernel (same bits either way). */
-#define EA__AMX_Q8_MIN_M 4
+/* Smallest m for which q8_0 goes to the AMX int8 kernel (same bits either way):
+ * below it the VNNI kernel is faster (bench_matmul, 8 expert shapes, 2 threads:
+ * m = 4 253-265 vs 304-324 us, m = 5 about even, m = 8 AMX 298-334 vs 342-467). */
+#define EA__AMX_Q8_MIN_M 5
 
 static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt, int m) {
     ea__isa isa = ctx->isa;
