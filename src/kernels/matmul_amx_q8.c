@@ -1,5 +1,5 @@
 /*
- * matmul_amx_q8.c — q8_0 weights on AMX int8 tiles, for batches (m >= 4).
+ * matmul_amx_q8.c — q8_0 weights on AMX int8 tiles, for batches (m >= 5).
  *
  * Same trick as matmul_amx.c: Yᵀ = W · Xᵀ with W as the A operand straight
  * from the mapping. A q8_0 row is blocks of (f16 d, 32 x int8), so one A tile
