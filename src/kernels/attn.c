@@ -219,6 +219,16 @@ typedef void (*ea__attend_fn)(const ea_k_attn_kv *, int, const float *const *, c
                               float *);
 static ea__attend_fn ea__attend_impl;
 
+void ea_k_attend_prefetch(const ea_k_attn_kv *kv, int n_keys) {
+    ea__walk w = {kv, 0, 0};
+    for (int j = 0; j < n_keys; j++, ea__walk_next(&w)) {
+        const char *k = (const char *)(kv->k + ea__walk_row(&w) * kv->k_stride);
+        const char *v = (const char *)(kv->v + ea__walk_row(&w) * kv->v_stride);
+        for (size_t b = 0; b < (size_t)kv->dk * sizeof(float); b += 64) _mm_prefetch(k + b, _MM_HINT_T1);
+        for (size_t b = 0; b < (size_t)kv->dv * sizeof(float); b += 64) _mm_prefetch(v + b, _MM_HINT_T1);
+    }
+}
+
 void ea_k_attend(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last, float *const *out,
                  float *scratch) {
     ea__attend_fn fn = __atomic_load_n(&ea__attend_impl, __ATOMIC_RELAXED);

@@ -56,4 +56,8 @@ void ea_k_attend(const ea_k_attn_kv *kv, int n_rows, const float *const *q, cons
 void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
                      float *const *out, float *scratch);
 
+/* A hint only: start reading the keys and values of positions 0..n_keys-1
+ * into L2 (a caller prefetches the tile it runs next while it runs this one). */
+void ea_k_attend_prefetch(const ea_k_attn_kv *kv, int n_keys);
+
 #endif
