@@ -226,7 +226,7 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     f->g = ea__buf(T * f->ffn_max, &ok);
     f->u = ea__buf(T * f->ffn_max, &ok);
     f->sgate = ea__buf(T, &ok);
-    f->route_scratch = ea__buf(2 * E, &ok);
+    f->route_scratch = ea__buf(T * 2 * E, &ok); /* per token, so tokens route in parallel */
     /* attention: a key width of q_dim/n_heads (MLA: latent + rope), tiles per KV head and sequence run */
     int n_kvh = f->mla ? 1 : f->nkv, group = f->mla ? c->n_heads : f->nh / f->nkv;
     f->scores_per_thread = (ea_k_attend_scratch(f->mla ? f->kv_dim : c->head_dim, o->max_ctx) + 15) & ~(size_t)15;
@@ -441,16 +441,24 @@ static void ea__ffn(ea_forward *f, const ea_ffn_weights *w, int n, float *out) {
     ea_k_matmul(f->kctx, &w->down, f->g, n, out);
 }
 
+/* Routing of tokens [t0, t1) from their router logits (rl) into ids/w; arg: the layer's router. */
+static void ea__route_task(ea_forward *f, int t0, int t1, const void *arg) {
+    const ea_router *r = arg;
+    int E = f->c->n_experts, K = f->c->n_experts_per_tok;
+    for (int t = t0; t < t1; t++)
+        ea_route_token(r, f->rl + (size_t)t * E, f->ids + (size_t)t * K, f->w + (size_t)t * K,
+                       f->route_scratch + (size_t)t * 2 * E);
+}
+
 /* moe: y = backend(route(router · xn)) (+ shared expert, gated for qwen2_moe) */
 static ea_status ea__moe(ea_forward *f, int l, int n) {
     const ea_model_config *c = f->c;
     const ea_layer_weights *L = &f->m->layers[l];
-    int E = c->n_experts, K = c->n_experts_per_tok, H = c->hidden_size;
+    int K = c->n_experts_per_tok, H = c->hidden_size;
     ea_k_matmul(f->o.kctx_router ? f->o.kctx_router : f->kctx, &L->router, f->xn, n, f->rl);
     ea_router r = f->router;
     r.bias = f->lv[l].router_bias;
-    for (int t = 0; t < n; t++)
-        ea_route_token(&r, f->rl + (size_t)t * E, f->ids + (size_t)t * K, f->w + (size_t)t * K, f->route_scratch);
+    ea__over_tokens(f, n, ea__route_task, &r);
     EA_TRY(ea_moe_backend_forward(f->be, l, f->xn, n, K, f->ids, f->w, f->y));
     if (L->shared.gate.data) {
         /* the shared expert's output goes to att (free at this point), then adds in */
