@@ -219,7 +219,9 @@ typedef void (*ea__attend_fn)(const ea_k_attn_kv *, int, const float *const *, c
                               float *);
 static ea__attend_fn ea__attend_impl;
 
-void ea_k_attend_prefetch(const ea_k_attn_kv *kv, int n_keys) {
+void ea_k_attend_prefetch(const ea_k_attn_kv *kv, int n_rows, const int32_t *last) {
+    int n_keys = ea__n_keys(n_rows, last);
+    if (n_keys > 64) n_keys = 64;
     ea__walk w = {kv, 0, 0};
     for (int j = 0; j < n_keys; j++, ea__walk_next(&w)) {
         const char *k = (const char *)(kv->k + ea__walk_row(&w) * kv->k_stride);

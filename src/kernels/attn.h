@@ -56,8 +56,9 @@ void ea_k_attend(const ea_k_attn_kv *kv, int n_rows, const float *const *q, cons
 void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
                      float *const *out, float *scratch);
 
-/* A hint only: start reading the keys and values of positions 0..n_keys-1
- * into L2 (a caller prefetches the tile it runs next while it runs this one). */
-void ea_k_attend_prefetch(const ea_k_attn_kv *kv, int n_keys);
+/* A hint only: start reading into L2 the keys and values that
+ * ea_k_attend(kv, n_rows, ..., last, ...) reads first (positions 0..63 at most);
+ * a caller prefetches the tile it runs next while it runs this one. */
+void ea_k_attend_prefetch(const ea_k_attn_kv *kv, int n_rows, const int32_t *last);
 
 #endif

@@ -349,9 +349,7 @@ static void ea__attn_tile_task(void *ctx, int task, int thread) {
     int next = task + ea_pool_size(f->pool);
     if (next < f->n_tiles) {
         ea__tile_kv(f, &f->tiles[next], NULL, NULL, last, &a);
-        int nk = 0;
-        for (int i = 0; i < f->tiles[next].n_rows; i++) nk = last[i] + 1 > nk ? last[i] + 1 : nk;
-        ea_k_attend_prefetch(&a, nk < 64 ? nk : 64);
+        ea_k_attend_prefetch(&a, f->tiles[next].n_rows, last);
     }
     const ea__attn_tile *tl = &f->tiles[task];
     ea__tile_kv(f, tl, q, o, last, &a);
