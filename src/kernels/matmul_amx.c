@@ -235,9 +235,9 @@ EA__TA void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *sc) 
             w = wt;
         }
         /* what this thread reads after this block: the next block, or the next product's first rows */
-        const uint8_t *pf = jb + 32 < j1 ? p->w + (size_t)(jb + 32) * ldw : sc->pf_next;
-        size_t pf_bytes = jb + 32 < j1 ? (size_t)(j1 - jb - 32 < 32 ? j1 - jb - 32 : 32) * ldw : sc->pf_bytes;
-        int pf_lines = pf && nks > 0 ? (int)((pf_bytes / 64 + (size_t)nks - 1) / (size_t)nks) : 0;
+        size_t pf_bytes;
+        const uint8_t *pf = ea__pf_after(p, sc, jb, j1, 32, &pf_bytes);
+        int pf_lines = ea__pf_lines(pf, pf_bytes, nks);
         if (nks > 0) {
             for (int tb = 0; tb < ntb; tb += 2) {
                 const uint16_t *xb0 = p->xp + (size_t)tb * nks * 512;

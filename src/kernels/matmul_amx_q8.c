@@ -94,8 +94,8 @@ EA__TQ void ea__rows_amx_q8(const ea__mm *p, int j0, int j1, ea__scratch *sc) {
         int nr = j1 - jb < 16 ? j1 - jb : 16;
         const uint8_t *w = p->w + (size_t)jb * rb;
         /* what this thread reads after these 16 rows: the next 16, or the next product's first rows */
-        const uint8_t *pf = jb + 16 < j1 ? w + 16 * rb : sc->pf_next;
-        size_t pf_bytes = jb + 16 < j1 ? (size_t)(j1 - jb - 16 < 16 ? j1 - jb - 16 : 16) * rb : sc->pf_bytes;
+        size_t pf_bytes;
+        const uint8_t *pf = ea__pf_after(p, sc, jb, j1, 16, &pf_bytes);
         if (nr < 16) {
             memcpy(wt, w, (size_t)nr * rb);
             memset(wt + (size_t)nr * rb, 0, (size_t)(16 - nr) * rb);
@@ -109,7 +109,7 @@ EA__TQ void ea__rows_amx_q8(const ea__mm *p, int j0, int j1, ea__scratch *sc) {
              * pair are stored while the previous pair's float part runs (a
              * vector load right after a tile store of the same bytes waits). */
             int npairs = (nb + 1) / 2;
-            int pf_lines = pf && tb == 0 ? (int)((pf_bytes / 64 + (size_t)npairs) / (size_t)npairs) : 0;
+            int pf_lines = tb == 0 ? ea__pf_lines(pf, pf_bytes, npairs) : 0;
             for (int pp = 0; pp <= npairs; pp++) {
                 if (pp < npairs) {
                     for (int l = 0; l < pf_lines; l++)

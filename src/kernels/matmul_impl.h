@@ -58,6 +58,24 @@ typedef struct {
 
 typedef void (*ea__rows_fn)(const ea__mm *p, int j0, int j1, ea__scratch *s);
 
+/* What a rows function reads after its block of `rows` W rows at jb (of its
+ * chunk [.., j1)): the chunk's next block, or after the last one the next
+ * product's first rows (s->pf_next, possibly NULL); *bytes: their size. */
+static inline const uint8_t *ea__pf_after(const ea__mm *p, const ea__scratch *s, int jb, int j1, int rows,
+                                          size_t *bytes) {
+    if (jb + rows < j1) {
+        *bytes = (size_t)(j1 - jb - rows < rows ? j1 - jb - rows : rows) * p->row_bytes;
+        return p->w + (size_t)(jb + rows) * p->row_bytes;
+    }
+    *bytes = s->pf_bytes;
+    return s->pf_next;
+}
+
+/* Cache lines to prefetch per step so that `bytes` are covered in `steps` steps. */
+static inline int ea__pf_lines(const void *pf, size_t bytes, int steps) {
+    return pf && steps > 0 ? (int)((bytes / 64 + (size_t)steps - 1) / (size_t)steps) : 0;
+}
+
 /* Variants. NULL entries mean "not compiled for this ISA". */
 void ea__rows_scalar_f(const ea__mm *p, int j0, int j1, ea__scratch *s); /* f32, f16, bf16 */
 void ea__rows_scalar_q8(const ea__mm *p, int j0, int j1, ea__scratch *s);
