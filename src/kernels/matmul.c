@@ -97,7 +97,9 @@ const char *ea_k_isa_best(void) {
 
 static size_t ea__tscratch_need(int max_m, int max_k) {
     size_t a = (size_t)max_k * sizeof(float) + 64; /* scalar: one W row in f32 */
-    size_t q = (size_t)max_m * 64;                 /* avx512 q8: one zmm per X row */
+    size_t q = (size_t)max_m * 64; /* avx512 q8: one zmm per X row */
+    if (q > a) a = q;
+    q = ea__avx2_q8_scratch_bytes(max_k);
     if (q > a) a = q;
     q = ea__amx_q8_scratch_bytes(max_k);
     if (q > a) a = q;

@@ -7,6 +7,10 @@
  * registers (lanes 0-7, 8-15); the k tail is zero-filled, which adds +0*0 to
  * an accumulator that is never -0 (it starts at +0 and a sum is -0 only if
  * both terms are), so it changes nothing, like the scalar loop that skips it.
+ *
+ * q8_0 runs vector over 8 W rows (ea__rows_avx2_q8): exact int32 block sums
+ * with the |w| * (x * sign w) vpmaddubsw trick, then lane b%16 of every (j, i)
+ * takes fma(isum, dw*dx, acc) as in matmul_scalar.c.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -108,40 +112,129 @@ EA__T2 void ea__rows_avx2_f(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     }
 }
 
-/* Exact int32 dot of one q8 block: |w| * (x * sign w) in u8 x s8 pairs
- * (each pair <= 2*128*127, no saturation), widened to int32. */
-EA__INL EA__T2 int32_t ea__q8_block_avx2(const int8_t *wq, const int8_t *xq) {
-    __m256i w = _mm256_loadu_si256((const __m256i *)wq), x = _mm256_loadu_si256((const __m256i *)xq);
-    __m256i p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-    __m256i p32 = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p32), _mm256_extracti128_si256(p32, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
+/* ---- q8_0: vector over 8 W rows -------------------------------------------------- */
+
+/* Scratch of ea__rows_avx2_q8 for k (matmul.c sizes it): lane accumulators
+ * of EA__Q8_TOK tokens, block b's transposed W bytes, 8 zero-padded W rows. */
+size_t ea__avx2_q8_scratch_bytes(int k) {
+    return (size_t)EA__Q8_TOK * 16 * 32 + 8 * 32 + 8 * ((size_t)k / EA_QK8_0 * sizeof(ea_block_q8_0)) + 64;
 }
 
+/* Block b of the 8 W rows at w (stride rb), vector over rows: wt[r] lane jr =
+ * dword r (qs bytes 4r..4r+3) of row jr, stored to wt; aw[r] = |wt[r]| as u8;
+ * dw lane jr = row jr's scale. */
+EA__INL EA__T2 void ea__q8_wblock2(const uint8_t *w, size_t rb, int b, __m256i *wt, __m256i aw[8], __m256 *dw) {
+    const uint8_t *q = w + (size_t)b * sizeof(ea_block_q8_0) + 2;
+    __m256i R[8], T[8], U[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) R[r] = _mm256_loadu_si256((const __m256i *)(q + r * rb));
+#pragma GCC unroll 4
+    for (int r = 0; r < 8; r += 2) {
+        T[r] = _mm256_unpacklo_epi32(R[r], R[r + 1]);     /* dwords 0,1 | 4,5 of rows r, r+1 */
+        T[r + 1] = _mm256_unpackhi_epi32(R[r], R[r + 1]); /* 2,3 | 6,7 */
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < 8; r += 4) {
+        U[r] = _mm256_unpacklo_epi64(T[r], T[r + 2]);     /* dword 0 | 4 of rows r..r+3 */
+        U[r + 1] = _mm256_unpackhi_epi64(T[r], T[r + 2]); /* 1 | 5 */
+        U[r + 2] = _mm256_unpacklo_epi64(T[r + 1], T[r + 3]); /* 2 | 6 */
+        U[r + 3] = _mm256_unpackhi_epi64(T[r + 1], T[r + 3]); /* 3 | 7 */
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m256i lo = _mm256_permute2x128_si256(U[c], U[c + 4], 0x20), hi = _mm256_permute2x128_si256(U[c], U[c + 4], 0x31);
+        _mm256_store_si256(wt + c, lo);
+        _mm256_store_si256(wt + c + 4, hi);
+        aw[c] = _mm256_abs_epi8(lo);
+        aw[c + 4] = _mm256_abs_epi8(hi);
+    }
+    uint16_t d[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) memcpy(&d[r], q - 2 + r * rb, 2);
+    *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+}
+
+/* NT tokens against block b: exact isums per row (|w| * (x * sign w) in u8 x s8
+ * pairs, each pair <= 2*128*127, widened to int32), then lane b%16 of every
+ * (j, i) takes fma((float)isum, dw * dx, acc) (+0 on the first pass). */
+EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int nb, int b, const __m256i *wt,
+                                   const __m256i aw[8], __m256 dw, __m256 *acc, const int NT) {
+    const __m256i one = _mm256_set1_epi16(1);
+    __m256i s[2];
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; t++) s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++)
+#pragma GCC unroll 2
+        for (int t = 0; t < NT; t++) {
+            int32_t xv;
+            memcpy(&xv, xq + (size_t)t * k + (size_t)b * EA_QK8_0 + 4 * r, 4);
+            __m256i p16 = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(_mm256_set1_epi32(xv), _mm256_load_si256(wt + r)));
+            s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p16, one));
+        }
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; t++) {
+        __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xd[(size_t)t * nb + b]));
+        __m256 *a = acc + t * 16 + b % 16;
+        *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), d, b < 16 ? _mm256_setzero_ps() : *a);
+    }
+}
+
+/* Per group of 8 W rows and block, the rows' qs are transposed in registers
+ * so that lane jr holds row jr (ea__q8_wblock2); a token then needs 8
+ * broadcast x dwords for 8 rows' isums of the block, and no horizontal sums.
+ * The lane accumulators stay in scratch per (token, lane); the canonical tree
+ * adds the 16 lane vectors, giving 8 outputs of a token at once. */
 EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
-    int k = p->k, nb = k / EA_QK8_0;
-    for (int j = j0; j < j1; j++) {
-        const ea_block_q8_0 *wb = (const ea_block_q8_0 *)(p->w + (size_t)j * p->row_bytes);
-        _mm_prefetch((const char *)(wb + nb) + 0, _MM_HINT_T0);
-        for (int i = 0; i < p->m; i++) {
-            const int8_t *xq = p->xq + (size_t)i * k;
-            const float *xd = p->xd + (size_t)i * nb;
-            __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-            for (int g = 0; g < nb; g += 16) {
-                float fs[16], dw[16];
-                int cnt = nb - g < 16 ? nb - g : 16;
-                memset(fs, 0, sizeof fs);
-                memset(dw, 0, sizeof dw);
-                for (int l = 0; l < cnt; l++) {
-                    fs[l] = (float)ea__q8_block_avx2(wb[g + l].qs, xq + (size_t)(g + l) * EA_QK8_0);
-                    dw[l] = ea_f16_to_f32(wb[g + l].d) * xd[g + l];
-                }
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(fs), _mm256_loadu_ps(dw), acc0);
-                acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(fs + 8), _mm256_loadu_ps(dw + 8), acc1);
+    int k = p->k, nb = k / EA_QK8_0, m = p->m, n = p->n;
+    size_t rb = p->row_bytes;
+    __m256 *acc = (__m256 *)s->buf;                                 /* [token][lane] */
+    __m256i *wt = (__m256i *)(s->buf + (size_t)EA__Q8_TOK * 16 * 32); /* block b of the group, transposed */
+    uint8_t *wpad = (uint8_t *)(wt + 8);                            /* 8 padded W rows */
+    int nl = nb < 16 ? nb : 16;
+    for (int jb = j0; jb < j1; jb += 8) {
+        int nr = j1 - jb < 8 ? j1 - jb : 8;
+        const uint8_t *w = p->w + (size_t)jb * rb;
+        size_t pf_bytes;
+        const uint8_t *pf = ea__pf_after(p, s, jb, j1, 8, &pf_bytes);
+        int pf_lines = ea__pf_lines(pf, pf_bytes, nb);
+        if (nr < 8) {
+            memcpy(wpad, w, (size_t)nr * rb);
+            memset(wpad + (size_t)nr * rb, 0, (size_t)(8 - nr) * rb);
+            w = wpad;
+        }
+        for (int i0 = 0; i0 < m; i0 += EA__Q8_TOK) {
+            int nt = m - i0 < EA__Q8_TOK ? m - i0 : EA__Q8_TOK;
+            const int8_t *xq = p->xq + (size_t)i0 * k;
+            const float *xd = p->xd + (size_t)i0 * nb;
+            for (int b = 0; b < nb; b++) {
+                if (i0 == 0)
+                    for (int l = 0; l < pf_lines; l++)
+                        _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
+                __m256i aw[8];
+                __m256 dw;
+                ea__q8_wblock2(w, rb, b, wt, aw, &dw);
+                int t = 0;
+                for (; t + 2 <= nt; t += 2)
+                    ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 2);
+                if (t < nt) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 1);
             }
-            p->y[(size_t)i * p->n + j] = ea__reduce16_avx2(acc0, acc1);
+            for (int t = 0; t < nt; t++) { /* canonical tree over the lanes (unused lanes: +0) */
+                const __m256 *a = acc + t * 16, z = _mm256_setzero_ps();
+                __m256 s8[8], s4[4];
+#pragma GCC unroll 8
+                for (int q = 0; q < 8; q++) s8[q] = _mm256_add_ps(q < nl ? a[q] : z, q + 8 < nl ? a[q + 8] : z);
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) s4[q] = _mm256_add_ps(s8[q], s8[q + 4]);
+                __m256 y = _mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3]));
+                float *yr = p->y + (size_t)(i0 + t) * n + jb;
+                if (nr == 8) _mm256_storeu_ps(yr, y);
+                else {
+                    float tmp[8];
+                    _mm256_storeu_ps(tmp, y);
+                    memcpy(yr, tmp, sizeof(float) * (size_t)nr);
+                }
+            }
         }
     }
 }

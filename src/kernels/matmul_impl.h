@@ -81,6 +81,9 @@ void ea__rows_scalar_f(const ea__mm *p, int j0, int j1, ea__scratch *s); /* f32,
 void ea__rows_scalar_q8(const ea__mm *p, int j0, int j1, ea__scratch *s);
 void ea__rows_avx2_f(const ea__mm *p, int j0, int j1, ea__scratch *s);
 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s);
+/* Tokens per pass of the avx2 q8 kernel, and the scratch it needs for k. */
+#define EA__Q8_TOK 16
+size_t ea__avx2_q8_scratch_bytes(int k);
 void ea__rows_avx512_f(const ea__mm *p, int j0, int j1, ea__scratch *s);
 void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* needs VNNI */
 void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *s);
