@@ -38,70 +38,104 @@ EA__INL EA__T2 float ea__reduce16_avx2(__m256 a0, __m256 a1) {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-/* NR W rows x MR X rows; one pair of ymm accumulators per (i, j). */
+/* NR W rows x MR X rows. The 16 canonical lanes of an (i, j) are two
+ * independent halves (lanes 8h..8h+7 take k = 16s + 8h + l). Small tiles keep
+ * both halves' accumulators in registers and read W once; a tile of more
+ * than 6 (i, j) runs over k twice, one half per pass (the second pass reads W
+ * and X again from L1), so a 3 x 4 tile keeps its 12 accumulators and 3 W
+ * vectors in the 16 registers. */
 EA__INL EA__T2 void ea__tile2(const ea__mm *p, int i0, int j0, const int MR, const int NR, const ea_dtype dt) {
     int k = p->k, kmain = k & ~15;
-    const uint8_t *wr[4];
+    const int NP = MR * NR > 6 ? 2 : 1; /* passes */
+    const uint8_t *wr[6];
     const float *xr[4];
-    __m256 acc[4][4][2];
-#pragma GCC unroll 4
+    __m256 acc[2][6][4]; /* [half] */
+    float wt[6][16], xt[4][16]; /* the zero-filled k tail */
+#pragma GCC unroll 6
     for (int a = 0; a < NR; a++) wr[a] = p->w + (size_t)(j0 + a) * p->row_bytes;
 #pragma GCC unroll 4
     for (int b = 0; b < MR; b++) xr[b] = p->x + (size_t)(i0 + b) * k;
-#pragma GCC unroll 4
-    for (int a = 0; a < NR; a++)
-#pragma GCC unroll 4
-        for (int b = 0; b < MR; b++) acc[a][b][0] = acc[a][b][1] = _mm256_setzero_ps();
-    for (int kk = 0; kk < kmain; kk += 16) {
-        __m256 wv[4][2];
-#pragma GCC unroll 4
-        for (int a = 0; a < NR; a++) {
-            _mm_prefetch((const char *)wr[a] + (size_t)kk * ea_dtypes[dt].block_bytes + 768, _MM_HINT_T0);
-            wv[a][0] = ea__ld8(wr[a], dt, kk);
-            wv[a][1] = ea__ld8(wr[a], dt, kk + 8);
-        }
-#pragma GCC unroll 4
-        for (int b = 0; b < MR; b++) {
-            __m256 x0 = _mm256_loadu_ps(xr[b] + kk), x1 = _mm256_loadu_ps(xr[b] + kk + 8);
-#pragma GCC unroll 4
-            for (int a = 0; a < NR; a++) {
-                acc[a][b][0] = _mm256_fmadd_ps(wv[a][0], x0, acc[a][b][0]);
-                acc[a][b][1] = _mm256_fmadd_ps(wv[a][1], x1, acc[a][b][1]);
-            }
-        }
-    }
-    if (kmain < k) { /* zero-filled tail through a small buffer */
+    if (kmain < k) {
         int r = k - kmain;
-        float wt[4][16], xt[16];
         for (int a = 0; a < NR; a++) {
             memset(wt[a], 0, sizeof wt[a]);
             ea_dtypes[dt].to_f32(wr[a] + (size_t)kmain * ea_dtypes[dt].block_bytes, wt[a], (size_t)r);
         }
         for (int b = 0; b < MR; b++) {
-            memset(xt, 0, sizeof xt);
-            memcpy(xt, xr[b] + kmain, (size_t)r * sizeof(float));
-            for (int a = 0; a < NR; a++) {
-                acc[a][b][0] = _mm256_fmadd_ps(_mm256_loadu_ps(wt[a]), _mm256_loadu_ps(xt), acc[a][b][0]);
-                acc[a][b][1] = _mm256_fmadd_ps(_mm256_loadu_ps(wt[a] + 8), _mm256_loadu_ps(xt + 8), acc[a][b][1]);
-            }
+            memset(xt[b], 0, sizeof xt[b]);
+            memcpy(xt[b], xr[b] + kmain, (size_t)r * sizeof(float));
         }
     }
+#pragma GCC unroll 2
+    for (int pass = 0; pass < NP; pass++) {
+        const int h0 = NP == 2 ? pass : 0, h1 = NP == 2 ? pass + 1 : 2; /* halves of this pass */
+#pragma GCC unroll 2
+        for (int h = h0; h < h1; h++)
+#pragma GCC unroll 6
+            for (int a = 0; a < NR; a++)
 #pragma GCC unroll 4
+                for (int b = 0; b < MR; b++) acc[h][a][b] = _mm256_setzero_ps();
+        for (int kk = 0; kk < kmain; kk += 16) {
+#pragma GCC unroll 2
+            for (int h = h0; h < h1; h++) {
+                __m256 wv[6];
+#pragma GCC unroll 6
+                for (int a = 0; a < NR; a++) {
+                    if (i0 == 0 && pass == 0 && h == 0) /* the first tokens stream W: fetch 6 rows ahead */
+                        _mm_prefetch((const char *)wr[a] + (size_t)kk * ea_dtypes[dt].block_bytes + 6 * p->row_bytes,
+                                     _MM_HINT_T0);
+                    wv[a] = ea__ld8(wr[a], dt, kk + 8 * h);
+                }
+#pragma GCC unroll 4
+                for (int b = 0; b < MR; b++) {
+                    __m256 xv = _mm256_loadu_ps(xr[b] + kk + 8 * h);
+#pragma GCC unroll 6
+                    for (int a = 0; a < NR; a++) acc[h][a][b] = _mm256_fmadd_ps(wv[a], xv, acc[h][a][b]);
+                }
+            }
+        }
+        if (kmain < k)
+#pragma GCC unroll 2
+            for (int h = h0; h < h1; h++)
+#pragma GCC unroll 4
+                for (int b = 0; b < MR; b++)
+#pragma GCC unroll 6
+                    for (int a = 0; a < NR; a++)
+                        acc[h][a][b] = _mm256_fmadd_ps(_mm256_loadu_ps(wt[a] + 8 * h), _mm256_loadu_ps(xt[b] + 8 * h),
+                                                       acc[h][a][b]);
+    }
+#pragma GCC unroll 6
     for (int a = 0; a < NR; a++)
 #pragma GCC unroll 4
-        for (int b = 0; b < MR; b++)
-            p->y[(size_t)(i0 + b) * p->n + j0 + a] = ea__reduce16_avx2(acc[a][b][0], acc[a][b][1]);
+        for (int b = 0; b < MR; b++) p->y[(size_t)(i0 + b) * p->n + j0 + a] = ea__reduce16_avx2(acc[0][a][b], acc[1][a][b]);
 }
 
+/* Rows in blocks of EA__RB2: within a block the 4-token groups are the
+ * outer loop, so a group's X (4 x 4k bytes) stays in L1 while the block's W
+ * rows (read from memory by the first group) come again from L2. */
+#define EA__RB2 48
+
 EA__INL EA__T2 void ea__rows2(const ea__mm *p, int j0, int j1, const ea_dtype dt) {
-    int j = j0;
-    for (; j + 3 <= j1; j += 3) {
+    int j = j0, m = p->m;
+    if (m == 1) /* decode: more W rows in flight */
+        for (; j + 6 <= j1; j += 6) ea__tile2(p, 0, j, 1, 6, dt);
+    for (; j + 3 <= j1; j += EA__RB2) {
+        int je = j + EA__RB2 < j1 ? j + EA__RB2 : j1 - (j1 - j) % 3;
         int i = 0;
-        for (; i + 3 <= p->m; i += 3) ea__tile2(p, i, j, 3, 3, dt);
-        for (; i < p->m; i++) ea__tile2(p, i, j, 1, 3, dt);
+        for (; i + 4 <= m; i += 4)
+            for (int jj = j; jj < je; jj += 3) ea__tile2(p, i, jj, 4, 3, dt);
+        for (int jj = j; jj < je && i < m; jj += 3) switch (m - i) {
+            case 3: ea__tile2(p, i, jj, 3, 3, dt); break;
+            case 2: ea__tile2(p, i, jj, 2, 3, dt); break;
+            default: ea__tile2(p, i, jj, 1, 3, dt); break;
+            }
+        if (je < j + EA__RB2) {
+            j = je;
+            break;
+        }
     }
     for (; j < j1; j++)
-        for (int i = 0; i < p->m; i++) ea__tile2(p, i, j, 1, 1, dt);
+        for (int i = 0; i < m; i++) ea__tile2(p, i, j, 1, 1, dt);
 }
 
 EA__T2 void ea__rows_avx2_f(const ea__mm *p, int j0, int j1, ea__scratch *s) {
@@ -115,17 +149,18 @@ EA__T2 void ea__rows_avx2_f(const ea__mm *p, int j0, int j1, ea__scratch *s) {
 /* ---- q8_0: vector over 8 W rows -------------------------------------------------- */
 
 /* Scratch of ea__rows_avx2_q8 for k (matmul.c sizes it): lane accumulators
- * of EA__Q8_TOK tokens, block b's transposed W bytes, 8 zero-padded W rows. */
+ * of EA__Q8_TOK tokens, block b's transposed W bytes and their |w|, 8
+ * zero-padded W rows. */
 size_t ea__avx2_q8_scratch_bytes(int k) {
-    return (size_t)EA__Q8_TOK * 16 * 32 + 8 * 32 + 8 * ((size_t)k / EA_QK8_0 * sizeof(ea_block_q8_0)) + 64;
+    return (size_t)EA__Q8_TOK * 16 * 32 + 16 * 32 + 8 * ((size_t)k / EA_QK8_0 * sizeof(ea_block_q8_0)) + 64;
 }
 
 /* Block b of the 8 W rows at w (stride rb), vector over rows: wt[r] lane jr =
- * dword r (qs bytes 4r..4r+3) of row jr, stored to wt; aw[r] = |wt[r]| as u8;
- * dw lane jr = row jr's scale. */
-EA__INL EA__T2 void ea__q8_wblock2(const uint8_t *w, size_t rb, int b, __m256i *wt, __m256i aw[8], __m256 *dw) {
+ * dword r (qs bytes 4r..4r+3) of row jr, aw[r] = |wt[r]| as u8 (both stored);
+ * returns the rows' scales (lane jr = row jr). */
+EA__INL EA__T2 __m256 ea__q8_wblock2(const uint8_t *w, size_t rb, int b, __m256i *wt, __m256i *aw) {
     const uint8_t *q = w + (size_t)b * sizeof(ea_block_q8_0) + 2;
-    __m256i R[8], T[8], U[8];
+    __m256i R[8], T[8];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++) R[r] = _mm256_loadu_si256((const __m256i *)(q + r * rb));
 #pragma GCC unroll 4
@@ -135,48 +170,51 @@ EA__INL EA__T2 void ea__q8_wblock2(const uint8_t *w, size_t rb, int b, __m256i *
     }
 #pragma GCC unroll 2
     for (int r = 0; r < 8; r += 4) {
-        U[r] = _mm256_unpacklo_epi64(T[r], T[r + 2]);     /* dword 0 | 4 of rows r..r+3 */
-        U[r + 1] = _mm256_unpackhi_epi64(T[r], T[r + 2]); /* 1 | 5 */
-        U[r + 2] = _mm256_unpacklo_epi64(T[r + 1], T[r + 3]); /* 2 | 6 */
-        U[r + 3] = _mm256_unpackhi_epi64(T[r + 1], T[r + 3]); /* 3 | 7 */
+        R[r] = _mm256_unpacklo_epi64(T[r], T[r + 2]);         /* dword 0 | 4 of rows r..r+3 */
+        R[r + 1] = _mm256_unpackhi_epi64(T[r], T[r + 2]);     /* 1 | 5 */
+        R[r + 2] = _mm256_unpacklo_epi64(T[r + 1], T[r + 3]); /* 2 | 6 */
+        R[r + 3] = _mm256_unpackhi_epi64(T[r + 1], T[r + 3]); /* 3 | 7 */
     }
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
-        __m256i lo = _mm256_permute2x128_si256(U[c], U[c + 4], 0x20), hi = _mm256_permute2x128_si256(U[c], U[c + 4], 0x31);
+        __m256i lo = _mm256_permute2x128_si256(R[c], R[c + 4], 0x20), hi = _mm256_permute2x128_si256(R[c], R[c + 4], 0x31);
         _mm256_store_si256(wt + c, lo);
         _mm256_store_si256(wt + c + 4, hi);
-        aw[c] = _mm256_abs_epi8(lo);
-        aw[c + 4] = _mm256_abs_epi8(hi);
+        _mm256_store_si256(aw + c, _mm256_abs_epi8(lo));
+        _mm256_store_si256(aw + c + 4, _mm256_abs_epi8(hi));
     }
     uint16_t d[8];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++) memcpy(&d[r], q - 2 + r * rb, 2);
-    *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)d[0], (short)d[1], (short)d[2], (short)d[3], (short)d[4], (short)d[5],
+                                          (short)d[6], (short)d[7]));
 }
 
 /* NT tokens against block b: exact isums per row (|w| * (x * sign w) in u8 x s8
  * pairs, each pair <= 2*128*127, widened to int32), then lane b%16 of every
  * (j, i) takes fma((float)isum, dw * dx, acc) (+0 on the first pass). */
 EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int nb, int b, const __m256i *wt,
-                                   const __m256i aw[8], __m256 dw, __m256 *acc, const int NT) {
+                                   const __m256i *aw, __m256 dw, __m256 *acc, const int NT) {
     const __m256i one = _mm256_set1_epi16(1);
-    __m256i s[2];
-#pragma GCC unroll 2
+    __m256i s[4];
+#pragma GCC unroll 4
     for (int t = 0; t < NT; t++) s[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-    for (int r = 0; r < 8; r++)
-#pragma GCC unroll 2
+    for (int r = 0; r < 8; r++) {
+        __m256i a = _mm256_load_si256(aw + r), wr = _mm256_load_si256(wt + r);
+#pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
             int32_t xv;
             memcpy(&xv, xq + (size_t)t * k + (size_t)b * EA_QK8_0 + 4 * r, 4);
-            __m256i p16 = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(_mm256_set1_epi32(xv), _mm256_load_si256(wt + r)));
+            __m256i p16 = _mm256_maddubs_epi16(a, _mm256_sign_epi8(_mm256_set1_epi32(xv), wr));
             s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p16, one));
         }
-#pragma GCC unroll 2
+    }
+#pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
         __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xd[(size_t)t * nb + b]));
-        __m256 *a = acc + t * 16 + b % 16;
-        *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), d, b < 16 ? _mm256_setzero_ps() : *a);
+        __m256 *ac = acc + t * 16 + b % 16;
+        *ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), d, b < 16 ? _mm256_setzero_ps() : *ac);
     }
 }
 
@@ -190,7 +228,8 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     size_t rb = p->row_bytes;
     __m256 *acc = (__m256 *)s->buf;                                 /* [token][lane] */
     __m256i *wt = (__m256i *)(s->buf + (size_t)EA__Q8_TOK * 16 * 32); /* block b of the group, transposed */
-    uint8_t *wpad = (uint8_t *)(wt + 8);                            /* 8 padded W rows */
+    __m256i *aw = wt + 8;                                           /* and its |w| */
+    uint8_t *wpad = (uint8_t *)(aw + 8);                            /* 8 padded W rows */
     int nl = nb < 16 ? nb : 16;
     for (int jb = j0; jb < j1; jb += 8) {
         int nr = j1 - jb < 8 ? j1 - jb : 8;
@@ -211,10 +250,10 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
                 if (i0 == 0)
                     for (int l = 0; l < pf_lines; l++)
                         _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
-                __m256i aw[8];
-                __m256 dw;
-                ea__q8_wblock2(w, rb, b, wt, aw, &dw);
+                __m256 dw = ea__q8_wblock2(w, rb, b, wt, aw);
                 int t = 0;
+                for (; t + 4 <= nt; t += 4)
+                    ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 4);
                 for (; t + 2 <= nt; t += 2)
                     ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 2);
                 if (t < nt) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 1);
