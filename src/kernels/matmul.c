@@ -246,8 +246,9 @@ typedef struct {
 static void ea__prep_block(const ea_kctx *ctx, int prep, const ea__mm *p, int tb) {
     int i0 = tb * EA__AMX_TB, i1 = i0 + EA__AMX_TB < p->m ? i0 + EA__AMX_TB : p->m;
     if (prep == 1 || prep == 3)
-        (ctx->isa >= EA__ISA_AVX512 ? ea__quantize_q8_avx512 : ea__quantize_q8)(p->x, p->k, i0, i1, (int8_t *)p->xq,
-                                                                              (float *)p->xd);
+        (ctx->isa >= EA__ISA_AVX512 ? ea__quantize_q8_avx512
+         : ctx->isa == EA__ISA_AVX2 ? ea__quantize_q8_avx2
+                                    : ea__quantize_q8)(p->x, p->k, i0, i1, (int8_t *)p->xq, (float *)p->xd);
     if (prep == 2) ea__amx_pack(p->x, p->m, p->k, tb, tb + 1, (uint16_t *)p->xp);
     if (prep == 3) ea__amx_q8_pack(p->xq, p->xd, p->m, p->k, tb, (uint8_t *)p->xp);
 }

@@ -277,3 +277,38 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
         }
     }
 }
+
+/* ---- q8 activation quantisation ---------------------------------------------- */
+
+/* Same bits as ea__quantize_q8 (matmul.c): amax is exact, d = amax/127 and
+ * 1/d are the same IEEE operations, vcvtps2dq rounds half to even like rintf
+ * in the default rounding mode, and |q| <= 127 so the narrowing is exact. */
+EA__T2 void ea__quantize_q8_avx2(const float *x, int k, int i0, int i1, int8_t *xq, float *xd) {
+    int nb = k / EA_QK8_0;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int i = i0; i < i1; i++) {
+        const float *xr = x + (size_t)i * k;
+        for (int b = 0; b < nb; b++) {
+            __m256 v[4], a = _mm256_setzero_ps();
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                v[q] = _mm256_loadu_ps(xr + b * EA_QK8_0 + 8 * q);
+                a = _mm256_max_ps(a, _mm256_andnot_ps(sign, v[q]));
+            }
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+            float d = amax / 127.0f;
+            float id = d != 0.0f ? 1.0f / d : 0.0f;
+            xd[(size_t)i * nb + b] = d;
+            __m256 vid = _mm256_set1_ps(id);
+            __m256i q01 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[0], vid)),
+                                             _mm256_cvtps_epi32(_mm256_mul_ps(v[1], vid)));
+            __m256i q23 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[2], vid)),
+                                             _mm256_cvtps_epi32(_mm256_mul_ps(v[3], vid)));
+            /* packs interleave 128-bit lanes: restore element order */
+            __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q01, q23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(xq + (size_t)i * k + b * EA_QK8_0), q8);
+        }
+    }
+}

@@ -92,6 +92,7 @@ void ea__rows_amx_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* xp fro
 /* Q8_0 activations: xq (m, k) int8, xd (m, k/32) scales; rows [i0, i1). */
 void ea__quantize_q8(const float *x, int k, int i0, int i1, int8_t *xq, float *xd);
 void ea__quantize_q8_avx512(const float *x, int k, int i0, int i1, int8_t *xq, float *xd); /* same bits */
+void ea__quantize_q8_avx2(const float *x, int k, int i0, int i1, int8_t *xq, float *xd);   /* same bits */
 
 /* y[i * ldy + j] = c[j * ldc + i] for i < ni <= 16, j < nj <= 16 (AVX-512; moves bits only). */
 void ea__put_transposed(const float *c, int ldc, float *y, int ldy, int ni, int nj);
