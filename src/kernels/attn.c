@@ -15,6 +15,8 @@
  *   values  two rows at a time (sharing the value loads up to the shorter
  *           row's last key), 64 elements of the value per pass, one lane per
  *           element, accumulators in registers.
+ * AVX2 variant: the same on 8-lane halves — scores for 8 rows (8 keys at a
+ * time) or 16 rows (4 keys at a time, two halves), values 32 elements per pass.
  */
 #include "kernels/attn.h"
 
@@ -213,6 +215,143 @@ EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const
                 ea__values64(kv, st, d0, r, last[r], inv[r], out[r], -1, -1, 0.0f, NULL);
 }
 
+/* ---- AVX2 --------------------------------------------------------------------- */
+
+/* The AVX-512 variant on 8-lane halves: lanes 0..7 (rows 0..7) and, for a tile
+ * of more than 8 rows, lanes 8..15 of the same qt and st layout. Every lane
+ * still runs its row's operations of the definition and nothing else. */
+
+/* Scores for nh halves (a constant after inlining): 8 / nh keys at a time,
+ * acc[u nh + h] += qt[d] (half h) · broadcast(k_u[d]) for d = 0..dk-1. */
+EA__T256 static inline __attribute__((always_inline)) void ea__scores8(const ea_k_attn_kv *kv, const float *qt,
+                                                                       int n_keys, float *st, int nh) {
+    int dk = kv->dk, nu = 8 / nh;
+    __m256 sc = _mm256_set1_ps(kv->scale);
+    ea__walk w = {kv, 0, 0};
+    for (int j0 = 0; j0 < n_keys; j0 += nu) {
+        int nk = n_keys - j0 < nu ? n_keys - j0 : nu;
+        const float *kp[8];
+        for (int u = 0; u < nu; u++) {
+            kp[u] = kv->k + ea__walk_row(&w) * kv->k_stride;
+            if (u + 1 < nk) ea__walk_next(&w);
+        }
+        if (nk == nu) ea__walk_next(&w);
+        __m256 acc[8];
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++) acc[u] = _mm256_setzero_ps();
+        for (int d = 0; d < dk; d++) {
+            __m256 q0 = _mm256_load_ps(qt + 16 * d), q1 = _mm256_load_ps(qt + 16 * d + 8);
+#pragma GCC unroll 8
+            for (int u = 0; u < nu; u++) {
+                __m256 k = _mm256_set1_ps(kp[u][d]);
+                acc[u * nh] = _mm256_fmadd_ps(q0, k, acc[u * nh]);
+                if (nh == 2) acc[u * 2 + 1] = _mm256_fmadd_ps(q1, k, acc[u * 2 + 1]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int u = 0; u < nu; u++)
+            if (u < nk)
+                for (int h = 0; h < nh; h++)
+                    _mm256_store_ps(st + 16 * (j0 + u) + 8 * h, _mm256_mul_ps(acc[u * nh + h], sc));
+    }
+}
+
+/* 8 floats at p: all of them (full), or the lanes of m (the others load 0). */
+EA__T256 static inline __attribute__((always_inline)) __m256 ea__ld8(const float *p, __m256i m, int full) {
+    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
+EA__T256 static inline __attribute__((always_inline)) void ea__st8(float *p, __m256i m, int full, __m256 x) {
+    if (full) _mm256_storeu_ps(p, x);
+    else _mm256_maskstore_ps(p, m, x);
+}
+
+/* ea__values64 for elements [d0, d0 + 32) in 4 ymm per row; full: all 32
+ * elements exist (plain loads), else lanes past dv are masked. */
+EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea_k_attn_kv *kv, const float *st, int d0,
+                                                                        int ra, int la, float inva, float *oa, int rb,
+                                                                        int lb, float invb, float *ob, int full) {
+    __m256i m[4];
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) m[s] = ea__mask8(kv->dv - d0 - 8 * s);
+    __m256 a[4], b[4], c[4];
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) a[s] = b[s] = _mm256_setzero_ps();
+    int both = rb >= 0 ? (la < lb ? la : lb) : -1;
+    ea__walk w = {kv, 0, 0};
+    int j = 0;
+    for (; j <= both; j++, ea__walk_next(&w)) {
+        const float *v = kv->v + ea__walk_row(&w) * kv->v_stride + d0;
+        __m256 ea = _mm256_set1_ps(st[16 * j + ra]), eb = _mm256_set1_ps(st[16 * j + rb]);
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; s++) {
+            __m256 x = ea__ld8(v + 8 * s, m[s], full);
+            a[s] = _mm256_fmadd_ps(ea, x, a[s]);
+            b[s] = _mm256_fmadd_ps(eb, x, b[s]);
+        }
+    }
+    /* the rest of the longer row (or all of a single row) */
+    int r = rb >= 0 && lb > la ? rb : ra, last = r == ra ? la : lb;
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) c[s] = r == ra ? a[s] : b[s];
+    for (; j <= last; j++, ea__walk_next(&w)) {
+        const float *v = kv->v + ea__walk_row(&w) * kv->v_stride + d0;
+        __m256 e = _mm256_set1_ps(st[16 * j + r]);
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; s++) c[s] = _mm256_fmadd_ps(e, ea__ld8(v + 8 * s, m[s], full), c[s]);
+    }
+    __m256 ia = _mm256_set1_ps(inva), ib = _mm256_set1_ps(invb);
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) {
+        if (r == ra) a[s] = c[s];
+        else b[s] = c[s];
+        ea__st8(oa + d0 + 8 * s, m[s], full, _mm256_mul_ps(a[s], ia));
+        if (rb >= 0) ea__st8(ob + d0 + 8 * s, m[s], full, _mm256_mul_ps(b[s], ib));
+    }
+}
+
+EA__T256 static void ea__attend_avx2(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
+                                     float *const *out, float *scratch) {
+    int dk = kv->dk, n_keys = ea__n_keys(n_rows, last), nh = n_rows > 8 ? 2 : 1;
+    float *qt = scratch, *st = scratch + (size_t)EA_K_ATTN_ROWS * dk;
+    /* qt[16 d + r] = q[r][d], 0 for the rows >= n_rows of the halves in use */
+    for (int d = 0; d < dk; d++)
+        for (int r = 0; r < 8 * nh; r++) qt[16 * d + r] = r < n_rows ? q[r][d] : 0.0f;
+    if (nh == 1) ea__scores8(kv, qt, n_keys, st, 1);
+    else ea__scores8(kv, qt, n_keys, st, 2);
+
+    /* softmax, one row per lane, as in the AVX-512 variant (MAXPS(s, m) is s > m ? s : m) */
+    int32_t lastv[16];
+    for (int r = 0; r < 16; r++) lastv[r] = r < n_rows ? last[r] : -1;
+    float inv[16];
+    for (int h = 0; h < nh; h++) {
+        float *sh = st + 8 * h;
+        __m256i lim = _mm256_loadu_si256((const __m256i *)(lastv + 8 * h));
+        __m256 m = _mm256_set1_ps(-INFINITY), sum = _mm256_setzero_ps();
+        for (int j = 0; j < n_keys; j++) {
+            __m256 in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim, _mm256_set1_epi32(j - 1)));
+            __m256 s = _mm256_load_ps(sh + 16 * j);
+            m = _mm256_blendv_ps(m, j == 0 ? s : _mm256_max_ps(s, m), in);
+        }
+        for (int j = 0; j < n_keys; j++) {
+            __m256 in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim, _mm256_set1_epi32(j - 1)));
+            __m256 e = _mm256_and_ps(in, ea__expf8(_mm256_sub_ps(_mm256_load_ps(sh + 16 * j), m)));
+            _mm256_store_ps(sh + 16 * j, e);
+            sum = _mm256_blendv_ps(sum, _mm256_add_ps(sum, e), in);
+        }
+        _mm256_storeu_ps(inv + 8 * h, _mm256_div_ps(_mm256_set1_ps(1.0f), sum));
+    }
+
+    for (int r = 0; r < n_rows; r += 2) { /* rows two at a time */
+        int rb = r + 1 < n_rows ? r + 1 : -1;
+        int lb = rb >= 0 ? last[rb] : -1;
+        float invb = rb >= 0 ? inv[rb] : 0.0f, *ob = rb >= 0 ? out[rb] : NULL;
+        for (int d0 = 0; d0 < kv->dv; d0 += 32)
+            if (kv->dv - d0 >= 32) ea__values32(kv, st, d0, r, last[r], inv[r], out[r], rb, lb, invb, ob, 1);
+            else ea__values32(kv, st, d0, r, last[r], inv[r], out[r], rb, lb, invb, ob, 0);
+    }
+}
+
 /* ---- dispatch ----------------------------------------------------------------- */
 
 typedef void (*ea__attend_fn)(const ea_k_attn_kv *, int, const float *const *, const int32_t *, float *const *,
@@ -236,9 +375,11 @@ void ea_k_attend(const ea_k_attn_kv *kv, int n_rows, const float *const *q, cons
     ea__attend_fn fn = __atomic_load_n(&ea__attend_impl, __ATOMIC_RELAXED);
     if (!fn) {
         __builtin_cpu_init();
-        int v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && !getenv("EAAS_OPS_REF");
-        fn = v ? ea__attend_avx512 : ea_k_attend_ref;
+        int on = !getenv("EAAS_OPS_REF");
+        int v = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+        int v2 = on && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        fn = v ? ea__attend_avx512 : v2 ? ea__attend_avx2 : ea_k_attend_ref;
         __atomic_store_n(&ea__attend_impl, fn, __ATOMIC_RELAXED);
     }
     fn(kv, n_rows, q, last, out, scratch);

@@ -19,9 +19,9 @@
  *   exp     ea_k_expf (ops.h; the same polynomial in every variant);
  *   out[d]  fused multiply-adds e[j]·v_j[d] in increasing j from +0, then one
  *           multiply by 1/sum.
- * The AVX-512 variant keeps one row per lane (scores) or one element per lane
- * (values), so it performs exactly these operations; the _ref twin is the
- * plain definition and gives the same bits (tests/unit/test_attn.c).
+ * The AVX-512 and AVX2 variants keep one row per lane (scores) or one element
+ * per lane (values), so they perform exactly these operations; the _ref twin
+ * is the plain definition and gives the same bits (tests/unit/test_attn.c).
  */
 #ifndef EA_ATTN_H
 #define EA_ATTN_H
@@ -49,8 +49,8 @@ size_t ea_k_attend_scratch(int dk, int max_keys);
 
 /* Attention of n_rows (1..16) query rows: q[r] (dk floats) over positions
  * 0..last[r] into out[r] (dv floats). scratch: ea_k_attend_scratch floats,
- * 64-byte aligned. Picks the AVX-512 variant when the CPU has it (and
- * EAAS_OPS_REF is unset). */
+ * 64-byte aligned. Picks the AVX-512 variant when the CPU has it, else AVX2 +
+ * FMA, else the twin (also when EAAS_OPS_REF is set). */
 void ea_k_attend(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last, float *const *out,
                  float *scratch);
 void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,

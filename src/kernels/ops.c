@@ -54,7 +54,7 @@ void ea_k_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-/* The scalar form of exp_impl.h's ea__expf16: the same operations in the same order. */
+/* The scalar form of exp_impl.h's ea__expf16 / ea__expf8: the same operations in the same order. */
 float ea_k_expf(float x) {
     x = x < EA__EXP_LO ? EA__EXP_LO : x > EA__EXP_HI ? EA__EXP_HI : x;
     float n = rintf(x * EA__LOG2E);
@@ -87,11 +87,24 @@ EA__T512 static void ea__silu_mul_avx512(float *g, const float *u, int n) {
     }
 }
 
+/* The AVX2 form: 8 lanes, the tail masked (its lanes past n compute on zeros
+ * and are not stored). */
+EA__T256 static void ea__silu_mul_avx2(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i += 8) {
+        __m256i m = ea__mask8(n - i);
+        __m256 x = _mm256_maskload_ps(g + i, m);
+        __m256 e = ea__expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        __m256 y = _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_maskload_ps(u + i, m));
+        _mm256_maskstore_ps(g + i, m, y);
+    }
+}
+
 /* The dot product and axpy are the inner loops of attention; each has a plain
- * twin (_ref) and an AVX-512 variant that performs the same operations in the
- * same order (separate multiply and add, no FMA; the same 16 lanes and the
- * same reduction tree), so both give the same bits. The variant is picked once
- * from the CPU's features. */
+ * twin (_ref) and AVX-512 and AVX2 variants that perform the same operations
+ * in the same order (separate multiply and add, no FMA — the build is ISO C,
+ * so GCC does not contract them either; the same 16 lanes and the same
+ * reduction tree), so all give the same bits. The variant is picked once from
+ * the CPU's features. */
 void ea_k_axpy_ref(float a, const float *x, float *y, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
@@ -135,6 +148,42 @@ __attribute__((target("avx512f"))) static float ea__dot_avx512(const float *a, c
     return _mm_cvtss_f32(s1);
 }
 
+EA__T256 static void ea__axpy_avx2(float a, const float *x, float *y, int n) {
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+    if (i < n) {
+        __m256i m = ea__mask8(n - i);
+        __m256 r = _mm256_add_ps(_mm256_maskload_ps(y + i, m), _mm256_mul_ps(va, _mm256_maskload_ps(x + i, m)));
+        _mm256_maskstore_ps(y + i, m, r);
+    }
+}
+
+/* The 16 lanes are two ymm: lo = lanes 0..7, hi = lanes 8..15. Tail lanes past
+ * n keep their sum (blend), as in the twin. */
+EA__T256 static float ea__dot_avx2(const float *a, const float *b, int n) {
+    __m256 lo = _mm256_setzero_ps(), hi = lo;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+        hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8)));
+    }
+    if (i < n) {
+        __m256i m0 = ea__mask8(n - i), m1 = ea__mask8(n - i - 8);
+        __m256 p0 = _mm256_mul_ps(_mm256_maskload_ps(a + i, m0), _mm256_maskload_ps(b + i, m0));
+        __m256 p1 = _mm256_mul_ps(_mm256_maskload_ps(a + i + 8, m1), _mm256_maskload_ps(b + i + 8, m1));
+        lo = _mm256_blendv_ps(lo, _mm256_add_ps(lo, p0), _mm256_castsi256_ps(m0));
+        hi = _mm256_blendv_ps(hi, _mm256_add_ps(hi, p1), _mm256_castsi256_ps(m1));
+    }
+    /* tree: lanes j += j+8, then j += j+4, j += j+2, j += j+1 */
+    __m256 s8 = _mm256_add_ps(lo, hi);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
 typedef float (*ea__dot_fn)(const float *, const float *, int);
 typedef void (*ea__axpy_fn)(float, const float *, float *, int);
 typedef void (*ea__silu_fn)(float *, const float *, int);
@@ -142,14 +191,17 @@ static ea__dot_fn ea__dot_impl;
 static ea__axpy_fn ea__axpy_impl;
 static ea__silu_fn ea__silu_impl;
 
+/* AVX-512 if the CPU has it, else AVX2 + FMA, else the twins (also under EAAS_OPS_REF). */
 static void ea__ops_pick(void) {
     __builtin_cpu_init();
-    int v = __builtin_cpu_supports("avx512f") && !getenv("EAAS_OPS_REF");
+    int on = !getenv("EAAS_OPS_REF");
+    int v = on && __builtin_cpu_supports("avx512f");
     int v5 = v && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl");
-    ea__dot_impl = v ? ea__dot_avx512 : ea_k_dot_f32_ref;
-    ea__axpy_impl = v ? ea__axpy_avx512 : ea_k_axpy_ref;
-    ea__silu_impl = v5 ? ea__silu_mul_avx512 : ea_k_silu_mul_ref;
+    int v2 = on && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    ea__dot_impl = v ? ea__dot_avx512 : v2 ? ea__dot_avx2 : ea_k_dot_f32_ref;
+    ea__axpy_impl = v ? ea__axpy_avx512 : v2 ? ea__axpy_avx2 : ea_k_axpy_ref;
+    ea__silu_impl = v5 ? ea__silu_mul_avx512 : v2 ? ea__silu_mul_avx2 : ea_k_silu_mul_ref;
 }
 
 void ea_k_silu_mul(float *g, const float *u, int n) {

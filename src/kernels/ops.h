@@ -27,13 +27,13 @@ void ea_k_rope_interleaved(float *x, int rot, const float *cs);
 void ea_k_softmax(float *x, int n);
 
 /* g = silu(g) * u = g / (1 + exp(-g)) * u      g, u: (n); exp is ea_k_expf.
- * The AVX-512 variant gives the bits of the _ref twin. */
+ * The AVX-512 and AVX2 variants give the bits of the _ref twin. */
 void ea_k_silu_mul(float *g, const float *u, int n);
 void ea_k_silu_mul_ref(float *g, const float *u, int n);
 
 /* exp(x) to ~1e-7 relative (x clamped to [-87, 88]); one polynomial with a
  * fixed operation order, shared by every variant of the kernels that use it
- * (kernels/exp_impl.h), so scalar and AVX-512 results are the same bits. */
+ * (kernels/exp_impl.h), so scalar, AVX2 and AVX-512 results are the same bits. */
 float ea_k_expf(float x);
 
 static inline float ea_k_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -44,7 +44,7 @@ void ea_k_axpy_ref(float a, const float *x, float *y, int n);
 
 /* dot(a, b) over n in f32: lane j (0..15) sums a[i]*b[i] for i ≡ j (mod 16) in
  * increasing i, then lanes fold j += j+8, j += j+4, j += j+2, j += j+1.
- * The AVX-512 variant gives the same bits as the _ref twin. */
+ * The AVX-512 and AVX2 variants give the same bits as the _ref twin. */
 float ea_k_dot_f32(const float *a, const float *b, int n);
 float ea_k_dot_f32_ref(const float *a, const float *b, int n);
 

@@ -1,9 +1,10 @@
-/* test_attn.c — the attention tile kernel (kernels/attn.h): the AVX-512
- * variant gives the bits of the plain twin; a row's output never depends on
- * the other rows of its tile; both agree with a double-precision softmax
- * attention. Paged caches with odd block sizes and
- * shuffled blocks, key/value widths with and without 16-element tails, MLA's
- * values inside the keys. */
+/* test_attn.c — the attention tile kernel (kernels/attn.h): the dispatched
+ * variant (AVX-512 or AVX2, whichever the CPU runs) gives the bits of the
+ * plain twin; a row's output never depends on the other rows of its tile
+ * (tiles of 1, 3, 8, 9 and 16 rows: one or two AVX2 halves); both agree with
+ * a double-precision softmax attention. Paged caches with odd block sizes and
+ * shuffled blocks, key/value widths with and without 8- and 16-element tails,
+ * MLA's values inside the keys. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -88,13 +89,14 @@ static int check_config(int dk, int dv, int bs, int n_pos, int shared_v, double 
     ea_k_attend_ref(&c.kv, 16, (const float *const *)q, last, o2, scr);
     *worst = 0;
     for (int r = 0; r < 16 && ok; r++) {
-        if (memcmp(o1[r], o2[r], sizeof(float) * dv)) ok = 0, fprintf(stderr, "  row %d: avx512 != ref\n", r);
-        /* the row alone, and in a tile of 3 starting with it */
-        ea_k_attend(&c.kv, 1, (const float *const *)&q[r], &last[r], &o3[r], scr);
-        if (memcmp(o1[r], o3[r], sizeof(float) * dv)) ok = 0, fprintf(stderr, "  row %d: alone != in tile\n", r);
-        if (r + 3 <= 16) {
-            ea_k_attend(&c.kv, 3, (const float *const *)&q[r], &last[r], &o3[r], scr);
-            if (memcmp(o1[r], o3[r], sizeof(float) * dv)) ok = 0, fprintf(stderr, "  row %d: tile of 3 differs\n", r);
+        if (memcmp(o1[r], o2[r], sizeof(float) * dv)) ok = 0, fprintf(stderr, "  row %d: dispatched != ref\n", r);
+        /* the row alone, and first in tiles of 3, 8 and 9 */
+        static const int sizes[] = {1, 3, 8, 9};
+        for (int t = 0; t < 4; t++) {
+            if (r + sizes[t] > 16) continue;
+            ea_k_attend(&c.kv, sizes[t], (const float *const *)&q[r], &last[r], &o3[r], scr);
+            if (memcmp(o1[r], o3[r], sizeof(float) * dv))
+                ok = 0, fprintf(stderr, "  row %d: in a tile of %d != in a tile of 16\n", r, sizes[t]);
         }
         double *ex = malloc(sizeof(double) * dv), mx = 0, err = 0;
         exact(&c, q[r], last[r], ex);
@@ -113,7 +115,9 @@ TEST(tile_matches_ref_alone_and_exact) {
         {64, 64, 16, 100, 0},  /* qwen3 / mixtral heads */
         {64, 64, 5, 37, 0},    /* odd block size */
         {128, 128, 16, 70, 0}, /* wider heads */
-        {24, 40, 3, 29, 0},    /* tails in both widths */
+        {24, 40, 3, 29, 0},    /* 16-element tails in both widths */
+        {19, 37, 4, 23, 0},    /* 8-element tails in both widths */
+        {5, 13, 1, 17, 0},     /* narrow; one position per block */
         {288, 256, 16, 90, 1}, /* MLA: latent 256 + rope 32, value = latent */
         {64, 64, 16, 1, 0},    /* a single key */
     };
