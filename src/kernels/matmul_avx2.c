@@ -218,6 +218,19 @@ EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int
     }
 }
 
+/* Block b of an 8-row group against nt tokens (one function, so that its
+ * registers are allocated on their own: inlined into the loops below, GCC
+ * spilled the transpose). */
+__attribute__((noinline)) EA__T2 static void ea__q8_block2(const uint8_t *w, size_t rb, int b, const int8_t *xq, int k,
+                                                           const float *xd, int nb, int nt, __m256i *wt, __m256 *acc) {
+    __m256i *aw = wt + 8;
+    __m256 dw = ea__q8_wblock2(w, rb, b, wt, aw);
+    int t = 0;
+    for (; t + 4 <= nt; t += 4) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 4);
+    for (; t + 2 <= nt; t += 2) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 2);
+    if (t < nt) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 1);
+}
+
 /* Per group of 8 W rows and block, the rows' qs are transposed in registers
  * so that lane jr holds row jr (ea__q8_wblock2); a token then needs 8
  * broadcast x dwords for 8 rows' isums of the block, and no horizontal sums.
@@ -227,9 +240,8 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     int k = p->k, nb = k / EA_QK8_0, m = p->m, n = p->n;
     size_t rb = p->row_bytes;
     __m256 *acc = (__m256 *)s->buf;                                 /* [token][lane] */
-    __m256i *wt = (__m256i *)(s->buf + (size_t)EA__Q8_TOK * 16 * 32); /* block b of the group, transposed */
-    __m256i *aw = wt + 8;                                           /* and its |w| */
-    uint8_t *wpad = (uint8_t *)(aw + 8);                            /* 8 padded W rows */
+    __m256i *wt = (__m256i *)(s->buf + (size_t)EA__Q8_TOK * 16 * 32); /* block b of the group, transposed, and |w| */
+    uint8_t *wpad = (uint8_t *)(wt + 16);                           /* 8 padded W rows */
     int nl = nb < 16 ? nb : 16;
     for (int jb = j0; jb < j1; jb += 8) {
         int nr = j1 - jb < 8 ? j1 - jb : 8;
@@ -250,13 +262,7 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
                 if (i0 == 0)
                     for (int l = 0; l < pf_lines; l++)
                         _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
-                __m256 dw = ea__q8_wblock2(w, rb, b, wt, aw);
-                int t = 0;
-                for (; t + 4 <= nt; t += 4)
-                    ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 4);
-                for (; t + 2 <= nt; t += 2)
-                    ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 2);
-                if (t < nt) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 1);
+                ea__q8_block2(w, rb, b, xq, k, xd, nb, nt, wt, acc);
             }
             for (int t = 0; t < nt; t++) { /* canonical tree over the lanes (unused lanes: +0) */
                 const __m256 *a = acc + t * 16, z = _mm256_setzero_ps();
