@@ -218,17 +218,27 @@ EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int
     }
 }
 
-/* Block b of an 8-row group against nt tokens (one function, so that its
- * registers are allocated on their own: inlined into the loops below, GCC
- * spilled the transpose). */
-__attribute__((noinline)) EA__T2 static void ea__q8_block2(const uint8_t *w, size_t rb, int b, const int8_t *xq, int k,
-                                                           const float *xd, int nb, int nt, __m256i *wt, __m256 *acc) {
+/* The blocks of an 8-row group against nt tokens, prefetching pf_lines lines
+ * of pf per block (a function of its own, so that its registers are
+ * allocated alone: inlined into the loops below, GCC spilled the transpose). */
+__attribute__((noinline)) EA__T2 static void ea__q8_group2(const uint8_t *w, size_t rb, int nb, const int8_t *xq, int k,
+                                                           const float *xd, int nt, __m256i *wt, __m256 *acc,
+                                                           const uint8_t *pf, int pf_lines) {
     __m256i *aw = wt + 8;
-    __m256 dw = ea__q8_wblock2(w, rb, b, wt, aw);
-    int t = 0;
-    for (; t + 4 <= nt; t += 4) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 4);
-    for (; t + 2 <= nt; t += 2) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 2);
-    if (t < nt) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 1);
+    for (int b = 0; b < nb; b++) {
+        for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
+        __m256 dw = ea__q8_wblock2(w, rb, b, wt, aw);
+        if (nt == 1) {
+            ea__q8_tokens2(xq, k, xd, nb, b, wt, aw, dw, acc, 1);
+            continue;
+        }
+        int t = 0;
+        for (; t + 4 <= nt; t += 4)
+            ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 4);
+        for (; t + 2 <= nt; t += 2)
+            ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 2);
+        if (t < nt) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 1);
+    }
 }
 
 /* Per group of 8 W rows and block, the rows' qs are transposed in registers
@@ -258,12 +268,7 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
             int nt = m - i0 < EA__Q8_TOK ? m - i0 : EA__Q8_TOK;
             const int8_t *xq = p->xq + (size_t)i0 * k;
             const float *xd = p->xd + (size_t)i0 * nb;
-            for (int b = 0; b < nb; b++) {
-                if (i0 == 0)
-                    for (int l = 0; l < pf_lines; l++)
-                        _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
-                ea__q8_block2(w, rb, b, xq, k, xd, nb, nt, wt, acc);
-            }
+            ea__q8_group2(w, rb, nb, xq, k, xd, nt, wt, acc, pf, i0 == 0 ? pf_lines : 0);
             for (int t = 0; t < nt; t++) { /* canonical tree over the lanes (unused lanes: +0) */
                 const __m256 *a = acc + t * 16, z = _mm256_setzero_ps();
                 __m256 s8[8], s4[4];
