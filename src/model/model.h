@@ -13,8 +13,10 @@
  * for GGUF stacked tensors (blk.L.ffn_gate_exps.weight, shape (E, ff, hidden))
  * each view points at expert E's rows inside the stacked tensor. A caller that
  * needs only some experts (expert parallelism, expert servers) calls
- * ea_model_load_experts with a mask: the pages of those experts are read in,
- * the others are never touched, so resident memory follows the subset.
+ * ea_model_load_experts with a mask: those experts are read in, the others
+ * are never touched, so resident memory follows the subset. Loading copies a
+ * weight out of the file mapping into anonymous huge-page memory and points
+ * the tensor at the copy (model.c, "loading"); until then it reads the mapping.
  *
  * Shapes (PyTorch order, see tensor.h):
  *   tok_embd   (vocab, hidden)         lm_head (vocab, hidden) — same view when tied
@@ -76,11 +78,13 @@ typedef struct ea_model {
 ea_status ea_model_open(const char *path, ea_model **out);
 void ea_model_close(ea_model *m);
 
-/* Page in (read) the non-expert weights, and the routed experts of `layer` whose
- * mask byte is non-zero (mask has cfg.n_experts bytes; NULL = all). Experts chosen
- * by earlier calls stay in; pages lying wholly inside experts never chosen are
- * unmapped again (the kernel may map neighbours of a faulting page), so resident
- * memory follows the chosen subset. */
+/* Load (copy into huge-page memory, pointing the tensors at the copies) the
+ * non-expert weights, and the routed experts of `layer` whose mask byte is
+ * non-zero (mask has cfg.n_experts bytes; NULL = all). Experts chosen by earlier
+ * calls stay in; pages of the file mapping lying wholly inside copied weights or
+ * experts never chosen are unmapped again (the kernel may map neighbours of a
+ * faulting page), so resident memory follows the chosen subset. Tensor structs
+ * copied before a load keep reading the (still valid) mapping. */
 ea_status ea_model_load_dense(ea_model *m);
 ea_status ea_model_load_experts(ea_model *m, int layer, const uint8_t *mask);
 

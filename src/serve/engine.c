@@ -94,12 +94,15 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     ea_status s = ea_model_open(o->model_path, &e->m);
     if (s != EA_OK) goto fail;
     const ea_model_config *c = &e->m->cfg;
-    if (o->progress) { /* read every weight now, layer by layer, and say how far it got */
+    /* Read every weight now, layer by layer (into huge-page memory, see
+     * model.c), and say how far it got; the parallel modes load each rank's
+     * share themselves (ep_engine.c). */
+    if (o->progress || o->parallel == EA_PAR_NONE) {
         if ((s = ea_model_load_dense(e->m)) != EA_OK) goto fail;
-        o->progress(o->progress_ctx, 0.0);
+        if (o->progress) o->progress(o->progress_ctx, 0.0);
         for (int l = 0; l < c->n_layers; l++) {
             if (c->layer_is_moe[l] && (s = ea_model_load_experts(e->m, l, NULL)) != EA_OK) goto fail;
-            o->progress(o->progress_ctx, (double)(l + 1) / c->n_layers);
+            if (o->progress) o->progress(o->progress_ctx, (double)(l + 1) / c->n_layers);
         }
     }
     if (eo->max_tokens <= 0) eo->max_tokens = 512;
