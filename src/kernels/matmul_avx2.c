@@ -119,22 +119,19 @@ EA__INL EA__T2 void ea__rows2(const ea__mm *p, int j0, int j1, const ea_dtype dt
     int j = j0, m = p->m;
     if (m == 1) /* decode: more W rows in flight */
         for (; j + 6 <= j1; j += 6) ea__tile2(p, 0, j, 1, 6, dt);
-    for (; j + 3 <= j1; j += EA__RB2) {
-        int je = j + EA__RB2 < j1 ? j + EA__RB2 : j1 - (j1 - j) % 3;
+    int j3 = j1 - (j1 - j) % 3; /* the rows in whole 3-row tiles */
+    for (int jb = j; jb < j3; jb += EA__RB2) {
+        int je = jb + EA__RB2 < j3 ? jb + EA__RB2 : j3;
         int i = 0;
         for (; i + 4 <= m; i += 4)
-            for (int jj = j; jj < je; jj += 3) ea__tile2(p, i, jj, 4, 3, dt);
-        for (int jj = j; jj < je && i < m; jj += 3) switch (m - i) {
+            for (int jj = jb; jj < je; jj += 3) ea__tile2(p, i, jj, 4, 3, dt);
+        for (int jj = jb; jj < je && i < m; jj += 3) switch (m - i) {
             case 3: ea__tile2(p, i, jj, 3, 3, dt); break;
             case 2: ea__tile2(p, i, jj, 2, 3, dt); break;
             default: ea__tile2(p, i, jj, 1, 3, dt); break;
             }
-        if (je < j + EA__RB2) {
-            j = je;
-            break;
-        }
     }
-    for (; j < j1; j++)
+    for (j = j3; j < j1; j++)
         for (int i = 0; i < m; i++) ea__tile2(p, i, j, 1, 1, dt);
 }
 
@@ -228,7 +225,7 @@ __attribute__((noinline)) EA__T2 static void ea__q8_group2(const uint8_t *w, siz
     for (int b = 0; b < nb; b++) {
         for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
         __m256 dw = ea__q8_wblock2(w, rb, b, wt, aw);
-        if (nt == 1) {
+        if (nt == 1) { /* decode: its own copy (without it GCC's allocation cost 25% at m = 1 and 8) */
             ea__q8_tokens2(xq, k, xd, nb, b, wt, aw, dw, acc, 1);
             continue;
         }
