@@ -16,8 +16,10 @@
  *
  * Weights rotate through enough copies to fill --ws-mb (default past this
  * machine's 480 MiB L3), so each call reads W from memory as decode does.
+ * q8_0 under avx2 is timed twice, on the rows and on their Q8_0x8 copies
+ * ("layout":"rows" / "q8x8"; loaders make the copies on such CPUs).
  * One JSON line per point:
- *   {"bench":"matmul","isa":..,"dtype":..,"m":..,"n":..,"k":..,"threads":..,
+ *   {"bench":"matmul","isa":..,"dtype":..,"layout":..,"m":..,"n":..,"k":..,"threads":..,
  *    "gflops":..,"gbps":..,"us":..}   gbps = weight bytes / time
  *
  *   bench_matmul --onednn [--m LIST] [--shapes LIST] [--secs S]
@@ -173,7 +175,7 @@ static int run_onednn(const char *mlist, const char *shl, double secs, int nt) {
             xb[i] = ea_f32_to_bf16(x[i]);
         }
         for (size_t i = 0; i < (size_t)n * k; i++) wb[i] = ea_f32_to_bf16((float)((i * 7919u) % 2001) / 1000.0f - 1.0f);
-        ea_tensor wt = {"w", EA_BF16, 2, {n, k, 0, 0}, wb, (size_t)n * k * 2};
+        ea_tensor wt = {"w", EA_BF16, 2, {n, k, 0, 0}, wb, (size_t)n * k * 2, NULL};
         ours_run orun = {ctx, &wt, x, m, y};
         double t_ours = time_loop(secs, ours_once, &orun);
 
@@ -280,7 +282,15 @@ int main(int argc, char **argv) {
                 wt[c].data = wbuf + (size_t)c * bytes;
                 wt[c].nbytes = bytes;
             }
-            for (int a = 0; a < 4; a++) {
+            /* q8_0 under avx2 runs twice: on the rows ("layout":"rows") and on their Q8_0x8 copies ("q8x8"), which loaders make on such CPUs */
+            size_t pbytes = ea_k_q8x8_bytes(&wt[0]);
+            uint8_t *pbuf = pbytes ? ea_aligned_alloc(64, pbytes * (size_t)ncopy) : NULL;
+            for (int c = 0; pbuf && c < ncopy; c++) ea_k_q8x8_pack(&wt[c], pbuf + (size_t)c * pbytes);
+            for (int v = 0; v < 8; v++) {
+                int a = v / 2, lay = v % 2;
+                if (lay && !(pbuf && a == 1)) continue;
+                for (int c = 0; c < ncopy; c++) wt[c].packed = lay ? pbuf + (size_t)c * pbytes : NULL;
+                const char *layout = lay ? "q8x8" : "rows";
                 if (!in_list(isas, all_isas[a]) || !ea_k_isa_supported(all_isas[a])) continue;
                 if (!isas && a < 2) continue; /* scalar/avx2 only when asked for */
                 for (int nt = 1; nt <= 64; nt++) {
@@ -308,9 +318,9 @@ int main(int argc, char **argv) {
                         } while (t < secs);
                         double per = t / iters;
                         double fl = 2.0 * m * shapes[s].n * (double)shapes[s].k;
-                        printf("{\"bench\":\"matmul\",\"isa\":\"%s\",\"dtype\":\"%s\",\"shape\":\"%s\",\"m\":%d,\"n\":%d,"
-                               "\"k\":%d,\"threads\":%d,\"gflops\":%.1f,\"gbps\":%.2f,\"us\":%.1f}\n",
-                               all_isas[a], ea_dtypes[dt].name, shapes[s].name, m, shapes[s].n, shapes[s].k, nt,
+                        printf("{\"bench\":\"matmul\",\"isa\":\"%s\",\"dtype\":\"%s\",\"layout\":\"%s\",\"shape\":\"%s\","
+                               "\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"gflops\":%.1f,\"gbps\":%.2f,\"us\":%.1f}\n",
+                               all_isas[a], ea_dtypes[dt].name, layout, shapes[s].name, m, shapes[s].n, shapes[s].k, nt,
                                fl / per / 1e9, (double)bytes / per / 1e9, per * 1e6);
                         fflush(stdout);
                         /* the MoE pattern: 8 experts' matrices, m tokens each — one batch call vs 8 calls */
@@ -330,10 +340,10 @@ int main(int argc, char **argv) {
                                     t = ea_now_s() - t0;
                                 } while (t < secs);
                                 per = t / iters;
-                                printf("{\"bench\":\"matmul\",\"isa\":\"%s\",\"dtype\":\"%s\",\"shape\":\"%s_x8\","
-                                       "\"call\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"gflops\":%.1f,"
-                                       "\"gbps\":%.2f,\"us\":%.1f}\n",
-                                       all_isas[a], ea_dtypes[dt].name, shapes[s].name, mode ? "batch" : "single", m,
+                                printf("{\"bench\":\"matmul\",\"isa\":\"%s\",\"dtype\":\"%s\",\"layout\":\"%s\","
+                                       "\"shape\":\"%s_x8\",\"call\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,"
+                                       "\"gflops\":%.1f,\"gbps\":%.2f,\"us\":%.1f}\n",
+                                       all_isas[a], ea_dtypes[dt].name, layout, shapes[s].name, mode ? "batch" : "single", m,
                                        shapes[s].n, shapes[s].k, nt, 8 * fl / per / 1e9, 8.0 * (double)bytes / per / 1e9,
                                        per * 1e6);
                                 fflush(stdout);
@@ -345,6 +355,7 @@ int main(int argc, char **argv) {
                 }
             }
             ea_free(wt);
+            ea_aligned_free(pbuf);
             ea_aligned_free(wbuf);
         }
     }

@@ -191,6 +191,36 @@ void ea_k_matmul_ref(const ea_tensor *w, const float *x, int m, float *y) {
     ea_free(row);
 }
 
+/* ---- Q8_0x8 copies ------------------------------------------------------------- */
+
+int ea_k_q8x8_wanted(void) {
+    const char *env = getenv("EAAS_ISA");
+    return !strcmp(env && *env ? env : ea_k_isa_best(), "avx2");
+}
+
+size_t ea_k_q8x8_bytes(const ea_tensor *w) {
+    int64_t n = ea_tensor_rows(w), k = ea_tensor_cols(w);
+    if (w->dtype != EA_Q8_0 || n < 1 || k < EA_QK8_0 || k % EA_QK8_0) return 0;
+    return (size_t)((n + EA_Q8X8_ROWS - 1) / EA_Q8X8_ROWS) * ea_q8x8_group_bytes((size_t)k);
+}
+
+void ea_k_q8x8_pack(const ea_tensor *w, void *dst) {
+    int64_t n = ea_tensor_rows(w);
+    size_t k = (size_t)ea_tensor_cols(w), nb = k / EA_QK8_0, gb = ea_q8x8_group_bytes(k);
+    size_t rb = ea_dtype_row_bytes(EA_Q8_0, k);
+    uint8_t *o = dst;
+    memset(o, 0, ea_k_q8x8_bytes(w));
+    for (int64_t j = 0; j < n; j++) {
+        uint8_t *g = o + (size_t)(j / EA_Q8X8_ROWS) * gb;
+        int jr = (int)(j % EA_Q8X8_ROWS);
+        const ea_block_q8_0 *row = (const ea_block_q8_0 *)((const uint8_t *)w->data + (size_t)j * rb);
+        for (size_t b = 0; b < nb; b++) {
+            for (int r = 0; r < 8; r++) memcpy(g + b * 256 + (size_t)r * 32 + (size_t)jr * 4, row[b].qs + 4 * r, 4);
+            memcpy(g + nb * 256 + b * 16 + (size_t)jr * 2, &row[b].d, 2);
+        }
+    }
+}
+
 /* ---- q8 activations ----------------------------------------------------------- */
 
 /* Same rule as the Q8_0 weights (ggml's reference): d = amax/127, q = rint(x/d),
@@ -305,7 +335,7 @@ static void ea__task_rows(void *arg, int task, int thread) {
             qn = qn > q ? qn : q;
             ea__chunk(jb, cn, &qn, &na, &nb);
             const ea__prob *nx = &jb->pr[qn];
-            s.pf_next = nx->p.w + (size_t)na * nx->p.row_bytes;
+            s.pf_next = ea__w_row(&nx->p, na);
             s.pf_bytes = (size_t)(nb - na < 32 ? nb - na : 32) * nx->p.row_bytes;
         }
         pr->fn(&mine, a, b, &s);
@@ -388,6 +418,7 @@ void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm) {
         p->p.x = mm[q].x;
         p->p.y = mm[q].y;
         p->fn = ea__pick(ctx, w->dtype, m);
+        if (p->fn == ea__rows_avx2_q8) p->p.wp = w->packed;
         size_t need_q = 0, need_d = 0, need_p = 0;
         if (w->dtype == EA_Q8_0) {
             p->prep = p->fn == ea__rows_amx_q8 ? 3 : 1;

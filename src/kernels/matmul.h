@@ -68,6 +68,18 @@ typedef struct {
 } ea_k_mm;
 void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm);
 
+/* Q8_0x8 copies (tensor/dtype.h). The AVX2 q8 kernel reads a matrix's
+ * packed copy when it has one (ea_tensor.packed) and otherwise reorders each
+ * block itself; the bits are the same either way, and every other kernel
+ * reads data. Loaders make the copy when ea_k_q8x8_wanted() says a new
+ * context will use it. */
+/* 1 if the ISA a new context picks (EAAS_ISA or the CPU's best) is avx2. */
+int ea_k_q8x8_wanted(void);
+/* Bytes of w's Q8_0x8 copy: w is Q8_0 with rows of whole blocks; else 0. */
+size_t ea_k_q8x8_bytes(const ea_tensor *w);
+/* Write w's Q8_0x8 copy to dst (ea_k_q8x8_bytes(w) bytes, 64-byte aligned). */
+void ea_k_q8x8_pack(const ea_tensor *w, void *dst);
+
 /* The plain reference twin: same math in scalar f32 with a simple loop. */
 void ea_k_matmul_ref(const ea_tensor *w, const float *x, int m, float *y);
 

@@ -146,16 +146,15 @@ EA__T2 void ea__rows_avx2_f(const ea__mm *p, int j0, int j1, ea__scratch *s) {
 /* ---- q8_0: vector over 8 W rows -------------------------------------------------- */
 
 /* Scratch of ea__rows_avx2_q8 for k (matmul.c sizes it): lane accumulators
- * of EA__Q8_TOK tokens, block b's transposed W bytes and their |w|, 8
- * zero-padded W rows. */
+ * of EA__Q8_TOK tokens, block b's transposed W bytes, 8 zero-padded W rows. */
 size_t ea__avx2_q8_scratch_bytes(int k) {
-    return (size_t)EA__Q8_TOK * 16 * 32 + 16 * 32 + 8 * ((size_t)k / EA_QK8_0 * sizeof(ea_block_q8_0)) + 64;
+    return (size_t)EA__Q8_TOK * 16 * 32 + 8 * 32 + 8 * ((size_t)k / EA_QK8_0 * sizeof(ea_block_q8_0)) + 64;
 }
 
-/* Block b of the 8 W rows at w (stride rb), vector over rows: wt[r] lane jr =
- * dword r (qs bytes 4r..4r+3) of row jr, aw[r] = |wt[r]| as u8 (both stored);
+/* Block b of the 8 Q8_0 rows at w (stride rb), reordered as in Q8_0x8
+ * (dtype.h): wt[r] lane jr = dword r (qs bytes 4r..4r+3) of row jr (stored);
  * returns the rows' scales (lane jr = row jr). */
-EA__INL EA__T2 __m256 ea__q8_wblock2(const uint8_t *w, size_t rb, int b, __m256i *wt, __m256i *aw) {
+EA__INL EA__T2 __m256 ea__q8_wblock2(const uint8_t *w, size_t rb, int b, __m256i *wt) {
     const uint8_t *q = w + (size_t)b * sizeof(ea_block_q8_0) + 2;
     __m256i R[8], T[8];
 #pragma GCC unroll 8
@@ -174,11 +173,8 @@ EA__INL EA__T2 __m256 ea__q8_wblock2(const uint8_t *w, size_t rb, int b, __m256i
     }
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
-        __m256i lo = _mm256_permute2x128_si256(R[c], R[c + 4], 0x20), hi = _mm256_permute2x128_si256(R[c], R[c + 4], 0x31);
-        _mm256_store_si256(wt + c, lo);
-        _mm256_store_si256(wt + c + 4, hi);
-        _mm256_store_si256(aw + c, _mm256_abs_epi8(lo));
-        _mm256_store_si256(aw + c + 4, _mm256_abs_epi8(hi));
+        _mm256_store_si256(wt + c, _mm256_permute2x128_si256(R[c], R[c + 4], 0x20));
+        _mm256_store_si256(wt + c + 4, _mm256_permute2x128_si256(R[c], R[c + 4], 0x31));
     }
     uint16_t d[8];
 #pragma GCC unroll 8
@@ -187,18 +183,19 @@ EA__INL EA__T2 __m256 ea__q8_wblock2(const uint8_t *w, size_t rb, int b, __m256i
                                           (short)d[6], (short)d[7]));
 }
 
-/* NT tokens against block b: exact isums per row (|w| * (x * sign w) in u8 x s8
- * pairs, each pair <= 2*128*127, widened to int32), then lane b%16 of every
- * (j, i) takes fma((float)isum, dw * dx, acc) (+0 on the first pass). */
+/* NT tokens against block b (its 8 rows' qs reordered in wt): exact isums per
+ * row (|w| * (x * sign w) in u8 x s8 pairs, each pair <= 2*128*127, widened
+ * to int32), then lane b%16 of every (j, i) takes fma((float)isum, dw * dx,
+ * acc) (+0 on the first pass). */
 EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int nb, int b, const __m256i *wt,
-                                   const __m256i *aw, __m256 dw, __m256 *acc, const int NT) {
+                                   __m256 dw, __m256 *acc, const int NT) {
     const __m256i one = _mm256_set1_epi16(1);
     __m256i s[4];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) s[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++) {
-        __m256i a = _mm256_load_si256(aw + r), wr = _mm256_load_si256(wt + r);
+        __m256i wr = _mm256_loadu_si256(wt + r), a = _mm256_abs_epi8(wr);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
             int32_t xv;
@@ -216,47 +213,61 @@ EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int
 }
 
 /* The blocks of an 8-row group against nt tokens, prefetching pf_lines lines
- * of pf per block (a function of its own, so that its registers are
- * allocated alone: inlined into the loops below, GCC spilled the transpose). */
-__attribute__((noinline)) EA__T2 static void ea__q8_group2(const uint8_t *w, size_t rb, int nb, const int8_t *xq, int k,
-                                                           const float *xd, int nt, __m256i *wt, __m256 *acc,
-                                                           const uint8_t *pf, int pf_lines) {
-    __m256i *aw = wt + 8;
+ * of pf per block. PACKED: the group is a Q8_0x8 group at w, read as it is;
+ * else 8 Q8_0 rows at w (stride rb), each block reordered into wt first. */
+EA__INL EA__T2 void ea__q8_blocks2(const uint8_t *w, size_t rb, int nb, const int8_t *xq, int k, const float *xd,
+                                   int nt, __m256i *wt, __m256 *acc, const uint8_t *pf, int pf_lines, const int PACKED) {
     for (int b = 0; b < nb; b++) {
         for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
-        __m256 dw = ea__q8_wblock2(w, rb, b, wt, aw);
+        const __m256i *bt = PACKED ? (const __m256i *)(w + (size_t)b * 256) : wt;
+        __m256 dw = PACKED ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (size_t)nb * 256 + (size_t)b * 16)))
+                           : ea__q8_wblock2(w, rb, b, wt);
         if (nt == 1) { /* decode: its own copy (without it GCC's allocation cost 25% at m = 1 and 8) */
-            ea__q8_tokens2(xq, k, xd, nb, b, wt, aw, dw, acc, 1);
+            ea__q8_tokens2(xq, k, xd, nb, b, bt, dw, acc, 1);
             continue;
         }
         int t = 0;
         for (; t + 4 <= nt; t += 4)
-            ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 4);
+            ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, bt, dw, acc + t * 16, 4);
         for (; t + 2 <= nt; t += 2)
-            ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 2);
-        if (t < nt) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, wt, aw, dw, acc + t * 16, 1);
+            ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, bt, dw, acc + t * 16, 2);
+        if (t < nt) ea__q8_tokens2(xq + (size_t)t * k, k, xd + (size_t)t * nb, nb, b, bt, dw, acc + t * 16, 1);
     }
 }
 
-/* Per group of 8 W rows and block, the rows' qs are transposed in registers
- * so that lane jr holds row jr (ea__q8_wblock2); a token then needs 8
- * broadcast x dwords for 8 rows' isums of the block, and no horizontal sums.
- * The lane accumulators stay in scratch per (token, lane); the canonical tree
- * adds the 16 lane vectors, giving 8 outputs of a token at once. */
+/* One function per form, so that each one's registers are allocated alone
+ * (inlined into the loops below, GCC spilled the reordering). */
+__attribute__((noinline)) EA__T2 static void ea__q8_group2(const uint8_t *w, size_t rb, int nb, const int8_t *xq,
+                                                           int k, const float *xd, int nt, __m256i *wt, __m256 *acc,
+                                                           const uint8_t *pf, int pf_lines) {
+    ea__q8_blocks2(w, rb, nb, xq, k, xd, nt, wt, acc, pf, pf_lines, 0);
+}
+__attribute__((noinline)) EA__T2 static void ea__q8_group2_packed(const uint8_t *w, int nb, const int8_t *xq, int k,
+                                                                  const float *xd, int nt, __m256 *acc,
+                                                                  const uint8_t *pf, int pf_lines) {
+    ea__q8_blocks2(w, 0, nb, xq, k, xd, nt, NULL, acc, pf, pf_lines, 1);
+}
+
+/* Per group of 8 W rows and block, lane jr holds row jr: the rows' qs are
+ * reordered in registers (ea__q8_wblock2), or read so from the matrix's
+ * Q8_0x8 copy (p->wp). A token then needs 8 broadcast x dwords for 8 rows'
+ * isums of the block, and no horizontal sums. The lane accumulators stay in
+ * scratch per (token, lane); the canonical tree adds the 16 lane vectors,
+ * giving 8 outputs of a token at once. */
 EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     int k = p->k, nb = k / EA_QK8_0, m = p->m, n = p->n;
     size_t rb = p->row_bytes;
-    __m256 *acc = (__m256 *)s->buf;                                 /* [token][lane] */
-    __m256i *wt = (__m256i *)(s->buf + (size_t)EA__Q8_TOK * 16 * 32); /* block b of the group, transposed, and |w| */
-    uint8_t *wpad = (uint8_t *)(wt + 16);                           /* 8 padded W rows */
+    __m256 *acc = (__m256 *)s->buf;                                   /* [token][lane] */
+    __m256i *wt = (__m256i *)(s->buf + (size_t)EA__Q8_TOK * 16 * 32); /* block b of the group, reordered */
+    uint8_t *wpad = (uint8_t *)(wt + 8);                              /* 8 padded W rows */
     int nl = nb < 16 ? nb : 16;
     for (int jb = j0; jb < j1; jb += 8) {
         int nr = j1 - jb < 8 ? j1 - jb : 8;
-        const uint8_t *w = p->w + (size_t)jb * rb;
+        const uint8_t *w = ea__w_row(p, jb);
         size_t pf_bytes;
         const uint8_t *pf = ea__pf_after(p, s, jb, j1, 8, &pf_bytes);
         int pf_lines = ea__pf_lines(pf, pf_bytes, nb);
-        if (nr < 8) {
+        if (nr < 8 && !p->wp) {
             memcpy(wpad, w, (size_t)nr * rb);
             memset(wpad + (size_t)nr * rb, 0, (size_t)(8 - nr) * rb);
             w = wpad;
@@ -265,7 +276,8 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
             int nt = m - i0 < EA__Q8_TOK ? m - i0 : EA__Q8_TOK;
             const int8_t *xq = p->xq + (size_t)i0 * k;
             const float *xd = p->xd + (size_t)i0 * nb;
-            ea__q8_group2(w, rb, nb, xq, k, xd, nt, wt, acc, pf, i0 == 0 ? pf_lines : 0);
+            if (p->wp) ea__q8_group2_packed(w, nb, xq, k, xd, nt, acc, pf, i0 == 0 ? pf_lines : 0);
+            else ea__q8_group2(w, rb, nb, xq, k, xd, nt, wt, acc, pf, i0 == 0 ? pf_lines : 0);
             for (int t = 0; t < nt; t++) { /* canonical tree over the lanes (unused lanes: +0) */
                 const __m256 *a = acc + t * 16, z = _mm256_setzero_ps();
                 __m256 s8[8], s4[4];

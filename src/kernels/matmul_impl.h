@@ -36,6 +36,7 @@ typedef struct {
     ea_dtype dtype;
     const uint8_t *w; /* views: n rows of row_bytes */
     size_t row_bytes;
+    const uint8_t *wp; /* views: W's Q8_0x8 copy (dtype.h) for the avx2 q8 kernel, or NULL */
     int n, k, m;
     const float *x; /* borrows: (m, k) */
     float *y;       /* borrows: (m, n) */
@@ -58,6 +59,11 @@ typedef struct {
 
 typedef void (*ea__rows_fn)(const ea__mm *p, int j0, int j1, ea__scratch *s);
 
+/* Where W row j's bytes start: in the Q8_0x8 copy when there is one (j a multiple of 8). */
+static inline const uint8_t *ea__w_row(const ea__mm *p, int j) {
+    return p->wp ? p->wp + (size_t)(j / EA_Q8X8_ROWS) * ea_q8x8_group_bytes((size_t)p->k) : p->w + (size_t)j * p->row_bytes;
+}
+
 /* What a rows function reads after its block of `rows` W rows at jb (of its
  * chunk [.., j1)): the chunk's next block, or after the last one the next
  * product's first rows (s->pf_next, possibly NULL); *bytes: their size. */
@@ -65,7 +71,7 @@ static inline const uint8_t *ea__pf_after(const ea__mm *p, const ea__scratch *s,
                                           size_t *bytes) {
     if (jb + rows < j1) {
         *bytes = (size_t)(j1 - jb - rows < rows ? j1 - jb - rows : rows) * p->row_bytes;
-        return p->w + (size_t)(jb + rows) * p->row_bytes;
+        return ea__w_row(p, jb + rows);
     }
     *bytes = s->pf_bytes;
     return s->pf_next;

@@ -49,6 +49,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "kernels/matmul.h"
 #include "model/gguf.h"
 #include "model/safetensors.h"
 
@@ -603,19 +604,39 @@ static int ea__is_owned(const ea_model *m, const ea_tensor *t) {
     return 0;
 }
 
-/* Copy the n_t tensors of ts (file-backed, not yet copied) into one arena. */
+/* Bytes of t's Q8_0x8 copy if the kernels want one (the AVX2 q8 kernel;
+ * kernels/matmul.h), else 0. The token embedding is read by rows (and, when
+ * tied, by the LM head too), so it keeps the plain copy. */
+static size_t ea__packed_bytes(const ea_model *m, const ea_tensor *t, int wanted) {
+    return wanted && t != &m->tok_embd ? ea_k_q8x8_bytes(t) : 0;
+}
+
+/* Copy the n_t tensors of ts (file-backed, not yet copied) into one arena.
+ * A q8_0 matrix the kernels want packed gets its Q8_0x8 copy instead (same
+ * size): t->packed points at it, t->data stays on the mapping (whose pages
+ * are dropped as well, and fault back in if something reads them). */
 static ea_status ea__copy_out(ea_model *m, ea_tensor *const *ts, int n_t) {
+    int wanted = ea_k_q8x8_wanted();
     size_t total = 0;
-    for (int i = 0; i < n_t; i++) total += (ts[i]->nbytes + 63) & ~(size_t)63;
+    for (int i = 0; i < n_t; i++) {
+        size_t pb = ea__packed_bytes(m, ts[i], wanted);
+        total += ((pb ? pb : ts[i]->nbytes) + 63) & ~(size_t)63;
+    }
     if (!total) return EA_OK;
     uint8_t *a = ea__arena(m->files, total);
     if (!a) return ea_err(EA_ERR_NOMEM, "%s: no memory for %zu bytes of weights", m->path, total);
     for (int i = 0; i < n_t; i++) {
         ea_tensor *t = ts[i];
-        memcpy(a, t->data, t->nbytes);
+        size_t pb = ea__packed_bytes(m, t, wanted);
+        if (pb) {
+            ea_k_q8x8_pack(t, a);
+            t->packed = a;
+        } else {
+            memcpy(a, t->data, t->nbytes);
+        }
         ea__zap(t->data, t->nbytes);
-        t->data = a;
-        a += (t->nbytes + 63) & ~(size_t)63;
+        if (!pb) t->data = a;
+        a += ((pb ? pb : t->nbytes) + 63) & ~(size_t)63;
     }
     return EA_OK;
 }

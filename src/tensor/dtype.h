@@ -29,6 +29,18 @@ typedef struct {
     int8_t qs[EA_QK8_0];
 } ea_block_q8_0;
 
+/* Q8_0x8: a second copy of a Q8_0 matrix, interleaved by 8 rows, in the
+ * layout the AVX2 q8 kernel reads without reshuffling (ea_k_q8x8_pack in
+ * kernels/matmul.h writes it). Rows go in groups of 8, the last one padded
+ * with zero rows. With nb = k/32 blocks per row, a group is
+ *   nb x 256 bytes  block b of the 8 rows as 8 runs of 32 bytes: run r holds
+ *                   dword r (qs bytes 4r..4r+3) of rows 0..7 in turn;
+ *   nb x 16 bytes   block b's 8 f16 scales, rows 0..7;
+ *   zeros up to a multiple of 64 bytes.
+ * The same bytes as the Q8_0 rows, reordered: 8 rows take 8 * 34 * nb. */
+#define EA_Q8X8_ROWS 8
+static inline size_t ea_q8x8_group_bytes(size_t k) { return (k / EA_QK8_0 * 272 + 63) & ~(size_t)63; }
+
 typedef struct {
     const char *name; /* "f32", "f16", "bf16", "q8_0" */
     int block;        /* elements per block */

@@ -25,6 +25,10 @@ typedef struct {
     int64_t shape[EA_MAX_DIMS];
     const void *data;    /* views: file mapping or owned buffer of the loader */
     size_t nbytes;
+    /* views, or NULL: the same Q8_0 matrix as Q8_0x8 (dtype.h), which the
+     * AVX2 kernel reads instead of data. Only ever a second copy: data stays
+     * valid, and every other reader uses data. */
+    const void *packed;
 } ea_tensor;
 
 static inline int64_t ea_tensor_nelem(const ea_tensor *t) {
@@ -41,13 +45,18 @@ static inline int64_t ea_tensor_rows(const ea_tensor *t) {
     return n;
 }
 
-/* A view of rows [r0, r0 + nr) of a 2-D tensor (rows are contiguous). */
+/* A view of rows [r0, r0 + nr) of a 2-D tensor (rows are contiguous). It
+ * keeps the packed copy when r0 starts a group of it (a group that runs past
+ * the view only adds rows the kernel computes and does not store). */
 static inline ea_tensor ea_tensor_row_view(const ea_tensor *t, int64_t r0, int64_t nr) {
     ea_tensor v = *t;
     size_t rb = ea_dtype_row_bytes(t->dtype, (size_t)t->shape[1]);
     v.shape[0] = nr;
     v.data = (const uint8_t *)t->data + (size_t)r0 * rb;
     v.nbytes = (size_t)nr * rb;
+    v.packed = t->packed && r0 % EA_Q8X8_ROWS == 0
+                   ? (const uint8_t *)t->packed + (size_t)(r0 / EA_Q8X8_ROWS) * ea_q8x8_group_bytes((size_t)t->shape[1])
+                   : NULL;
     return v;
 }
 

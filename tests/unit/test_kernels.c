@@ -16,6 +16,8 @@
  *     the same bits on every ISA (the canonical orders of matmul_impl.h);
  *   - ea_k_matmul_batch over mixed dtypes/shapes == single calls, bit for bit,
  *     also when the batch is cut into groups;
+ *   - q8_0 matrices carry their Q8_0x8 copy (which avx2 reads, the others
+ *     ignore); avx2 gives the same bits without it and on row views;
  *   - a call allocates nothing.
  */
 #include <stdint.h>
@@ -41,7 +43,8 @@ static float frand(void) { /* uniform in [-1, 1) */
 typedef struct {
     ea_tensor t;
     void *data;
-    float *wf; /* W as f32 (dequantised), for the bounds */
+    void *packed; /* q8_0: the Q8_0x8 copy, which the avx2 kernel reads */
+    float *wf;    /* W as f32 (dequantised), for the bounds */
 } wmat;
 
 static void wmat_make(wmat *w, ea_dtype dt, int n, int k) {
@@ -67,10 +70,17 @@ static void wmat_make(wmat *w, ea_dtype dt, int n, int k) {
     w->t.shape[1] = k;
     w->t.data = w->data;
     w->t.nbytes = rb * (size_t)n;
+    w->packed = NULL;
+    if (ea_k_q8x8_bytes(&w->t)) {
+        w->packed = ea_aligned_alloc(64, ea_k_q8x8_bytes(&w->t));
+        ea_k_q8x8_pack(&w->t, w->packed);
+        w->t.packed = w->packed;
+    }
     free(row);
 }
 
 static void wmat_free(wmat *w) {
+    ea_aligned_free(w->packed);
     free(w->data);
     free(w->wf);
 }
@@ -275,6 +285,60 @@ TEST(batch_equals_single_calls) {
     CHECK(!bad);
 }
 
+/* The avx2 q8 kernel on the Q8_0x8 copy == on the rows, bit for bit, at
+ * every batch size and on row views (a view keeps the copy only from a
+ * group's first row). */
+TEST(q8x8_copy_same_bits_as_rows) {
+    CHECK_EQ(ea_k_q8x8_bytes(&(ea_tensor){.dtype = EA_BF16, .n_dims = 2, .shape = {8, 64}}), 0);
+    CHECK_EQ(ea_k_q8x8_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {9, 64}}), 2 * 576);
+    if (!ea_k_isa_supported("avx2")) {
+        fprintf(stderr, "  (skipping: no avx2 here)\n");
+        return;
+    }
+    ea_kctx *c = NULL;
+    CHECK_EQ(ea_kctx_create(pool2, MAXM, 1024, &c), EA_OK);
+    CHECK_EQ(ea_kctx_set_isa(c, "avx2"), EA_OK);
+    static const int sm[] = {1, 2, 5, 16, 17, 65};
+    int bad = 0;
+    for (int s = 0; s < NSH && !bad; s++) {
+        if (shapes[s].dt != EA_Q8_0) continue;
+        int n = shapes[s].n, k = shapes[s].k;
+        wmat w;
+        wmat_make(&w, EA_Q8_0, n, k);
+        float *x = malloc((size_t)MAXM * k * sizeof(float));
+        for (size_t q = 0; q < (size_t)MAXM * k; q++) x[q] = frand();
+        float *yp = malloc((size_t)MAXM * n * sizeof(float)), *yr = malloc((size_t)MAXM * n * sizeof(float));
+        ea_tensor rows = w.t;
+        rows.packed = NULL;
+        for (size_t q = 0; q < sizeof sm / sizeof sm[0] && !bad; q++) {
+            ea_k_matmul(c, &w.t, x, sm[q], yp);
+            ea_k_matmul(c, &rows, x, sm[q], yr);
+            if (memcmp(yp, yr, (size_t)sm[q] * n * sizeof(float))) {
+                fprintf(stderr, "  q8_0 n=%d k=%d m=%d: packed != rows\n", n, k, sm[q]);
+                bad = 1;
+            }
+        }
+        ea_k_matmul(c, &rows, x, MAXM, yr);
+        for (int r0 = 3; r0 <= 8 && r0 < n && !bad; r0 += 5) { /* 3: the copy is dropped; 8: kept */
+            int nr = n - r0 > 13 ? 13 : n - r0;
+            ea_tensor v = ea_tensor_row_view(&w.t, r0, nr);
+            if ((v.packed != NULL) != (r0 == 8)) bad = 1;
+            ea_k_matmul(c, &v, x, MAXM, yp);
+            for (int i = 0; i < MAXM && !bad; i++)
+                if (memcmp(yp + (size_t)i * nr, yr + (size_t)i * n + r0, (size_t)nr * sizeof(float))) {
+                    fprintf(stderr, "  q8_0 n=%d k=%d: view of rows %d..%d differs\n", n, k, r0, r0 + nr);
+                    bad = 1;
+                }
+        }
+        free(x);
+        free(yp);
+        free(yr);
+        wmat_free(&w);
+    }
+    ea_kctx_destroy(c);
+    CHECK(!bad);
+}
+
 TEST(isa_selection) {
     ea_kctx *c = NULL;
     setenv("EAAS_ISA", "scalar", 1);
@@ -299,6 +363,7 @@ int main(void) {
     RUN(every_isa_matches_ref_and_is_batch_invariant);
     RUN(scalar_avx2_avx512_same_bits_q8_same_bits_everywhere);
     RUN(batch_equals_single_calls);
+    RUN(q8x8_copy_same_bits_as_rows);
     RUN(isa_selection);
     for (int a = 0; a < 4; a++)
         for (int s = 0; s < NSH; s++) free(ysave[a][s]);
