@@ -85,6 +85,7 @@ static ea_status ea__u64(ea__cur *c, uint64_t *v, const char *field, const char 
 /* A string: u64 length, then bytes. OUT: offset of the bytes and the length. */
 static ea_status ea__str(ea__cur *c, uint64_t *off, uint64_t *len, const char *field, const char *ctx) {
     size_t at = c->pos;
+    *off = *len = 0;
     EA_TRY(ea__u64(c, len, field, ctx));
     if (*len > c->size - c->pos)
         return ea_err(EA_ERR_FORMAT, "%s: %s%s%s length %llu at offset %zu is past the end of the file (%zu bytes)",
@@ -448,6 +449,9 @@ static int ea__num(ea_gguf_type t, const uint8_t *p, int64_t *iv, uint64_t *uv, 
 
 static ea_status ea__int_of(const ea_gguf *g, const char *key, ea_gguf_type t, const uint8_t *p, int64_t *lo,
                             uint64_t *hi, int *neg) {
+    *lo = 0;
+    *hi = 0;
+    *neg = 0;
     int64_t iv = 0;
     uint64_t uv = 0;
     double dv;
@@ -497,7 +501,7 @@ ea_status ea_gguf_get_u32(const ea_gguf *g, const char *key, uint32_t *v) {
 }
 
 ea_status ea_gguf_get_i32(const ea_gguf *g, const char *key, int32_t *v) {
-    int64_t x;
+    int64_t x = 0;
     EA_TRY(ea_gguf_get_i64(g, key, &x));
     if (x < INT32_MIN || x > INT32_MAX)
         return ea_err(EA_ERR_RANGE, "%s: key '%s' = %lld does not fit in i32", g->path, key, (long long)x);
@@ -520,7 +524,7 @@ ea_status ea_gguf_get_f32(const ea_gguf *g, const char *key, float *v) {
 }
 
 ea_status ea_gguf_get_bool(const ea_gguf *g, const char *key, int *v) {
-    int64_t x;
+    int64_t x = 0;
     EA_TRY(ea_gguf_get_i64(g, key, &x));
     *v = x != 0;
     return EA_OK;
