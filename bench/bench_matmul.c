@@ -175,7 +175,7 @@ static int run_onednn(const char *mlist, const char *shl, double secs, int nt) {
             xb[i] = ea_f32_to_bf16(x[i]);
         }
         for (size_t i = 0; i < (size_t)n * k; i++) wb[i] = ea_f32_to_bf16((float)((i * 7919u) % 2001) / 1000.0f - 1.0f);
-        ea_tensor wt = {"w", EA_BF16, 2, {n, k, 0, 0}, wb, (size_t)n * k * 2, NULL};
+        ea_tensor wt = {.name = "w", .dtype = EA_BF16, .n_dims = 2, .shape = {n, k}, .data = wb, .nbytes = (size_t)n * k * 2};
         ours_run orun = {ctx, &wt, x, m, y};
         double t_ours = time_loop(secs, ours_once, &orun);
 

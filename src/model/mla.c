@@ -175,7 +175,8 @@ ea_status ea__mla_attention(ea_forward *f, int l, int n_tok) {
         for (int h = 0; h < H; h++) { /* q_abs[h] = [q_nope[h] · W_UK[h] | q_pe[h]], the query against [latent | k_pe] */
             for (int t = 0; t < n_tok; t++)
                 memcpy(f->mla_tmp + (size_t)t * n, f->q + (size_t)t * f->q_dim + (size_t)h * (n + r), sizeof(float) * n);
-            ea_tensor ukt = {"w_uk_t", EA_F32, 2, {C, n}, f->mla_ukt[l] + (size_t)h * C * n, sizeof(float) * C * n};
+            ea_tensor ukt = {.name = "w_uk_t", .dtype = EA_F32, .n_dims = 2, .shape = {C, n},
+                             .data = f->mla_ukt[l] + (size_t)h * C * n, .nbytes = sizeof(float) * C * n};
             ea_k_matmul(f->kctx, &ukt, f->mla_tmp, n_tok, f->mla_tmp + (size_t)T * n);
             for (int t = 0; t < n_tok; t++) {
                 float *qa = f->mla_qabs + ((size_t)h * T + t) * (C + r);

@@ -89,9 +89,9 @@ static void make_experts(void) {
                 st = st * 6364136223846793005ull + 1442695040888963407ull;
                 wbuf[e][m][i] = ((float)(st >> 40) / 16777216.0f - 0.5f) * 0.3f;
             }
-        ea_tensor g = {"gate", EA_F32, 2, {F, H}, wbuf[e][0], sizeof(float) * H * F};
-        ea_tensor u = {"up", EA_F32, 2, {F, H}, wbuf[e][1], sizeof(float) * H * F};
-        ea_tensor d = {"down", EA_F32, 2, {H, F}, wbuf[e][2], sizeof(float) * H * F};
+        ea_tensor g = {.name = "gate", .dtype = EA_F32, .n_dims = 2, .shape = {F, H}, .data = wbuf[e][0], .nbytes = sizeof(float) * H * F};
+        ea_tensor u = {.name = "up", .dtype = EA_F32, .n_dims = 2, .shape = {F, H}, .data = wbuf[e][1], .nbytes = sizeof(float) * H * F};
+        ea_tensor d = {.name = "down", .dtype = EA_F32, .n_dims = 2, .shape = {H, F}, .data = wbuf[e][2], .nbytes = sizeof(float) * H * F};
         ex[e].gate = g;
         ex[e].up = u;
         ex[e].down = d;
