@@ -236,8 +236,10 @@ TEST(hf_and_gguf_bit_identical) {
     }
 }
 
-/* Sequence A (40 tokens) alone, then with `others` other sequences of other lengths in one call. */
-static void batch_invariance(const char *model, int threads, const char *isa) {
+/* Sequence A (40 tokens) alone, then with `others` other sequences of other
+ * lengths in one call. keep (or NULL): gets A's logits alone (malloc'd, 40 x
+ * *vocab floats; left alone when the ISA is not supported here). */
+static void batch_invariance(const char *model, int threads, const char *isa, float **keep, int *vocab) {
     if (isa && !ea_k_isa_supported(isa)) { /* e.g. no AVX-512 / AMX on this CPU: nothing to compare */
         fprintf(stderr, "  batch invariance: %s, %d thread(s), isa %s: not supported by this CPU, skipped\n", model,
                 threads, isa);
@@ -280,6 +282,11 @@ static void batch_invariance(const char *model, int threads, const char *isa) {
             ea_t_cur_failed = 1;
         }
     }
+    if (keep) {
+        *keep = alone;
+        *vocab = V;
+        alone = NULL;
+    }
     free(alone); free(in); free(tok); free(pos); free(seq); free(rows);
     ea_engine_destroy(e);
 }
@@ -291,13 +298,22 @@ TEST(batch_invariance_all_paths) {
     for (size_t d = 0; d < 3; d++) {
         CHECK_EQ(make_model("qwen3_moe", dtypes[d], "hf", dir, sizeof dir), 0);
         for (int th = 1; th <= 2; th++)
-            for (size_t i = 0; i < 4; i++) batch_invariance(dir, th, isas[i]);
+            for (size_t i = 0; i < 4; i++) batch_invariance(dir, th, isas[i], NULL, NULL);
     }
+    /* q8_0 gives the same bits on every ISA (kernels/matmul.h), whichever
+     * layout its kernel reads (on avx2 the loader's Q8_0x8 copies): the
+     * model's logits too */
     CHECK_EQ(make_model("qwen3_moe", "q8_0", "gguf", dir, sizeof dir), 0);
+    float *q8[4] = {NULL};
+    int V = 0;
     for (int th = 1; th <= 2; th++)
-        for (size_t i = 0; i < 4; i++) batch_invariance(dir, th, isas[i]);
+        for (size_t i = 0; i < 4; i++) batch_invariance(dir, th, isas[i], th == 1 ? &q8[i] : NULL, &V);
+    for (size_t i = 1; i < 4; i++)
+        if (q8[0] && q8[i] && memcmp(q8[0], q8[i], sizeof(float) * (size_t)V * 40) != 0)
+            FAIL_("q8_0 logits under %s differ from scalar", isas[i]);
+    for (size_t i = 0; i < 4; i++) free(q8[i]);
     CHECK_EQ(make_model("deepseek_v3", "bf16", "hf", dir, sizeof dir), 0);
-    for (int th = 1; th <= 2; th++) batch_invariance(dir, th, NULL);
+    for (int th = 1; th <= 2; th++) batch_invariance(dir, th, NULL, NULL, NULL);
 }
 
 /* The decode loop allocates nothing: every buffer is sized at create. */
