@@ -193,9 +193,16 @@ void ea_k_matmul_ref(const ea_tensor *w, const float *x, int m, float *y) {
 
 /* ---- Q8_0x8 copies ------------------------------------------------------------- */
 
+static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt, int m);
+
+/* The q8 kernel of decode steps (m = 1) in a context of the ISA a new context picks. */
 int ea_k_q8x8_wanted(void) {
     const char *env = getenv("EAAS_ISA");
-    return !strcmp(env && *env ? env : ea_k_isa_best(), "avx2");
+    ea_kctx c = {0};
+    int i = ea__isa_parse(env && *env ? env : ea_k_isa_best());
+    if (i < 0 || !ea__cpu_has((ea__isa)i, &c.has_vnni)) return 0;
+    c.isa = (ea__isa)i;
+    return ea__pick(&c, EA_Q8_0, 1) == ea__rows_avx2_q8;
 }
 
 size_t ea_k_q8x8_bytes(const ea_tensor *w) {

@@ -73,7 +73,8 @@ void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm);
  * block itself; the bits are the same either way, and every other kernel
  * reads data. Loaders make the copy when ea_k_q8x8_wanted() says a new
  * context will use it. */
-/* 1 if the ISA a new context picks (EAAS_ISA or the CPU's best) is avx2. */
+/* 1 if a new context (EAAS_ISA or the CPU's best ISA) runs q8_0 on the
+ * avx2 kernel: on AVX2-only CPUs, and AVX-512 ones without VNNI. */
 int ea_k_q8x8_wanted(void);
 /* Bytes of w's Q8_0x8 copy: w is Q8_0 with rows of whole blocks; else 0. */
 size_t ea_k_q8x8_bytes(const ea_tensor *w);
