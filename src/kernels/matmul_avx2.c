@@ -10,7 +10,9 @@
  *
  * q8_0 runs vector over 8 W rows (ea__rows_avx2_q8): exact int32 block sums
  * with the |w| * (x * sign w) vpmaddubsw trick, then lane b%16 of every (j, i)
- * takes fma(isum, dw*dx, acc) as in matmul_scalar.c.
+ * takes fma(isum, dw*dx, acc) as in matmul_scalar.c. It reads the matrix's
+ * Q8_0x8 copy (tensor/dtype.h) when the loader made one, else reorders each
+ * block of 8 rows itself.
  */
 #include <immintrin.h>
 #include <string.h>
