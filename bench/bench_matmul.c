@@ -16,8 +16,8 @@
  *
  * Weights rotate through enough copies to fill --ws-mb (default past this
  * machine's 480 MiB L3), so each call reads W from memory as decode does.
- * q8_0 under avx2 is timed twice, on the rows and on their Q8_0x8 copies
- * ("layout":"rows" / "q8x8"; loaders make the copies on such CPUs).
+ * q8_0 under avx2 / avx512 is timed twice, on the rows and on their Q8_0x8 / Q8_0x16 copies
+ * ("layout":"rows" / "q8x8" / "q8x16"; loaders make the copies on such CPUs).
  * One JSON line per point:
  *   {"bench":"matmul","isa":..,"dtype":..,"layout":..,"m":..,"n":..,"k":..,"threads":..,
  *    "gflops":..,"gbps":..,"us":..}   gbps = weight bytes / time
@@ -282,15 +282,23 @@ int main(int argc, char **argv) {
                 wt[c].data = wbuf + (size_t)c * bytes;
                 wt[c].nbytes = bytes;
             }
-            /* q8_0 under avx2 runs twice: on the rows ("layout":"rows") and on their Q8_0x8 copies ("q8x8"), which loaders make on such CPUs */
-            size_t pbytes = ea_k_q8x8_bytes(&wt[0]);
-            uint8_t *pbuf = pbytes ? ea_aligned_alloc(64, pbytes * (size_t)ncopy) : NULL;
-            for (int c = 0; pbuf && c < ncopy; c++) ea_k_q8x8_pack(&wt[c], pbuf + (size_t)c * pbytes);
+            /* q8_0 under avx2 and avx512 runs twice: on the rows ("layout":"rows") and on the packed
+             * copies that ISA's kernel reads ("q8x8" / "q8x16"), which loaders make on such CPUs */
+            uint8_t *pbuf = NULL;
             for (int v = 0; v < 8; v++) {
-                int a = v / 2, lay = v % 2;
-                if (lay && !(pbuf && a == 1)) continue;
-                for (int c = 0; c < ncopy; c++) wt[c].packed = lay ? pbuf + (size_t)c * pbytes : NULL;
-                const char *layout = lay ? "q8x8" : "rows";
+                int a = v / 2, lay = v % 2, prow = a == 1 ? EA_Q8X8_ROWS : a == 2 ? EA_Q8X16_ROWS : 0;
+                size_t pbytes = lay && prow ? ea_k_q8p_bytes(&wt[0], prow) : 0;
+                if (lay && !pbytes) continue;
+                if (pbytes) {
+                    ea_aligned_free(pbuf);
+                    pbuf = ea_aligned_alloc(64, pbytes * (size_t)ncopy);
+                    for (int c = 0; c < ncopy; c++) ea_k_q8p_pack(&wt[c], prow, pbuf + (size_t)c * pbytes);
+                }
+                for (int c = 0; c < ncopy; c++) {
+                    wt[c].packed = pbytes ? pbuf + (size_t)c * pbytes : NULL;
+                    wt[c].packed_rows = pbytes ? prow : 0;
+                }
+                const char *layout = !pbytes ? "rows" : prow == EA_Q8X8_ROWS ? "q8x8" : "q8x16";
                 if (!in_list(isas, all_isas[a]) || !ea_k_isa_supported(all_isas[a])) continue;
                 if (!isas && a < 2) continue; /* scalar/avx2 only when asked for */
                 for (int nt = 1; nt <= 64; nt++) {

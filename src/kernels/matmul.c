@@ -97,11 +97,11 @@ const char *ea_k_isa_best(void) {
 
 static size_t ea__tscratch_need(int max_m, int max_k) {
     size_t a = (size_t)max_k * sizeof(float) + 64; /* scalar: one W row in f32 */
-    size_t q = (size_t)max_m * 64; /* avx512 q8: one zmm per X row */
-    if (q > a) a = q;
-    q = ea__avx2_q8_scratch_bytes(max_k);
+    size_t q = ea__avx2_q8_scratch_bytes(max_k);
     if (q > a) a = q;
     q = ea__amx_q8_scratch_bytes(max_k);
+    if (q > a) a = q;
+    q = ea__avx512_q8_scratch_bytes(max_m, max_k);
     if (q > a) a = q;
     size_t b = ea__amx_scratch_bytes(max_k);
     return ((a > b ? a : b) + 63) & ~(size_t)63;
@@ -191,39 +191,51 @@ void ea_k_matmul_ref(const ea_tensor *w, const float *x, int m, float *y) {
     ea_free(row);
 }
 
-/* ---- Q8_0x8 copies ------------------------------------------------------------- */
+/* ---- packed q8_0 copies --------------------------------------------------------- */
 
 static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt, int m);
 
-/* The q8 kernel of decode steps (m = 1) in a context of the ISA a new context picks. */
-int ea_k_q8x8_wanted(void) {
+/* The layout a kernel reads its copies in (0: it reads the rows only). */
+static int ea__pack_rows_of(ea__rows_fn fn) {
+    return fn == ea__rows_avx2_q8 ? EA_Q8X8_ROWS : fn == ea__rows_avx512_q8 ? EA_Q8X16_ROWS : 0;
+}
+
+/* A context of the ISA a new context picks: the copy its q8 kernel reads, if
+ * decode steps (m = 1) and large batches run on that same kernel (on AMX
+ * CPUs batches read the rows, so a copy would hold the weights twice). */
+int ea_k_q8_pack_rows(void) {
     const char *env = getenv("EAAS_ISA");
     ea_kctx c = {0};
     int i = ea__isa_parse(env && *env ? env : ea_k_isa_best());
     if (i < 0 || !ea__cpu_has((ea__isa)i, &c.has_vnni)) return 0;
     c.isa = (ea__isa)i;
-    return ea__pick(&c, EA_Q8_0, 1) == ea__rows_avx2_q8;
+    c.has_amx_int8 = i == EA__ISA_AMX && ea__amx_int8();
+    ea__rows_fn fn = ea__pick(&c, EA_Q8_0, 1);
+    return fn == ea__pick(&c, EA_Q8_0, 512) ? ea__pack_rows_of(fn) : 0;
 }
 
-size_t ea_k_q8x8_bytes(const ea_tensor *w) {
+size_t ea_k_q8p_bytes(const ea_tensor *w, int rows) {
     int64_t n = ea_tensor_rows(w), k = ea_tensor_cols(w);
     if (w->dtype != EA_Q8_0 || n < 1 || k < EA_QK8_0 || k % EA_QK8_0) return 0;
-    return (size_t)((n + EA_Q8X8_ROWS - 1) / EA_Q8X8_ROWS) * ea_q8x8_group_bytes((size_t)k);
+    if (rows != EA_Q8X8_ROWS && rows != EA_Q8X16_ROWS) return 0;
+    return (size_t)((n + rows - 1) / rows) * ea_q8p_group_bytes((size_t)k, rows);
 }
 
-void ea_k_q8x8_pack(const ea_tensor *w, void *dst) {
+void ea_k_q8p_pack(const ea_tensor *w, int rows, void *dst) {
     int64_t n = ea_tensor_rows(w);
-    size_t k = (size_t)ea_tensor_cols(w), nb = k / EA_QK8_0, gb = ea_q8x8_group_bytes(k);
-    size_t rb = ea_dtype_row_bytes(EA_Q8_0, k);
+    size_t k = (size_t)ea_tensor_cols(w), nb = k / EA_QK8_0, gb = ea_q8p_group_bytes(k, rows);
+    size_t rb = ea_dtype_row_bytes(EA_Q8_0, k), run = (size_t)rows * 4;
+    uint8_t flip = rows == EA_Q8X16_ROWS ? 0x80 : 0;
     uint8_t *o = dst;
-    memset(o, 0, ea_k_q8x8_bytes(w));
+    memset(o, 0, ea_k_q8p_bytes(w, rows));
     for (int64_t j = 0; j < n; j++) {
-        uint8_t *g = o + (size_t)(j / EA_Q8X8_ROWS) * gb;
-        int jr = (int)(j % EA_Q8X8_ROWS);
+        uint8_t *g = o + (size_t)(j / rows) * gb;
+        size_t jr = (size_t)(j % rows);
         const ea_block_q8_0 *row = (const ea_block_q8_0 *)((const uint8_t *)w->data + (size_t)j * rb);
         for (size_t b = 0; b < nb; b++) {
-            for (int r = 0; r < 8; r++) memcpy(g + b * 256 + (size_t)r * 32 + (size_t)jr * 4, row[b].qs + 4 * r, 4);
-            memcpy(g + nb * 256 + b * 16 + (size_t)jr * 2, &row[b].d, 2);
+            for (size_t r = 0; r < 8; r++)
+                for (size_t q = 0; q < 4; q++) g[b * 8 * run + r * run + jr * 4 + q] = (uint8_t)row[b].qs[4 * r + q] ^ flip;
+            memcpy(g + nb * 8 * run + (b * (size_t)rows + jr) * 2, &row[b].d, 2);
         }
     }
 }
@@ -425,7 +437,10 @@ void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm) {
         p->p.x = mm[q].x;
         p->p.y = mm[q].y;
         p->fn = ea__pick(ctx, w->dtype, m);
-        if (p->fn == ea__rows_avx2_q8) p->p.wp = w->packed;
+        if (w->packed && w->packed_rows == ea__pack_rows_of(p->fn)) {
+            p->p.wp = w->packed;
+            p->p.wp_rows = w->packed_rows;
+        }
         size_t need_q = 0, need_d = 0, need_p = 0;
         if (w->dtype == EA_Q8_0) {
             p->prep = p->fn == ea__rows_amx_q8 ? 3 : 1;

@@ -36,7 +36,8 @@ typedef struct {
     ea_dtype dtype;
     const uint8_t *w; /* views: n rows of row_bytes */
     size_t row_bytes;
-    const uint8_t *wp; /* views: W's Q8_0x8 copy (dtype.h) for the avx2 q8 kernel, or NULL */
+    const uint8_t *wp; /* views: W's packed copy (dtype.h) for the q8 kernel of its layout, or NULL */
+    int wp_rows;       /* its rows per group: 8 (Q8_0x8, avx2) or 16 (Q8_0x16, avx512) */
     int n, k, m;
     const float *x; /* borrows: (m, k) */
     float *y;       /* borrows: (m, n) */
@@ -59,9 +60,10 @@ typedef struct {
 
 typedef void (*ea__rows_fn)(const ea__mm *p, int j0, int j1, ea__scratch *s);
 
-/* Where W row j's bytes start: in the Q8_0x8 copy when there is one (j a multiple of 8). */
+/* Where W row j's bytes start: in the packed copy when there is one (j a multiple of its rows). */
 static inline const uint8_t *ea__w_row(const ea__mm *p, int j) {
-    return p->wp ? p->wp + (size_t)(j / EA_Q8X8_ROWS) * ea_q8x8_group_bytes((size_t)p->k) : p->w + (size_t)j * p->row_bytes;
+    return p->wp ? p->wp + (size_t)(j / p->wp_rows) * ea_q8p_group_bytes((size_t)p->k, p->wp_rows)
+                 : p->w + (size_t)j * p->row_bytes;
 }
 
 /* What a rows function reads after its block of `rows` W rows at jb (of its
@@ -91,7 +93,9 @@ void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s);
 #define EA__Q8_TOK 16
 size_t ea__avx2_q8_scratch_bytes(int k);
 void ea__rows_avx512_f(const ea__mm *p, int j0, int j1, ea__scratch *s);
-void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* needs VNNI */
+void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* needs VNNI; reads wp when set */
+/* Scratch the avx512 q8 kernel needs for up to m rows of k. */
+size_t ea__avx512_q8_scratch_bytes(int m, int k);
 void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *s);
 void ea__rows_amx_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* xp from ea__amx_q8_pack */
 

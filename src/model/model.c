@@ -604,22 +604,22 @@ static int ea__is_owned(const ea_model *m, const ea_tensor *t) {
     return 0;
 }
 
-/* Bytes of t's Q8_0x8 copy if the kernels want one (the AVX2 q8 kernel;
- * kernels/matmul.h), else 0. The token embedding is read by rows (and, when
+/* Bytes of t's packed copy of `rows` if the kernels want one (kernels/matmul.h),
+ * else 0. The token embedding is read by rows (and, when
  * tied, by the LM head too), so it keeps the plain copy. */
-static size_t ea__packed_bytes(const ea_model *m, const ea_tensor *t, int wanted) {
-    return wanted && t != &m->tok_embd ? ea_k_q8x8_bytes(t) : 0;
+static size_t ea__packed_bytes(const ea_model *m, const ea_tensor *t, int rows) {
+    return rows && t != &m->tok_embd ? ea_k_q8p_bytes(t, rows) : 0;
 }
 
 /* Copy the n_t tensors of ts (file-backed, not yet copied) into one arena.
- * A q8_0 matrix the kernels want packed gets its Q8_0x8 copy instead (same
+ * A q8_0 matrix the kernels want packed gets its packed copy instead (same
  * size): t->packed points at it, t->data stays on the mapping (whose pages
  * are dropped as well, and fault back in if something reads them). */
 static ea_status ea__copy_out(ea_model *m, ea_tensor *const *ts, int n_t) {
-    int wanted = ea_k_q8x8_wanted();
+    int rows = ea_k_q8_pack_rows();
     size_t total = 0;
     for (int i = 0; i < n_t; i++) {
-        size_t pb = ea__packed_bytes(m, ts[i], wanted);
+        size_t pb = ea__packed_bytes(m, ts[i], rows);
         total += ((pb ? pb : ts[i]->nbytes) + 63) & ~(size_t)63;
     }
     if (!total) return EA_OK;
@@ -627,10 +627,11 @@ static ea_status ea__copy_out(ea_model *m, ea_tensor *const *ts, int n_t) {
     if (!a) return ea_err(EA_ERR_NOMEM, "%s: no memory for %zu bytes of weights", m->path, total);
     for (int i = 0; i < n_t; i++) {
         ea_tensor *t = ts[i];
-        size_t pb = ea__packed_bytes(m, t, wanted);
+        size_t pb = ea__packed_bytes(m, t, rows);
         if (pb) {
-            ea_k_q8x8_pack(t, a);
+            ea_k_q8p_pack(t, rows, a);
             t->packed = a;
+            t->packed_rows = rows;
         } else {
             memcpy(a, t->data, t->nbytes);
         }

@@ -29,17 +29,22 @@ typedef struct {
     int8_t qs[EA_QK8_0];
 } ea_block_q8_0;
 
-/* Q8_0x8: a second copy of a Q8_0 matrix, interleaved by 8 rows, in the
- * layout the AVX2 q8 kernel reads without reshuffling (ea_k_q8x8_pack in
- * kernels/matmul.h writes it). Rows go in groups of 8, the last one padded
- * with zero rows. With nb = k/32 blocks per row, a group is
- *   nb x 256 bytes  block b of the 8 rows as 8 runs of 32 bytes: run r holds
- *                   dword r (qs bytes 4r..4r+3) of rows 0..7 in turn;
- *   nb x 16 bytes   block b's 8 f16 scales, rows 0..7;
+/* Packed q8_0 copies: a second copy of a Q8_0 matrix, interleaved by R rows,
+ * in the layout one q8 kernel reads without reshuffling (ea_k_q8p_pack in
+ * kernels/matmul.h writes it). Rows go in groups of R, the last one padded
+ * with zero bytes. With nb = k/32 blocks per row, a group is
+ *   nb x 32R bytes  block b of the R rows as 8 runs of 4R bytes: run r holds
+ *                   dword r (qs bytes 4r..4r+3) of rows 0..R-1 in turn;
+ *   nb x 2R bytes   block b's R f16 scales, rows 0..R-1;
  *   zeros up to a multiple of 64 bytes.
- * The same bytes as the Q8_0 rows, reordered: 8 rows take 8 * 34 * nb. */
+ * Q8_0x8 (R = 8, the AVX2 kernel) keeps the qs bytes as they are; Q8_0x16
+ * (R = 16, the AVX-512 VNNI kernel) stores each as w + 128 (w XOR 0x80), the
+ * unsigned operand of vpdpbusd. Either takes R * 34 * nb bytes per group. */
 #define EA_Q8X8_ROWS 8
-static inline size_t ea_q8x8_group_bytes(size_t k) { return (k / EA_QK8_0 * 272 + 63) & ~(size_t)63; }
+#define EA_Q8X16_ROWS 16
+static inline size_t ea_q8p_group_bytes(size_t k, int rows) {
+    return (k / EA_QK8_0 * 34 * (size_t)rows + 63) & ~(size_t)63;
+}
 
 typedef struct {
     const char *name; /* "f32", "f16", "bf16", "q8_0" */

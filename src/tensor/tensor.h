@@ -25,10 +25,12 @@ typedef struct {
     int64_t shape[EA_MAX_DIMS];
     const void *data;    /* views: file mapping or owned buffer of the loader */
     size_t nbytes;
-    /* views, or NULL: the same Q8_0 matrix as Q8_0x8 (dtype.h), which the
-     * AVX2 kernel reads instead of data. Only ever a second copy: data stays
-     * valid, and every other reader uses data. */
+    /* views, or NULL: the same Q8_0 matrix as a packed copy of packed_rows
+     * (8: Q8_0x8, 16: Q8_0x16; dtype.h), which the q8 kernel of that layout
+     * reads instead of data. Only ever a second copy: data stays valid, and
+     * every other reader uses data. */
     const void *packed;
+    int packed_rows;
 } ea_tensor;
 
 static inline int64_t ea_tensor_nelem(const ea_tensor *t) {
@@ -54,9 +56,11 @@ static inline ea_tensor ea_tensor_row_view(const ea_tensor *t, int64_t r0, int64
     v.shape[0] = nr;
     v.data = (const uint8_t *)t->data + (size_t)r0 * rb;
     v.nbytes = (size_t)nr * rb;
-    v.packed = t->packed && r0 % EA_Q8X8_ROWS == 0
-                   ? (const uint8_t *)t->packed + (size_t)(r0 / EA_Q8X8_ROWS) * ea_q8x8_group_bytes((size_t)t->shape[1])
+    int pr = t->packed_rows;
+    v.packed = t->packed && r0 % pr == 0
+                   ? (const uint8_t *)t->packed + (size_t)(r0 / pr) * ea_q8p_group_bytes((size_t)t->shape[1], pr)
                    : NULL;
+    v.packed_rows = v.packed ? pr : 0;
     return v;
 }
 

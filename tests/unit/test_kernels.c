@@ -43,7 +43,7 @@ static float frand(void) { /* uniform in [-1, 1) */
 typedef struct {
     ea_tensor t;
     void *data;
-    void *packed; /* q8_0: the Q8_0x8 copy, which the avx2 kernel reads */
+    void *packed; /* q8_0: the packed copy this CPU's q8 kernel reads (Q8_0x8 when none) */
     float *wf;    /* W as f32 (dequantised), for the bounds */
 } wmat;
 
@@ -71,10 +71,12 @@ static void wmat_make(wmat *w, ea_dtype dt, int n, int k) {
     w->t.data = w->data;
     w->t.nbytes = rb * (size_t)n;
     w->packed = NULL;
-    if (ea_k_q8x8_bytes(&w->t)) {
-        w->packed = ea_aligned_alloc(64, ea_k_q8x8_bytes(&w->t));
-        ea_k_q8x8_pack(&w->t, w->packed);
+    int pr = ea_k_q8_pack_rows() ? ea_k_q8_pack_rows() : EA_Q8X8_ROWS;
+    if (ea_k_q8p_bytes(&w->t, pr)) {
+        w->packed = ea_aligned_alloc(64, ea_k_q8p_bytes(&w->t, pr));
+        ea_k_q8p_pack(&w->t, pr, w->packed);
         w->t.packed = w->packed;
+        w->t.packed_rows = pr;
     }
     free(row);
 }
@@ -285,57 +287,75 @@ TEST(batch_equals_single_calls) {
     CHECK(!bad);
 }
 
-/* The avx2 q8 kernel on the Q8_0x8 copy == on the rows, bit for bit, at
- * every batch size and on row views (a view keeps the copy only from a
- * group's first row). */
-TEST(q8x8_copy_same_bits_as_rows) {
-    CHECK_EQ(ea_k_q8x8_bytes(&(ea_tensor){.dtype = EA_BF16, .n_dims = 2, .shape = {8, 64}}), 0);
-    CHECK_EQ(ea_k_q8x8_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {9, 64}}), 2 * 576);
-    if (!ea_k_isa_supported("avx2")) {
-        fprintf(stderr, "  (skipping: no avx2 here)\n");
-        return;
-    }
-    ea_kctx *c = NULL;
-    CHECK_EQ(ea_kctx_create(pool2, MAXM, 1024, &c), EA_OK);
-    CHECK_EQ(ea_kctx_set_isa(c, "avx2"), EA_OK);
+/* A q8 kernel on its packed copy (avx2: Q8_0x8, avx512: Q8_0x16) == on the
+ * rows, bit for bit, at every batch size and on row views (a view keeps the
+ * copy only from a group's first row). */
+TEST(q8_packed_copy_same_bits_as_rows) {
+    CHECK_EQ(ea_k_q8p_bytes(&(ea_tensor){.dtype = EA_BF16, .n_dims = 2, .shape = {8, 64}}, 8), 0);
+    CHECK_EQ(ea_k_q8p_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {9, 64}}, 8), 2 * 576);
+    CHECK_EQ(ea_k_q8p_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {17, 64}}, 16), 2 * 1088);
+    CHECK_EQ(ea_k_q8p_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {9, 64}}, 4), 0);
+    static const struct {
+        const char *isa;
+        int rows;
+    } lay[] = {{"avx2", EA_Q8X8_ROWS}, {"avx512", EA_Q8X16_ROWS}};
     static const int sm[] = {1, 2, 5, 16, 17, 65};
-    int bad = 0;
-    for (int s = 0; s < NSH && !bad; s++) {
-        if (shapes[s].dt != EA_Q8_0) continue;
-        int n = shapes[s].n, k = shapes[s].k;
-        wmat w;
-        wmat_make(&w, EA_Q8_0, n, k);
-        float *x = malloc((size_t)MAXM * k * sizeof(float));
-        for (size_t q = 0; q < (size_t)MAXM * k; q++) x[q] = frand();
-        float *yp = malloc((size_t)MAXM * n * sizeof(float)), *yr = malloc((size_t)MAXM * n * sizeof(float));
-        ea_tensor rows = w.t;
-        rows.packed = NULL;
-        for (size_t q = 0; q < sizeof sm / sizeof sm[0] && !bad; q++) {
-            ea_k_matmul(c, &w.t, x, sm[q], yp);
-            ea_k_matmul(c, &rows, x, sm[q], yr);
-            if (memcmp(yp, yr, (size_t)sm[q] * n * sizeof(float))) {
-                fprintf(stderr, "  q8_0 n=%d k=%d m=%d: packed != rows\n", n, k, sm[q]);
-                bad = 1;
-            }
+    int bad = 0, ran = 0;
+    for (int L = 0; L < 2 && !bad; L++) {
+        ea_kctx *c = NULL;
+        if (!ea_k_isa_supported(lay[L].isa) || ea_kctx_create(pool2, MAXM, 1024, &c) != EA_OK ||
+            ea_kctx_set_isa(c, lay[L].isa) != EA_OK) {
+            fprintf(stderr, "  (skipping %s: not supported here)\n", lay[L].isa);
+            ea_kctx_destroy(c);
+            continue;
         }
-        ea_k_matmul(c, &rows, x, MAXM, yr);
-        for (int r0 = 3; r0 <= 8 && r0 < n && !bad; r0 += 5) { /* 3: the copy is dropped; 8: kept */
-            int nr = n - r0 > 13 ? 13 : n - r0;
-            ea_tensor v = ea_tensor_row_view(&w.t, r0, nr);
-            if ((v.packed != NULL) != (r0 == 8)) bad = 1;
-            ea_k_matmul(c, &v, x, MAXM, yp);
-            for (int i = 0; i < MAXM && !bad; i++)
-                if (memcmp(yp + (size_t)i * nr, yr + (size_t)i * n + r0, (size_t)nr * sizeof(float))) {
-                    fprintf(stderr, "  q8_0 n=%d k=%d: view of rows %d..%d differs\n", n, k, r0, r0 + nr);
+        int rows = lay[L].rows;
+        for (int s = 0; s < NSH && !bad; s++) {
+            if (shapes[s].dt != EA_Q8_0) continue;
+            int n = shapes[s].n, k = shapes[s].k;
+            wmat w;
+            wmat_make(&w, EA_Q8_0, n, k);
+            ea_tensor rows_t = w.t, packed_t = w.t;
+            rows_t.packed = NULL;
+            rows_t.packed_rows = 0;
+            void *pk = ea_aligned_alloc(64, ea_k_q8p_bytes(&w.t, rows));
+            ea_k_q8p_pack(&w.t, rows, pk);
+            packed_t.packed = pk;
+            packed_t.packed_rows = rows;
+            float *x = malloc((size_t)MAXM * k * sizeof(float));
+            for (size_t q = 0; q < (size_t)MAXM * k; q++) x[q] = frand() * (q % 5 == 0 ? 3.0f : 1.0f);
+            float *yp = malloc((size_t)MAXM * n * sizeof(float)), *yr = malloc((size_t)MAXM * n * sizeof(float));
+            for (size_t q = 0; q < sizeof sm / sizeof sm[0] && !bad; q++) {
+                ea_k_matmul(c, &packed_t, x, sm[q], yp);
+                ea_k_matmul(c, &rows_t, x, sm[q], yr);
+                if (memcmp(yp, yr, (size_t)sm[q] * n * sizeof(float))) {
+                    fprintf(stderr, "  %s q8_0 n=%d k=%d m=%d: packed != rows\n", lay[L].isa, n, k, sm[q]);
                     bad = 1;
                 }
+            }
+            ea_k_matmul(c, &rows_t, x, MAXM, yr);
+            for (int r0 = 3; r0 <= rows && r0 < n && !bad; r0 += rows - 3) { /* 3: the copy is dropped; rows: kept */
+                int nr = n - r0 > 13 ? 13 : n - r0;
+                ea_tensor v = ea_tensor_row_view(&packed_t, r0, nr);
+                if ((v.packed != NULL) != (r0 == rows)) bad = 1;
+                ea_k_matmul(c, &v, x, MAXM, yp);
+                for (int i = 0; i < MAXM && !bad; i++)
+                    if (memcmp(yp + (size_t)i * nr, yr + (size_t)i * n + r0, (size_t)nr * sizeof(float))) {
+                        fprintf(stderr, "  %s q8_0 n=%d k=%d: view of rows %d..%d differs\n", lay[L].isa, n, k, r0,
+                                r0 + nr);
+                        bad = 1;
+                    }
+            }
+            ran++;
+            free(x);
+            free(yp);
+            free(yr);
+            ea_aligned_free(pk);
+            wmat_free(&w);
         }
-        free(x);
-        free(yp);
-        free(yr);
-        wmat_free(&w);
+        ea_kctx_destroy(c);
     }
-    ea_kctx_destroy(c);
+    fprintf(stderr, "  %d shape/layout pairs\n", ran);
     CHECK(!bad);
 }
 
@@ -363,7 +383,7 @@ int main(void) {
     RUN(every_isa_matches_ref_and_is_batch_invariant);
     RUN(scalar_avx2_avx512_same_bits_q8_same_bits_everywhere);
     RUN(batch_equals_single_calls);
-    RUN(q8x8_copy_same_bits_as_rows);
+    RUN(q8_packed_copy_same_bits_as_rows);
     RUN(isa_selection);
     for (int a = 0; a < 4; a++)
         for (int s = 0; s < NSH; s++) free(ysave[a][s]);
