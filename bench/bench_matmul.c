@@ -249,7 +249,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)maxm * maxk; i++) x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
     memset(y, 0, ny * sizeof(float));
 
-    static const char *const all_isas[] = {"scalar", "avx2", "avx512", "amx"};
+    static const char *const all_isas[] = {"scalar", "avx2", "avx512", "avx512_bf16", "amx"};
     for (int dt = 0; dt < EA_N_DTYPES; dt++) {
         if (!in_list(dtypes, ea_dtypes[dt].name)) continue;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -285,8 +285,8 @@ int main(int argc, char **argv) {
             /* q8_0 under avx2 and avx512 runs twice: on the rows ("layout":"rows") and on the packed
              * copies that ISA's kernel reads ("q8x8" / "q8x16"), which loaders make on such CPUs */
             uint8_t *pbuf = NULL;
-            for (int v = 0; v < 8; v++) {
-                int a = v / 2, lay = v % 2, prow = a == 1 ? EA_Q8X8_ROWS : a == 2 ? EA_Q8X16_ROWS : 0;
+            for (int v = 0; v < 10; v++) {
+                int a = v / 2, lay = v % 2, prow = a == 1 ? EA_Q8X8_ROWS : a == 2 || a == 3 ? EA_Q8X16_ROWS : 0;
                 size_t pbytes = lay && prow ? ea_k_q8p_bytes(&wt[0], prow) : 0;
                 if (lay && !pbytes) continue;
                 if (pbytes) {

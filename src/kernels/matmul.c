@@ -12,7 +12,8 @@
  *     (i, j) with the same operation sequence whatever m, the chunk and the
  *     thread (matmul_impl.h).
  *
- * ISA choice: the best the CPU offers (amx > avx512 > avx2 > scalar), or the
+ * ISA choice: the best the CPU offers (amx > avx512_bf16 > avx512 > avx2 >
+ * scalar), or the
  * EAAS_ISA environment variable, or ea_kctx_set_isa(). A variant serves the
  * dtypes it has a kernel for; the others fall back within the context to the
  * next ISA down that has one (e.g. f32 weights under "amx" use avx512 FMA),
@@ -31,9 +32,9 @@
 #include "base/alloc.h"
 #include "kernels/matmul_impl.h"
 
-typedef enum { EA__ISA_SCALAR, EA__ISA_AVX2, EA__ISA_AVX512, EA__ISA_AMX, EA__N_ISA } ea__isa;
+typedef enum { EA__ISA_SCALAR, EA__ISA_AVX2, EA__ISA_AVX512, EA__ISA_AVX512_BF16, EA__ISA_AMX, EA__N_ISA } ea__isa;
 
-static const char *const ea__isa_names[EA__N_ISA] = {"scalar", "avx2", "avx512", "amx"};
+static const char *const ea__isa_names[EA__N_ISA] = {"scalar", "avx2", "avx512", "avx512_bf16", "amx"};
 
 struct ea_kctx {
     ea_pool *pool; /* borrows; NULL = serial */
@@ -71,6 +72,7 @@ static int ea__cpu_has(ea__isa isa, int *vnni) {
     case EA__ISA_SCALAR: return 1;
     case EA__ISA_AVX2: return avx2;
     case EA__ISA_AVX512: return avx512;
+    case EA__ISA_AVX512_BF16: return avx512 && __builtin_cpu_supports("avx512bf16");
     case EA__ISA_AMX: return avx512 && ea__amx_enable();
     default: return 0;
     }
@@ -109,11 +111,12 @@ static size_t ea__tscratch_need(int max_m, int max_k) {
 
 ea_status ea_kctx_set_isa(ea_kctx *ctx, const char *isa) {
     int i = ea__isa_parse(isa);
-    if (i < 0) return ea_err(EA_ERR_INVALID_ARG, "EAAS_ISA: unknown ISA '%s' (scalar, avx2, avx512, amx)", isa);
+    if (i < 0) return ea_err(EA_ERR_INVALID_ARG, "EAAS_ISA: unknown ISA '%s' (scalar, avx2, avx512, avx512_bf16, amx)", isa);
     if (!ea__cpu_has((ea__isa)i, &ctx->has_vnni))
         return ea_err(EA_ERR_UNSUPPORTED, "ISA '%s' is not supported by this CPU", isa);
-    if (i == EA__ISA_AMX && !ctx->xp) {
-        /* one product of max_m x max_k, plus slack for the 16-row padding of small batch members */
+    if ((i == EA__ISA_AMX || i == EA__ISA_AVX512_BF16) && !ctx->xp) {
+        /* one product of max_m x max_k, plus slack for the 16-row padding of small batch members
+         * (AMX tiles; avx512_bf16 takes bf16 rows of k rounded up to 32, which fit the same bytes) */
         ctx->xp_cap = ea__amx_pack_bytes(ctx->max_m, ctx->max_k) + (size_t)16 * EA__AMX_TB * (size_t)ctx->max_k * 2;
         ctx->xp = ea_aligned_alloc(64, ctx->xp_cap);
         if (!ctx->xp) return ea_err(EA_ERR_NOMEM, "matmul context: AMX activation buffer");
@@ -170,6 +173,8 @@ void ea_kctx_destroy(ea_kctx *ctx) {
 }
 
 const char *ea_kctx_isa(const ea_kctx *ctx) { return ea__isa_names[ctx->isa]; }
+
+int ea_kctx_rounds_x(const ea_kctx *ctx) { return ctx->isa == EA__ISA_AMX || ctx->isa == EA__ISA_AVX512_BF16; }
 
 ea_pool *ea_kctx_pool(const ea_kctx *ctx) { return ctx->pool; }
 
@@ -274,7 +279,7 @@ void ea__quantize_q8(const float *x, int k, int i0, int i1, int8_t *xq, float *x
 typedef struct {
     ea__mm p;
     ea__rows_fn fn;
-    int prep; /* 0 none, 1 q8, 2 amx bf16 pack, 3 q8 then amx int8 pack */
+    int prep; /* 0 none, 1 q8, 2 amx bf16 pack, 3 q8 then amx int8 pack, 4 bf16 rows */
     int shared; /* 1: uses the previous product's prepared activations (same x, m, k) */
     int unit0, n_units;     /* preparation units of this product: [unit0, unit0 + n_units) */
     int chunk0;             /* its first chunk (chunks of chunk_rows W rows, cut at its end) */
@@ -299,6 +304,7 @@ static void ea__prep_block(const ea_kctx *ctx, int prep, const ea__mm *p, int tb
          : ctx->isa == EA__ISA_AVX2 ? ea__quantize_q8_avx2
                                     : ea__quantize_q8)(p->x, p->k, i0, i1, (int8_t *)p->xq, (float *)p->xd);
     if (prep == 2) ea__amx_pack(p->x, p->m, p->k, tb, tb + 1, (uint16_t *)p->xp);
+    if (prep == 4) ea__bf16_rows(p->x, p->k, i0, i1, (uint16_t *)p->xp);
     if (prep == 3) ea__amx_q8_pack(p->xq, p->xd, p->m, p->k, tb, (uint8_t *)p->xp);
 }
 
@@ -377,6 +383,7 @@ static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt, int m) {
         return ea__rows_scalar_q8;
     }
     if (isa == EA__ISA_AMX && dt == EA_BF16) return ea__rows_amx_bf16;
+    if (isa == EA__ISA_AVX512_BF16 && dt == EA_BF16) return ea__rows_avx512_bf16;
     if (isa >= EA__ISA_AVX512) return ea__rows_avx512_f;
     if (isa >= EA__ISA_AVX2) return ea__rows_avx2_f;
     return ea__rows_scalar_f;
@@ -450,6 +457,9 @@ void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm) {
         } else if (p->fn == ea__rows_amx_bf16) {
             p->prep = 2;
             need_p = (ea__amx_pack_bytes(m, (int)k) + 63) & ~(size_t)63;
+        } else if (p->fn == ea__rows_avx512_bf16) {
+            p->prep = 4;
+            need_p = ((size_t)m * (size_t)ea__k32((int)k) * 2 + 63) & ~(size_t)63;
         }
         const ea__prob *prev = n_pr > 0 ? &pr[n_pr - 1] : NULL;
         if (prev && p->prep && prev->prep == p->prep && prev->p.x == p->p.x && prev->p.m == m && prev->p.k == p->p.k) {

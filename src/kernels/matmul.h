@@ -32,13 +32,18 @@ typedef struct ea_kctx ea_kctx;
 /* pool is borrowed (may be NULL = serial). max_m, max_k bound every later call. */
 ea_status ea_kctx_create(ea_pool *pool, int max_m, int max_k, ea_kctx **out);
 void ea_kctx_destroy(ea_kctx *ctx);
-/* "scalar", "avx2", "avx512", "amx" — what this context dispatches to. Under
- * "amx" only bf16 weights use the tiles; other dtypes run the avx512 kernels. */
+/* "scalar", "avx2", "avx512", "avx512_bf16", "amx" — what this context
+ * dispatches to. Under "amx" only bf16 weights use the tiles and under
+ * "avx512_bf16" only bf16 weights use VDPBF16PS; other dtypes run the avx512
+ * kernels. */
 const char *ea_kctx_isa(const ea_kctx *ctx);
+/* 1 if products with bf16 weights round the activations to bf16 first
+ * (amx, avx512_bf16); 0 if every product uses them exactly. */
+int ea_kctx_rounds_x(const ea_kctx *ctx);
 /* The pool the context runs on (NULL = serial), for callers that split their own row-wise work the same way. */
 ea_pool *ea_kctx_pool(const ea_kctx *ctx);
 
-/* Force an ISA on this context ("scalar", "avx2", "avx512", "amx");
+/* Force an ISA on this context ("scalar", "avx2", "avx512", "avx512_bf16", "amx");
  * EA_ERR_UNSUPPORTED if the CPU (or the OS, for AMX) lacks it. Tests use
  * this to check every variant. Not thread-safe against a running matmul. */
 ea_status ea_kctx_set_isa(ea_kctx *ctx, const char *isa);

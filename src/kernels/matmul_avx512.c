@@ -126,6 +126,74 @@ EA__T5 void ea__rows_avx512_f(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     }
 }
 
+/* ---- bf16 with VDPBF16PS (avx512_bf16) -------------------------------------------- */
+
+#define EA__T5B __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
+
+EA__T5B void ea__bf16_rows(const float *x, int k, int i0, int i1, uint16_t *xb) {
+    int kp = ea__k32(k);
+    for (int i = i0; i < i1; i++) {
+        const float *xr = x + (size_t)i * k;
+        for (int kk = 0; kk < kp; kk += 32) {
+            int n0 = k - kk < 16 ? (k - kk > 0 ? k - kk : 0) : 16, n1 = k - kk - 16 < 16 ? (k - kk - 16 > 0 ? k - kk - 16 : 0) : 16;
+            __m512 lo = _mm512_maskz_loadu_ps((__mmask16)((1u << n0) - 1), xr + kk);
+            __m512 hi = _mm512_maskz_loadu_ps((__mmask16)((1u << n1) - 1), xr + kk + 16);
+            _mm512_storeu_si512(xb + (size_t)i * kp + kk, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    }
+}
+
+/* Tile of MR X rows x NR W rows; every (i, j) runs the same VDPBF16PS chain
+ * over its 16 lanes whatever the tile (matmul_impl.h). */
+EA__INL EA__T5B void ea__tile_bf(const ea__mm *p, int i0, int j0, const int MR, const int NR) {
+    int k = p->k, kp = ea__k32(k), kmain = k & ~31;
+    const uint16_t *wr[8], *xr[4];
+    __m512 acc[8][4];
+#pragma GCC unroll 8
+    for (int a = 0; a < NR; a++) wr[a] = (const uint16_t *)(p->w + (size_t)(j0 + a) * p->row_bytes);
+#pragma GCC unroll 4
+    for (int b = 0; b < MR; b++) xr[b] = p->xp + (size_t)(i0 + b) * kp;
+#pragma GCC unroll 8
+    for (int a = 0; a < NR; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < MR; b++) acc[a][b] = _mm512_setzero_ps();
+    for (int kk = 0; kk < kp; kk += 32) {
+        __m512i wv[8];
+        __mmask32 msk = kk < kmain ? ~(__mmask32)0 : (__mmask32)((1ull << (k - kmain)) - 1);
+#pragma GCC unroll 8
+        for (int a = 0; a < NR; a++) {
+            _mm_prefetch((const char *)(wr[a] + kk) + EA__PF, _MM_HINT_T0);
+            wv[a] = _mm512_maskz_loadu_epi16(msk, wr[a] + kk);
+        }
+#pragma GCC unroll 4
+        for (int b = 0; b < MR; b++) {
+            __m512bh xv = (__m512bh)_mm512_loadu_si512(xr[b] + kk);
+#pragma GCC unroll 8
+            for (int a = 0; a < NR; a++) acc[a][b] = _mm512_dpbf16_ps(acc[a][b], (__m512bh)wv[a], xv);
+        }
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < NR; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < MR; b++) p->y[(size_t)(i0 + b) * p->n + j0 + a] = ea__reduce16_avx512(acc[a][b]);
+}
+
+EA__T5B void ea__rows_avx512_bf16(const ea__mm *p, int j0, int j1, ea__scratch *s) {
+    (void)s;
+    int j = j0;
+    if (p->m < 4) { /* decode: more W rows in flight */
+        for (; j + 8 <= j1; j += 8)
+            for (int i = 0; i < p->m; i++) ea__tile_bf(p, i, j, 1, 8);
+    }
+    for (; j + 4 <= j1; j += 4) {
+        int i = 0;
+        for (; i + 4 <= p->m; i += 4) ea__tile_bf(p, i, j, 4, 4);
+        for (; i < p->m; i++) ea__tile_bf(p, i, j, 1, 4);
+    }
+    for (; j < j1; j++)
+        for (int i = 0; i < p->m; i++) ea__tile_bf(p, i, j, 1, 1);
+}
+
 /* ---- q8_0 with VNNI ------------------------------------------------------------ */
 
 /* 8 zmm of per-block partial dword sums (zmm q: block 2q in lanes 0-7, 2q+1 in

@@ -22,6 +22,11 @@
  *   bf16 on AMX: X rounded to bf16 (RNE); per (j,i) the tile accumulator runs
  *     over k-steps of 32 in increasing k (TDPBF16PS), then the k%32 tail is
  *     added with scalar fmaf in increasing k.
+ *   bf16 on avx512_bf16: X rounded to bf16 (RNE) and zero-padded to a
+ *     multiple of 32; lane l accumulates the pairs (k, k+1), k = 2l, 2l+32,
+ *     ... in increasing k with VDPBF16PS; then the 16-lane tree. Like AMX,
+ *     these bits are the instruction's own (no scalar twin): the tests bound
+ *     them against the reference and check batch invariance.
  */
 #ifndef EA_MATMUL_IMPL_H
 #define EA_MATMUL_IMPL_H
@@ -97,6 +102,11 @@ void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* nee
 /* Scratch the avx512 q8 kernel needs for up to m rows of k. */
 size_t ea__avx512_q8_scratch_bytes(int m, int k);
 void ea__rows_amx_bf16(const ea__mm *p, int j0, int j1, ea__scratch *s);
+void ea__rows_avx512_bf16(const ea__mm *p, int j0, int j1, ea__scratch *s); /* xp from ea__bf16_rows */
+/* k rounded up to 32: the row length of ea__bf16_rows's X. */
+static inline int ea__k32(int k) { return (k + 31) & ~31; }
+/* X rows [i0, i1) rounded to bf16 (RNE) into rows of ea__k32(k), zero-padded (AVX512_BF16). */
+void ea__bf16_rows(const float *x, int k, int i0, int i1, uint16_t *xb);
 void ea__rows_amx_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* xp from ea__amx_q8_pack */
 
 /* Q8_0 activations: xq (m, k) int8, xd (m, k/32) scales; rows [i0, i1). */

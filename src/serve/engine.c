@@ -119,8 +119,8 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i] > max_k) max_k = dims[i];
     if ((s = ea_kctx_create(e->pool, eo->max_tokens, max_k, &e->kctx)) != EA_OK) goto fail;
-    /* AMX rounds activations to bf16; the router gets exact f32 activations (docs/forward.md) */
-    if (strcmp(ea_kctx_isa(e->kctx), "amx") == 0) {
+    /* AMX and avx512_bf16 round activations to bf16; the router gets exact f32 activations (docs/forward.md) */
+    if (ea_kctx_rounds_x(e->kctx)) {
         if ((s = ea_kctx_create(e->pool, eo->max_tokens, max_k, &e->kctx_router)) != EA_OK) goto fail;
         const char *alt = ea_k_isa_supported("avx512") ? "avx512" : ea_k_isa_supported("avx2") ? "avx2" : "scalar";
         if ((s = ea_kctx_set_isa(e->kctx_router, alt)) != EA_OK) goto fail;

@@ -292,26 +292,27 @@ static void batch_invariance(const char *model, int threads, const char *isa, fl
 }
 
 TEST(batch_invariance_all_paths) {
-    const char *isas[] = {"scalar", "avx2", "avx512", "amx"};
+    const char *isas[] = {"scalar", "avx2", "avx512", "avx512_bf16", "amx"};
+    enum { NISA = sizeof isas / sizeof isas[0] };
     const char *dtypes[] = {"f32", "bf16", "f16"};
     char dir[1200];
     for (size_t d = 0; d < 3; d++) {
         CHECK_EQ(make_model("qwen3_moe", dtypes[d], "hf", dir, sizeof dir), 0);
         for (int th = 1; th <= 2; th++)
-            for (size_t i = 0; i < 4; i++) batch_invariance(dir, th, isas[i], NULL, NULL);
+            for (size_t i = 0; i < NISA; i++) batch_invariance(dir, th, isas[i], NULL, NULL);
     }
     /* q8_0 gives the same bits on every ISA (kernels/matmul.h), whichever
-     * layout its kernel reads (on avx2 the loader's Q8_0x8 copies): the
+     * layout its kernel reads (the loader's Q8_0x8 / Q8_0x16 copies): the
      * model's logits too */
     CHECK_EQ(make_model("qwen3_moe", "q8_0", "gguf", dir, sizeof dir), 0);
-    float *q8[4] = {NULL};
+    float *q8[NISA] = {NULL};
     int V = 0;
     for (int th = 1; th <= 2; th++)
-        for (size_t i = 0; i < 4; i++) batch_invariance(dir, th, isas[i], th == 1 ? &q8[i] : NULL, &V);
-    for (size_t i = 1; i < 4; i++)
+        for (size_t i = 0; i < NISA; i++) batch_invariance(dir, th, isas[i], th == 1 ? &q8[i] : NULL, &V);
+    for (size_t i = 1; i < NISA; i++)
         if (q8[0] && q8[i] && memcmp(q8[0], q8[i], sizeof(float) * (size_t)V * 40) != 0)
             FAIL_("q8_0 logits under %s differ from scalar", isas[i]);
-    for (size_t i = 0; i < 4; i++) free(q8[i]);
+    for (size_t i = 0; i < NISA; i++) free(q8[i]);
     CHECK_EQ(make_model("deepseek_v3", "bf16", "hf", dir, sizeof dir), 0);
     for (int th = 1; th <= 2; th++) batch_invariance(dir, th, NULL, NULL, NULL);
 }

@@ -2,11 +2,12 @@
  * test_kernels.c — the matmul kernels against their reference twin, and the
  * batch-invariance contract bit for bit (src/kernels/matmul.h).
  *
- * For every ISA this CPU runs (scalar, avx2, avx512, amx) and every weight
+ * For every ISA this CPU runs (scalar, avx2, avx512, avx512_bf16, amx) and every weight
  * dtype (f32, f16, bf16, q8_0), on odd shapes:
  *   - Y is within tolerance of ea_k_matmul_ref (f64 accumulation, f32 X):
  *       f32/f16/bf16, X unrounded:   |err| <= 1e-5 * sum|w x|
- *       bf16 on AMX, X rounded bf16: |err| <= 2^-8 * sum|w x|   (2 x the rounding bound 2^-9)
+ *       bf16 on AMX or avx512_bf16, X rounded bf16:
+ *                                    |err| <= 2^-8 * sum|w x|   (2 x the rounding bound 2^-9)
  *       q8_0, X quantised per block: |err| <= sum_b (d_b/2 * sum|w_b|) * 1.01 + 1e-5 * sum|w x|
  *         with d_b = amax_b / 127 (the quantisation step of X's block b)
  *   - row i of a 65-row batch on 2 threads == row i computed alone on 1 thread
@@ -16,8 +17,9 @@
  *     the same bits on every ISA (the canonical orders of matmul_impl.h);
  *   - ea_k_matmul_batch over mixed dtypes/shapes == single calls, bit for bit,
  *     also when the batch is cut into groups;
- *   - q8_0 matrices carry their Q8_0x8 copy (which avx2 reads, the others
- *     ignore); avx2 gives the same bits without it and on row views;
+ *   - q8_0 matrices carry the packed copy this CPU's kernels read (Q8_0x8 for
+ *     avx2, Q8_0x16 for avx512; other kernels ignore it); avx2 and avx512
+ *     give the same bits without it and on row views;
  *   - a call allocates nothing.
  */
 #include <stdint.h>
@@ -28,7 +30,8 @@
 #include "harness.h"
 #include "kernels/matmul.h"
 
-static const char *const isas[] = {"scalar", "avx2", "avx512", "amx"};
+static const char *const isas[] = {"scalar", "avx2", "avx512", "avx512_bf16", "amx"};
+#define NISA 5
 static const int ms[] = {1, 2, 3, 7, 16, 31, 64, 65};
 #define MAXM 65
 
@@ -117,7 +120,7 @@ static int check_one(ea_kctx *c1, ea_kctx *c2, const char *isa, ea_dtype dt, int
     float *ybig = malloc((size_t)MAXM * n * sizeof(float));
     float *y = malloc((size_t)2 * MAXM * n * sizeof(float));
     int bad = 0;
-    int amx = !strcmp(isa, "amx") && dt == EA_BF16;
+    int amx = (!strcmp(isa, "amx") || !strcmp(isa, "avx512_bf16")) && dt == EA_BF16; /* X rounded to bf16 */
 
     ea_k_matmul_ref(&w.t, x, MAXM, yref);
     uint64_t a0 = ea_alloc_count();
@@ -182,11 +185,11 @@ static const shape shapes[] = {
 #define NSH (int)(sizeof shapes / sizeof shapes[0])
 
 static ea_pool *pool2;
-static float *ysave[4][NSH]; /* per ISA, per shape: the 65-row result */
+static float *ysave[NISA][NSH]; /* per ISA, per shape: the 65-row result */
 
 TEST(every_isa_matches_ref_and_is_batch_invariant) {
     int ran = 0;
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < NISA; a++) {
         if (!ea_k_isa_supported(isas[a])) {
             fprintf(stderr, "  (skipping %s: not supported here)\n", isas[a]);
             continue;
@@ -216,7 +219,7 @@ TEST(every_isa_matches_ref_and_is_batch_invariant) {
 
 TEST(scalar_avx2_avx512_same_bits_q8_same_bits_everywhere) {
     for (int s = 0; s < NSH; s++) {
-        for (int a = 1; a < 4; a++) {
+        for (int a = 1; a < NISA; a++) {
             if (!ysave[0][s] || !ysave[a][s]) continue;
             int must = shapes[s].dt == EA_Q8_0 || a < 3 || shapes[s].dt != EA_BF16;
             if (!must) continue;
@@ -255,7 +258,7 @@ TEST(batch_equals_single_calls) {
         mm[q] = (ea_k_mm){&w[q].t, ps[q].share ? mm[q - 1].x : x[q], ps[q].m, yb[q]};
     }
     int bad = 0;
-    for (int a = 0; a < 4 && !bad; a++) {
+    for (int a = 0; a < NISA && !bad; a++) {
         if (!ea_k_isa_supported(isas[a])) continue;
         for (int big = 0; big < 4 && !bad; big++) {
             /* big & 2: every product cut to <= 16 rows, the decode case (activations prepared per thread) */
@@ -385,7 +388,7 @@ int main(void) {
     RUN(batch_equals_single_calls);
     RUN(q8_packed_copy_same_bits_as_rows);
     RUN(isa_selection);
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < NISA; a++)
         for (int s = 0; s < NSH; s++) free(ysave[a][s]);
     ea_pool_destroy(pool2);
     return TEST_SUMMARY();
