@@ -28,7 +28,14 @@
 #define EA__T5V __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
 #define EA__INL static inline __attribute__((always_inline))
 
-/* Prefetch distance along a W row, in bytes. */
+/* Prefetch distance along a W row, in bytes (the q8 rows kernel). The f32 and
+ * bf16 tiles instead prefetch, at each k step, the same k of the next tile's
+ * W rows into L2 (the AVX2 tile does the same): one tile of rows ahead, so
+ * the stream runs a whole tile ahead of the loads. bench_forward on an AMD
+ * EPYC (Zen 5), bf16, 2 threads, against the T0 prefetch 1 KiB along each row,
+ * two alternated runs: avx512 batch 1 30.1 / 32.2 -> 39.1 / 38.0 tok/s, batch
+ * 16 88.3 / 87.2 -> 113.3 / 109.3, batch 64 171.8 / 176.5 -> 206.2 / 205.4;
+ * avx512_bf16 batch 1 about 33 -> 44, batch 16 about 98 -> 130. */
 #define EA__PF 1024
 
 EA__INL EA__T5 __m512 ea__ld16(const uint8_t *row, ea_dtype dt, int kk) {
@@ -75,7 +82,8 @@ EA__INL EA__T5 void ea__tile5(const ea__mm *p, int i0, int j0, const int MR, con
         __m512 wv[8];
 #pragma GCC unroll 8
         for (int a = 0; a < NR; a++) {
-            _mm_prefetch((const char *)wr[a] + (size_t)kk * eb + EA__PF, _MM_HINT_T0);
+            /* the next tile's rows, at the same k, into L2 */
+            _mm_prefetch((const char *)wr[a] + (size_t)kk * eb + (size_t)NR * p->row_bytes, _MM_HINT_T1);
             wv[a] = ea__ld16(wr[a], dt, kk);
         }
 #pragma GCC unroll 4
@@ -162,7 +170,8 @@ EA__INL EA__T5B void ea__tile_bf(const ea__mm *p, int i0, int j0, const int MR, 
         __mmask32 msk = kk < kmain ? ~(__mmask32)0 : (__mmask32)((1ull << (k - kmain)) - 1);
 #pragma GCC unroll 8
         for (int a = 0; a < NR; a++) {
-            _mm_prefetch((const char *)(wr[a] + kk) + EA__PF, _MM_HINT_T0);
+            /* the next tile's rows, at the same k, into L2 */
+            _mm_prefetch((const char *)(wr[a] + kk) + (size_t)NR * p->row_bytes, _MM_HINT_T1);
             wv[a] = _mm512_maskz_loadu_epi16(msk, wr[a] + kk);
         }
 #pragma GCC unroll 4
