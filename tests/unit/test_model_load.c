@@ -654,6 +654,21 @@ TEST(bad_gguf_metadata) {
 
 /* ---- subset loading: RSS follows the subset ---- */
 
+/* Under AddressSanitizer, copying n bytes also makes resident the shadow of
+ * the source and of the destination (n/8 each), on some kernels at least
+ * (seen on an AMD EPYC Zen 5 machine: +20.9 MiB for 16.5 MiB of experts,
+ * +83.6 MiB for 65.9 MiB). */
+#if defined(__SANITIZE_ADDRESS__)
+#define EA_T_SHADOW 0.3
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EA_T_SHADOW 0.3
+#endif
+#endif
+#ifndef EA_T_SHADOW
+#define EA_T_SHADOW 0.0
+#endif
+
 /* Open `p` (64 experts of ~2 MiB in layer 0) and check that RSS follows the loaded subset. */
 static void rss_check_body(const char *p, int *ok) {
     ea_model *m;
@@ -679,10 +694,10 @@ static void rss_check_body(const char *p, int *ok) {
      * just written in 1 MiB chunks, so its page cache holds large folios that a fault
      * maps whole: without the loader unmapping never-chosen pages this is ~2x. */
     CHECK((double)(r1 - r0) >= 0.98 * 8 * expert_bytes);
-    CHECK((double)(r1 - r0) <= 8.0 * expert_bytes + 0.5 * mib);
+    CHECK((double)(r1 - r0) <= (1.0 + EA_T_SHADOW) * 8.0 * expert_bytes + 0.5 * mib);
     CHECK((double)(r2 - r0) >= 0.98 * 32 * expert_bytes);
-    CHECK((double)(r2 - r0) <= 32.0 * expert_bytes + 1.0 * mib);
-    CHECK((double)(r2 - r0) < 0.6 * whole * mib);
+    CHECK((double)(r2 - r0) <= (1.0 + EA_T_SHADOW) * 32.0 * expert_bytes + 1.0 * mib);
+    CHECK((double)(r2 - r0) < (1.0 + EA_T_SHADOW) * 0.6 * whole * mib);
     /* dense pages are small here and no expert is paged by load_dense */
     CHECK((double)(r3 - r2) < 2 * mib);
     CHECK_EQ(ea_model_load_experts(m, 1, NULL), EA_ERR_INVALID_ARG);
