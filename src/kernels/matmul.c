@@ -13,11 +13,11 @@
  *     thread (matmul_impl.h).
  *
  * ISA choice: the best the CPU offers (amx > avx512_bf16 > avx512 > avx2 >
- * scalar), or the
- * EAAS_ISA environment variable, or ea_kctx_set_isa(). A variant serves the
- * dtypes it has a kernel for; the others fall back within the context to the
- * next ISA down that has one (e.g. f32 weights under "amx" use avx512 FMA),
- * always the same fallback for the same (ISA, dtype), so invariance holds.
+ * scalar), or the EAAS_ISA environment variable, or ea_kctx_set_isa(). A
+ * variant serves the dtypes it has a kernel for; the others fall back within
+ * the context to the next ISA down that has one (e.g. f32 weights under "amx"
+ * use avx512 FMA), always the same fallback for the same (ISA, dtype), so
+ * invariance holds.
  *
  * Scratch (owned by the context, sized at create for max_m, max_k): q8
  * activations, AMX packed activations, and one per-thread area. No call
@@ -119,7 +119,7 @@ ea_status ea_kctx_set_isa(ea_kctx *ctx, const char *isa) {
          * (AMX tiles; avx512_bf16 takes bf16 rows of k rounded up to 32, which fit the same bytes) */
         ctx->xp_cap = ea__amx_pack_bytes(ctx->max_m, ctx->max_k) + (size_t)16 * EA__AMX_TB * (size_t)ctx->max_k * 2;
         ctx->xp = ea_aligned_alloc(64, ctx->xp_cap);
-        if (!ctx->xp) return ea_err(EA_ERR_NOMEM, "matmul context: AMX activation buffer");
+        if (!ctx->xp) return ea_err(EA_ERR_NOMEM, "matmul context: bf16 activation buffer");
     }
     ctx->isa = (ea__isa)i;
     ctx->has_amx_int8 = i == EA__ISA_AMX && ea__amx_int8();

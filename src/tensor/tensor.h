@@ -57,7 +57,7 @@ static inline ea_tensor ea_tensor_row_view(const ea_tensor *t, int64_t r0, int64
     v.data = (const uint8_t *)t->data + (size_t)r0 * rb;
     v.nbytes = (size_t)nr * rb;
     int pr = t->packed_rows;
-    v.packed = t->packed && r0 % pr == 0
+    v.packed = t->packed && pr > 0 && r0 % pr == 0
                    ? (const uint8_t *)t->packed + (size_t)(r0 / pr) * ea_q8p_group_bytes((size_t)t->shape[1], pr)
                    : NULL;
     v.packed_rows = v.packed ? pr : 0;
