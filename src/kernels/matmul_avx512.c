@@ -143,7 +143,8 @@ EA__T5B void ea__bf16_rows(const float *x, int k, int i0, int i1, uint16_t *xb) 
     for (int i = i0; i < i1; i++) {
         const float *xr = x + (size_t)i * k;
         for (int kk = 0; kk < kp; kk += 32) {
-            int n0 = k - kk < 16 ? (k - kk > 0 ? k - kk : 0) : 16, n1 = k - kk - 16 < 16 ? (k - kk - 16 > 0 ? k - kk - 16 : 0) : 16;
+            int left = k - kk; /* > 0: kk < kp = k rounded up to 32 */
+            int n0 = left < 16 ? left : 16, n1 = left < 16 ? 0 : left < 32 ? left - 16 : 16;
             __m512 lo = _mm512_maskz_loadu_ps((__mmask16)((1u << n0) - 1), xr + kk);
             __m512 hi = _mm512_maskz_loadu_ps((__mmask16)((1u << n1) - 1), xr + kk + 16);
             _mm512_storeu_si512(xb + (size_t)i * kp + kk, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
