@@ -111,19 +111,29 @@ EA__INL EA__T5 void ea__tile5(const ea__mm *p, int i0, int j0, const int MR, con
         for (int b = 0; b < MR; b++) p->y[(size_t)(i0 + b) * p->n + j0 + a] = ea__reduce16_avx512(acc[a][b]);
 }
 
+/* Which (i, j) the f32 and bf16 rows functions compute together (never how
+ * one is computed): with fewer than 4 X rows (decode) 8 W rows at a time, for
+ * more W rows in flight; else 4 x 4 tiles; then the edges. TILE(i, j, MR, NR)
+ * computes one tile. */
+#define EA__TILE_ORDER(TILE, m, j0, j1)                                     \
+    do {                                                                    \
+        int j_ = (j0);                                                      \
+        if ((m) < 4)                                                        \
+            for (; j_ + 8 <= (j1); j_ += 8)                                 \
+                for (int i_ = 0; i_ < (m); i_++) TILE(i_, j_, 1, 8);        \
+        for (; j_ + 4 <= (j1); j_ += 4) {                                   \
+            int i_ = 0;                                                     \
+            for (; i_ + 4 <= (m); i_ += 4) TILE(i_, j_, 4, 4);              \
+            for (; i_ < (m); i_++) TILE(i_, j_, 1, 4);                      \
+        }                                                                   \
+        for (; j_ < (j1); j_++)                                             \
+            for (int i_ = 0; i_ < (m); i_++) TILE(i_, j_, 1, 1);            \
+    } while (0)
+
 EA__INL EA__T5 void ea__rows5(const ea__mm *p, int j0, int j1, const ea_dtype dt) {
-    int j = j0;
-    if (p->m < 4) { /* decode: more W rows in flight */
-        for (; j + 8 <= j1; j += 8)
-            for (int i = 0; i < p->m; i++) ea__tile5(p, i, j, 1, 8, dt);
-    }
-    for (; j + 4 <= j1; j += 4) {
-        int i = 0;
-        for (; i + 4 <= p->m; i += 4) ea__tile5(p, i, j, 4, 4, dt);
-        for (; i < p->m; i++) ea__tile5(p, i, j, 1, 4, dt);
-    }
-    for (; j < j1; j++)
-        for (int i = 0; i < p->m; i++) ea__tile5(p, i, j, 1, 1, dt);
+#define EA__TILE5(i, j, MR, NR) ea__tile5(p, i, j, MR, NR, dt)
+    EA__TILE_ORDER(EA__TILE5, p->m, j0, j1);
+#undef EA__TILE5
 }
 
 EA__T5 void ea__rows_avx512_f(const ea__mm *p, int j0, int j1, ea__scratch *s) {
@@ -190,18 +200,9 @@ EA__INL EA__T5B void ea__tile_bf(const ea__mm *p, int i0, int j0, const int MR, 
 
 EA__T5B void ea__rows_avx512_bf16(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     (void)s;
-    int j = j0;
-    if (p->m < 4) { /* decode: more W rows in flight */
-        for (; j + 8 <= j1; j += 8)
-            for (int i = 0; i < p->m; i++) ea__tile_bf(p, i, j, 1, 8);
-    }
-    for (; j + 4 <= j1; j += 4) {
-        int i = 0;
-        for (; i + 4 <= p->m; i += 4) ea__tile_bf(p, i, j, 4, 4);
-        for (; i < p->m; i++) ea__tile_bf(p, i, j, 1, 4);
-    }
-    for (; j < j1; j++)
-        for (int i = 0; i < p->m; i++) ea__tile_bf(p, i, j, 1, 1);
+#define EA__TILE_BF(i, j, MR, NR) ea__tile_bf(p, i, j, MR, NR)
+    EA__TILE_ORDER(EA__TILE_BF, p->m, j0, j1);
+#undef EA__TILE_BF
 }
 
 /* ---- q8_0 with VNNI ------------------------------------------------------------ */
