@@ -82,6 +82,8 @@ static ea_status ea__col_copy(ea_tp *tp, const ea_tensor *t, int64_t c0, int64_t
     *out = *t;
     out->shape[1] = nc;
     out->data = buf;
+    out->packed = NULL; /* a copy of the whole matrix's rows would be the wrong columns */
+    out->packed_rows = 0;
     out->nbytes = rows * nb;
     tp->owned_bytes += rows * nb;
     return EA_OK;

@@ -196,43 +196,51 @@ void ea_k_matmul_ref(const ea_tensor *w, const float *x, int m, float *y) {
     ea_free(row);
 }
 
-/* ---- packed q8_0 copies --------------------------------------------------------- */
+/* ---- packed copies ---------------------------------------------------------------- */
 
 static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt, int m);
 
 /* The layout a kernel reads its copies in (0: it reads the rows only). */
 static int ea__pack_rows_of(ea__rows_fn fn) {
-    return fn == ea__rows_avx2_q8 ? EA_Q8X8_ROWS : fn == ea__rows_avx512_q8 ? EA_Q8X16_ROWS : 0;
+    return fn == ea__rows_avx2_q8     ? EA_Q8X8_ROWS
+           : fn == ea__rows_avx512_q8 ? EA_Q8X16_ROWS
+           : fn == ea__rows_avx2_f    ? EA_FX4_ROWS
+                                      : 0;
 }
 
-/* A context of the ISA a new context picks: the copy its q8 kernel reads, if
- * decode steps (m = 1) and large batches run on that same kernel (on AMX
- * CPUs batches read the rows, so a copy would hold the weights twice). */
-int ea_k_q8_pack_rows(void) {
+/* A context of the ISA a new context picks: the copy its kernel for dt
+ * reads, if decode steps (m = 1) and large batches run on that same kernel
+ * (on AMX CPUs q8_0 batches read the rows, so a copy would hold the weights
+ * twice). */
+int ea_k_pack_rows(ea_dtype dt) {
     const char *env = getenv("EAAS_ISA");
     ea_kctx c = {0};
     int i = ea__isa_parse(env && *env ? env : ea_k_isa_best());
-    if (i < 0 || !ea__cpu_has((ea__isa)i, &c.has_vnni)) return 0;
+    if (i < 0 || !ea__cpu_has((ea__isa)i, &c.has_vnni) || (unsigned)dt >= EA_N_DTYPES) return 0;
     c.isa = (ea__isa)i;
     c.has_amx_int8 = i == EA__ISA_AMX && ea__amx_int8();
-    ea__rows_fn fn = ea__pick(&c, EA_Q8_0, 1);
-    return fn == ea__pick(&c, EA_Q8_0, 512) ? ea__pack_rows_of(fn) : 0;
+    ea__rows_fn fn = ea__pick(&c, dt, 1);
+    return fn == ea__pick(&c, dt, 512) ? ea__pack_rows_of(fn) : 0;
 }
 
-size_t ea_k_q8p_bytes(const ea_tensor *w, int rows) {
+size_t ea_k_packed_bytes(const ea_tensor *w, int rows) {
     int64_t n = ea_tensor_rows(w), k = ea_tensor_cols(w);
-    if (w->dtype != EA_Q8_0 || n < 1 || k < EA_QK8_0 || k % EA_QK8_0) return 0;
-    if (rows != EA_Q8X8_ROWS && rows != EA_Q8X16_ROWS) return 0;
-    return (size_t)((n + rows - 1) / rows) * ea_q8p_group_bytes((size_t)k, rows);
+    if (w->n_dims < 2 || n < 1 || k < 1) return 0;
+    if (w->dtype == EA_Q8_0) {
+        if (k < EA_QK8_0 || k % EA_QK8_0 || (rows != EA_Q8X8_ROWS && rows != EA_Q8X16_ROWS)) return 0;
+    } else if (w->dtype != EA_F32 && w->dtype != EA_F16 && w->dtype != EA_BF16) {
+        return 0;
+    } else if (rows != EA_FX4_ROWS) {
+        return 0;
+    }
+    return (size_t)((n + rows - 1) / rows) * ea_packed_group_bytes(w->dtype, (size_t)k, rows);
 }
 
-void ea_k_q8p_pack(const ea_tensor *w, int rows, void *dst) {
+static void ea__pack_q8(const ea_tensor *w, int rows, uint8_t *o) {
     int64_t n = ea_tensor_rows(w);
     size_t k = (size_t)ea_tensor_cols(w), nb = k / EA_QK8_0, gb = ea_q8p_group_bytes(k, rows);
     size_t rb = ea_dtype_row_bytes(EA_Q8_0, k), run = (size_t)rows * 4;
     uint8_t flip = rows == EA_Q8X16_ROWS ? 0x80 : 0;
-    uint8_t *o = dst;
-    memset(o, 0, ea_k_q8p_bytes(w, rows));
     for (int64_t j = 0; j < n; j++) {
         uint8_t *g = o + (size_t)(j / rows) * gb;
         size_t jr = (size_t)(j % rows);
@@ -243,6 +251,29 @@ void ea_k_q8p_pack(const ea_tensor *w, int rows, void *dst) {
             memcpy(g + nb * 8 * run + (b * (size_t)rows + jr) * 2, &row[b].d, 2);
         }
     }
+}
+
+/* Fx4: step s of row j's group holds its elements [16s, 16s + 16) at (j % 4) * 16. */
+static void ea__pack_fx4(const ea_tensor *w, uint8_t *o) {
+    int64_t n = ea_tensor_rows(w);
+    size_t k = (size_t)ea_tensor_cols(w), eb = (size_t)ea_dtypes[w->dtype].block_bytes;
+    size_t rb = k * eb, gb = ea_fx4_group_bytes(k, eb), seg = EA_FX4_STEP * eb;
+    for (int64_t j = 0; j < n; j++) {
+        uint8_t *g = o + (size_t)(j / EA_FX4_ROWS) * gb + (size_t)(j % EA_FX4_ROWS) * seg;
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)j * rb;
+        for (size_t s = 0; s * EA_FX4_STEP < k; s++) {
+            size_t e = k - s * EA_FX4_STEP < EA_FX4_STEP ? k - s * EA_FX4_STEP : EA_FX4_STEP;
+            memcpy(g + s * EA_FX4_ROWS * seg, row + s * seg, e * eb);
+        }
+    }
+}
+
+void ea_k_pack(const ea_tensor *w, int rows, void *dst) {
+    size_t bytes = ea_k_packed_bytes(w, rows);
+    EA_ASSERT(bytes);
+    memset(dst, 0, bytes); /* the padding rows and k tails */
+    if (w->dtype == EA_Q8_0) ea__pack_q8(w, rows, dst);
+    else ea__pack_fx4(w, dst);
 }
 
 /* ---- q8 activations ----------------------------------------------------------- */

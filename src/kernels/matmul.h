@@ -73,20 +73,22 @@ typedef struct {
 } ea_k_mm;
 void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm);
 
-/* Packed q8_0 copies (tensor/dtype.h): Q8_0x8 for the AVX2 q8 kernel,
- * Q8_0x16 for the AVX-512 VNNI one. Such a kernel reads a matrix's copy when
- * it has one in its layout (ea_tensor.packed, packed_rows) and otherwise the
- * rows; the bits are the same either way, and every other kernel reads data.
- * Loaders make the copy when ea_k_q8_pack_rows() says a new context will
- * use it. */
-/* Rows per group of the copy a new context (EAAS_ISA or the CPU's best ISA)
- * reads for every q8_0 product: 8 on AVX2-only CPUs (and AVX-512 ones without
- * VNNI), 16 on AVX-512 VNNI CPUs without AMX int8; else 0 (no copy). */
-int ea_k_q8_pack_rows(void);
-/* Bytes of w's copy of `rows` (8 or 16): w is Q8_0 with rows of whole blocks; else 0. */
-size_t ea_k_q8p_bytes(const ea_tensor *w, int rows);
-/* Write w's copy to dst (ea_k_q8p_bytes(w, rows) bytes, 64-byte aligned). */
-void ea_k_q8p_pack(const ea_tensor *w, int rows, void *dst);
+/* Packed copies (tensor/dtype.h): Q8_0x8 for the AVX2 q8 kernel, Q8_0x16
+ * for the AVX-512 VNNI one, Fx4 (f32, f16, bf16) for the AVX2 F kernel. Such
+ * a kernel reads a matrix's copy when it has one in its layout
+ * (ea_tensor.packed, packed_rows) and otherwise the rows; the bits are the
+ * same either way, and every other kernel reads data. Loaders make the copy
+ * when ea_k_pack_rows() says a new context will use it. */
+/* Rows per group of the copy that a new context (EAAS_ISA or the CPU's best
+ * ISA) reads for every product of dtype dt: q8_0 8 on AVX2-only CPUs (and
+ * AVX-512 ones without VNNI), 16 on AVX-512 VNNI CPUs without AMX int8;
+ * f32/f16/bf16 4 on AVX2-only CPUs; else 0 (no copy). */
+int ea_k_pack_rows(ea_dtype dt);
+/* Bytes of w's copy of `rows` (q8_0: 8 or 16, w's rows whole blocks; f32,
+ * f16, bf16: 4); 0 for any other pair. */
+size_t ea_k_packed_bytes(const ea_tensor *w, int rows);
+/* Write w's copy to dst (ea_k_packed_bytes(w, rows) bytes, 64-byte aligned). */
+void ea_k_pack(const ea_tensor *w, int rows, void *dst);
 
 /* The plain reference twin: same math in scalar f32 with a simple loop. */
 void ea_k_matmul_ref(const ea_tensor *w, const float *x, int m, float *y);

@@ -22,14 +22,12 @@
 #define EA__T2 __attribute__((target("avx2,fma,f16c")))
 #define EA__INL static inline __attribute__((always_inline))
 
-/* 8 consecutive weights as f32. */
-EA__INL EA__T2 __m256 ea__ld8(const uint8_t *row, ea_dtype dt, int kk) {
+/* 8 consecutive weights at w as f32. */
+EA__INL EA__T2 __m256 ea__ld8(const uint8_t *w, ea_dtype dt) {
     switch (dt) {
-    case EA_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)kk)));
-    case EA_BF16:
-        return _mm256_castsi256_ps(
-            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)kk))), 16));
-    default: return _mm256_loadu_ps((const float *)(row + 4 * (size_t)kk));
+    case EA_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w));
+    case EA_BF16: return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)w)), 16));
+    default: return _mm256_loadu_ps((const float *)w);
     }
 }
 
@@ -40,6 +38,16 @@ EA__INL EA__T2 float ea__reduce16_avx2(__m256 a0, __m256 a1) {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+/* Where W row j's elements 16s.. start is row(j) + s * step: in the rows,
+ * row(j) = w + j * row_bytes and step = 16 elements; in an Fx4 copy
+ * (dtype.h), row(j) = its group + (j % 4) * 16 elements and step = 4 x 16
+ * elements. The tiles read W only through this, so they are the same code,
+ * and give the same bits, for both layouts. */
+EA__INL const uint8_t *ea__f_row(const ea__mm *p, int j, size_t eb) {
+    return p->wp ? ea__w_row(p, j - j % EA_FX4_ROWS) + (size_t)(j % EA_FX4_ROWS) * EA_FX4_STEP * eb
+                 : p->w + (size_t)j * p->row_bytes;
+}
+
 /* NR W rows x MR X rows. The 16 canonical lanes of an (i, j) are two
  * independent halves (lanes 8h..8h+7 take k = 16s + 8h + l). Small tiles keep
  * both halves' accumulators in registers and read W once; a tile of more
@@ -48,20 +56,23 @@ EA__INL EA__T2 float ea__reduce16_avx2(__m256 a0, __m256 a1) {
  * vectors in the 16 registers. */
 EA__INL EA__T2 void ea__tile2(const ea__mm *p, int i0, int j0, const int MR, const int NR, const ea_dtype dt) {
     int k = p->k, kmain = k & ~15;
+    const size_t eb = dt == EA_F32 ? 4 : 2, step = (p->wp ? EA_FX4_ROWS : 1) * EA_FX4_STEP * eb;
+    /* the first tokens stream W: fetch 6 rows ahead (in a copy, the same bytes further on) */
+    const size_t pf_ahead = 6 * (p->wp ? (size_t)k * eb : p->row_bytes);
     const int NP = MR * NR > 6 ? 2 : 1; /* passes */
     const uint8_t *wr[6];
     const float *xr[4];
     __m256 acc[2][6][4]; /* [half] */
     float wt[6][16], xt[4][16]; /* the zero-filled k tail */
 #pragma GCC unroll 6
-    for (int a = 0; a < NR; a++) wr[a] = p->w + (size_t)(j0 + a) * p->row_bytes;
+    for (int a = 0; a < NR; a++) wr[a] = ea__f_row(p, j0 + a, eb);
 #pragma GCC unroll 4
     for (int b = 0; b < MR; b++) xr[b] = p->x + (size_t)(i0 + b) * k;
     if (kmain < k) {
         int r = k - kmain;
         for (int a = 0; a < NR; a++) {
             memset(wt[a], 0, sizeof wt[a]);
-            ea_dtypes[dt].to_f32(wr[a] + (size_t)kmain * ea_dtypes[dt].block_bytes, wt[a], (size_t)r);
+            ea_dtypes[dt].to_f32(wr[a] + (size_t)(kmain / 16) * step, wt[a], (size_t)r);
         }
         for (int b = 0; b < MR; b++) {
             memset(xt[b], 0, sizeof xt[b]);
@@ -78,16 +89,19 @@ EA__INL EA__T2 void ea__tile2(const ea__mm *p, int i0, int j0, const int MR, con
 #pragma GCC unroll 4
                 for (int b = 0; b < MR; b++) acc[h][a][b] = _mm256_setzero_ps();
         for (int kk = 0; kk < kmain; kk += 16) {
+            size_t wo = (size_t)(kk / 16) * step;
 #pragma GCC unroll 2
             for (int h = h0; h < h1; h++) {
+                if (i0 == 0 && pass == 0 && h == 0) {
+                    if (p->wp) /* a copy's step: the lines of row j0's group */
+                        for (size_t l = 0; l < step; l += 64) _mm_prefetch((const char *)wr[0] + wo + pf_ahead + l, _MM_HINT_T0);
+                    else
+#pragma GCC unroll 6
+                        for (int a = 0; a < NR; a++) _mm_prefetch((const char *)wr[a] + wo + pf_ahead, _MM_HINT_T0);
+                }
                 __m256 wv[6];
 #pragma GCC unroll 6
-                for (int a = 0; a < NR; a++) {
-                    if (i0 == 0 && pass == 0 && h == 0) /* the first tokens stream W: fetch 6 rows ahead */
-                        _mm_prefetch((const char *)wr[a] + (size_t)kk * ea_dtypes[dt].block_bytes + 6 * p->row_bytes,
-                                     _MM_HINT_T0);
-                    wv[a] = ea__ld8(wr[a], dt, kk + 8 * h);
-                }
+                for (int a = 0; a < NR; a++) wv[a] = ea__ld8(wr[a] + wo + 8 * (size_t)h * eb, dt);
 #pragma GCC unroll 4
                 for (int b = 0; b < MR; b++) {
                     __m256 xv = _mm256_loadu_ps(xr[b] + kk + 8 * h);
@@ -119,7 +133,10 @@ EA__INL EA__T2 void ea__tile2(const ea__mm *p, int i0, int j0, const int MR, con
 
 EA__INL EA__T2 void ea__rows2(const ea__mm *p, int j0, int j1, const ea_dtype dt) {
     int j = j0, m = p->m;
-    if (m == 1) /* decode: more W rows in flight */
+    if (m == 1 && p->wp) { /* decode from an Fx4 copy: one group per tile, one stream */
+        for (; j < j1 && j % EA_FX4_ROWS; j++) ea__tile2(p, 0, j, 1, 1, dt);
+        for (; j + EA_FX4_ROWS <= j1; j += EA_FX4_ROWS) ea__tile2(p, 0, j, 1, EA_FX4_ROWS, dt);
+    } else if (m == 1) /* decode from the rows: more W rows in flight */
         for (; j + 6 <= j1; j += 6) ea__tile2(p, 0, j, 1, 6, dt);
     int j3 = j1 - (j1 - j) % 3; /* the rows in whole 3-row tiles */
     for (int jb = j; jb < j3; jb += EA__RB2) {

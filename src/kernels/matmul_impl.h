@@ -41,8 +41,8 @@ typedef struct {
     ea_dtype dtype;
     const uint8_t *w; /* views: n rows of row_bytes */
     size_t row_bytes;
-    const uint8_t *wp; /* views: W's packed copy (dtype.h) for the q8 kernel of its layout, or NULL */
-    int wp_rows;       /* its rows per group: 8 (Q8_0x8, avx2) or 16 (Q8_0x16, avx512) */
+    const uint8_t *wp; /* views: W's packed copy (dtype.h) for the kernel of its layout, or NULL */
+    int wp_rows;       /* its rows per group: 8 (Q8_0x8, avx2), 16 (Q8_0x16, avx512) or 4 (Fx4, avx2) */
     int n, k, m;
     const float *x; /* borrows: (m, k) */
     float *y;       /* borrows: (m, n) */
@@ -65,9 +65,10 @@ typedef struct {
 
 typedef void (*ea__rows_fn)(const ea__mm *p, int j0, int j1, ea__scratch *s);
 
-/* Where W row j's bytes start: in the packed copy when there is one (j a multiple of its rows). */
+/* Where W row j's bytes start: in the packed copy when there is one, its
+ * group's start (j a multiple of its rows). */
 static inline const uint8_t *ea__w_row(const ea__mm *p, int j) {
-    return p->wp ? p->wp + (size_t)(j / p->wp_rows) * ea_q8p_group_bytes((size_t)p->k, p->wp_rows)
+    return p->wp ? p->wp + (size_t)(j / p->wp_rows) * ea_packed_group_bytes(p->dtype, (size_t)p->k, p->wp_rows)
                  : p->w + (size_t)j * p->row_bytes;
 }
 

@@ -604,22 +604,29 @@ static int ea__is_owned(const ea_model *m, const ea_tensor *t) {
     return 0;
 }
 
-/* Bytes of t's packed copy of `rows` if the kernels want one (kernels/matmul.h),
- * else 0. The token embedding is read by rows (and, when
- * tied, by the LM head too), so it keeps the plain copy. */
-static size_t ea__packed_bytes(const ea_model *m, const ea_tensor *t, int rows) {
-    return rows && t != &m->tok_embd ? ea_k_q8p_bytes(t, rows) : 0;
+/* Rows of the packed copy the kernels want of t (kernels/matmul.h), or 0.
+ * The token embedding is read by rows (and, when tied, by the LM head too),
+ * so it keeps the plain copy; so do vectors (norms, biases). */
+static int ea__pack_rows(const ea_model *m, const ea_tensor *t, const int rows_of[EA_N_DTYPES]) {
+    return t != &m->tok_embd && t->n_dims >= 2 ? rows_of[t->dtype] : 0;
+}
+
+/* Bytes of t's packed copy if the kernels want one, else 0. */
+static size_t ea__packed_bytes(const ea_model *m, const ea_tensor *t, const int rows_of[EA_N_DTYPES]) {
+    int rows = ea__pack_rows(m, t, rows_of);
+    return rows ? ea_k_packed_bytes(t, rows) : 0;
 }
 
 /* Copy the n_t tensors of ts (file-backed, not yet copied) into one arena.
- * A q8_0 matrix the kernels want packed gets its packed copy instead (same
- * size): t->packed points at it, t->data stays on the mapping (whose pages
- * are dropped as well, and fault back in if something reads them). */
+ * A matrix the kernels want packed gets its packed copy instead (about the
+ * same size): t->packed points at it, t->data stays on the mapping (whose
+ * pages are dropped as well, and fault back in if something reads them). */
 static ea_status ea__copy_out(ea_model *m, ea_tensor *const *ts, int n_t) {
-    int rows = ea_k_q8_pack_rows();
+    int rows_of[EA_N_DTYPES];
+    for (int d = 0; d < EA_N_DTYPES; d++) rows_of[d] = ea_k_pack_rows((ea_dtype)d);
     size_t total = 0;
     for (int i = 0; i < n_t; i++) {
-        size_t pb = ea__packed_bytes(m, ts[i], rows);
+        size_t pb = ea__packed_bytes(m, ts[i], rows_of);
         total += ((pb ? pb : ts[i]->nbytes) + 63) & ~(size_t)63;
     }
     if (!total) return EA_OK;
@@ -627,11 +634,11 @@ static ea_status ea__copy_out(ea_model *m, ea_tensor *const *ts, int n_t) {
     if (!a) return ea_err(EA_ERR_NOMEM, "%s: no memory for %zu bytes of weights", m->path, total);
     for (int i = 0; i < n_t; i++) {
         ea_tensor *t = ts[i];
-        size_t pb = ea__packed_bytes(m, t, rows);
+        size_t pb = ea__packed_bytes(m, t, rows_of);
         if (pb) {
-            ea_k_q8p_pack(t, rows, a);
+            t->packed_rows = ea__pack_rows(m, t, rows_of);
+            ea_k_pack(t, t->packed_rows, a);
             t->packed = a;
-            t->packed_rows = rows;
         } else {
             memcpy(a, t->data, t->nbytes);
         }

@@ -30,7 +30,7 @@ typedef struct {
 } ea_block_q8_0;
 
 /* Packed q8_0 copies: a second copy of a Q8_0 matrix, interleaved by R rows,
- * in the layout one q8 kernel reads without reshuffling (ea_k_q8p_pack in
+ * in the layout one q8 kernel reads without reshuffling (ea_k_pack in
  * kernels/matmul.h writes it). Rows go in groups of R, the last one padded
  * with zero bytes. With nb = k/32 blocks per row, a group is
  *   nb x 32R bytes  block b of the R rows as 8 runs of 4R bytes: run r holds
@@ -44,6 +44,20 @@ typedef struct {
 #define EA_Q8X16_ROWS 16
 static inline size_t ea_q8p_group_bytes(size_t k, int rows) {
     return (k / EA_QK8_0 * 34 * (size_t)rows + 63) & ~(size_t)63;
+}
+
+/* Packed f32 / f16 / bf16 copies ("Fx4", the AVX2 F kernel; ea_k_pack in
+ * kernels/matmul.h writes it): rows in groups of 4, the last one padded with
+ * zero rows, and k padded with zeros to a multiple of 16. A group is
+ * ceil(k/16) steps; step s holds elements 16s..16s+15 of rows 0..3 in turn,
+ * in the dtype's own encoding (64 elements, a whole number of cache lines).
+ * The four rows of a decode tile are then one sequential stream of memory
+ * instead of four, which the hardware prefetcher follows to the end of the
+ * matrix. */
+#define EA_FX4_ROWS 4
+#define EA_FX4_STEP 16
+static inline size_t ea_fx4_group_bytes(size_t k, size_t elem_bytes) {
+    return (k + EA_FX4_STEP - 1) / EA_FX4_STEP * EA_FX4_ROWS * EA_FX4_STEP * elem_bytes;
 }
 
 typedef struct {
@@ -62,6 +76,11 @@ extern const ea_dtype_traits ea_dtypes[EA_N_DTYPES];
 size_t ea_dtype_row_bytes(ea_dtype t, size_t n);
 /* "bf16" -> EA_BF16 (also accepts "BF16", "F32", "Q8_0"); -1 if unknown. */
 int ea_dtype_parse(const char *name);
+
+/* Bytes of one group of a packed copy of `rows` (Q8_0x8, Q8_0x16 or Fx4) of rows of k. */
+static inline size_t ea_packed_group_bytes(ea_dtype dt, size_t k, int rows) {
+    return dt == EA_Q8_0 ? ea_q8p_group_bytes(k, rows) : ea_fx4_group_bytes(k, (size_t)ea_dtypes[dt].block_bytes);
+}
 
 static inline float ea_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;

@@ -25,10 +25,10 @@ typedef struct {
     int64_t shape[EA_MAX_DIMS];
     const void *data;    /* views: file mapping or owned buffer of the loader */
     size_t nbytes;
-    /* views, or NULL: the same Q8_0 matrix as a packed copy of packed_rows
-     * (8: Q8_0x8, 16: Q8_0x16; dtype.h), which the q8 kernel of that layout
-     * reads instead of data. Only ever a second copy: data stays valid, and
-     * every other reader uses data. */
+    /* views, or NULL: the same matrix as a packed copy of packed_rows
+     * (Q8_0: 8 = Q8_0x8, 16 = Q8_0x16; f32/f16/bf16: 4 = Fx4; dtype.h), which
+     * the kernel of that layout reads instead of data. Only ever a second
+     * copy: data stays valid, and every other reader uses data. */
     const void *packed;
     int packed_rows;
 } ea_tensor;
@@ -58,7 +58,7 @@ static inline ea_tensor ea_tensor_row_view(const ea_tensor *t, int64_t r0, int64
     v.nbytes = (size_t)nr * rb;
     int pr = t->packed_rows;
     v.packed = t->packed && pr > 0 && r0 % pr == 0
-                   ? (const uint8_t *)t->packed + (size_t)(r0 / pr) * ea_q8p_group_bytes((size_t)t->shape[1], pr)
+                   ? (const uint8_t *)t->packed + (size_t)(r0 / pr) * ea_packed_group_bytes(t->dtype, (size_t)t->shape[1], pr)
                    : NULL;
     v.packed_rows = v.packed ? pr : 0;
     return v;

@@ -17,9 +17,10 @@
  *     the same bits on every ISA (the canonical orders of matmul_impl.h);
  *   - ea_k_matmul_batch over mixed dtypes/shapes == single calls, bit for bit,
  *     also when the batch is cut into groups;
- *   - q8_0 matrices carry the packed copy this CPU's kernels read (Q8_0x8 for
- *     avx2, Q8_0x16 for avx512; other kernels ignore it); avx2 and avx512
- *     give the same bits without it and on row views;
+ *   - matrices carry the packed copy this CPU's kernels read (q8_0: Q8_0x8
+ *     for avx2, Q8_0x16 for avx512; f32/f16/bf16: Fx4 for avx2; other
+ *     kernels ignore it); those kernels give the same bits without it and on
+ *     row views;
  *   - a call allocates nothing.
  */
 #include <stdint.h>
@@ -46,7 +47,7 @@ static float frand(void) { /* uniform in [-1, 1) */
 typedef struct {
     ea_tensor t;
     void *data;
-    void *packed; /* q8_0: the packed copy this CPU's q8 kernel reads (Q8_0x8 when none) */
+    void *packed; /* the packed copy this CPU's kernel reads (q8_0: Q8_0x8, else Fx4 when none) */
     float *wf;    /* W as f32 (dequantised), for the bounds */
 } wmat;
 
@@ -74,10 +75,10 @@ static void wmat_make(wmat *w, ea_dtype dt, int n, int k) {
     w->t.data = w->data;
     w->t.nbytes = rb * (size_t)n;
     w->packed = NULL;
-    int pr = ea_k_q8_pack_rows() ? ea_k_q8_pack_rows() : EA_Q8X8_ROWS;
-    if (ea_k_q8p_bytes(&w->t, pr)) {
-        w->packed = ea_aligned_alloc(64, ea_k_q8p_bytes(&w->t, pr));
-        ea_k_q8p_pack(&w->t, pr, w->packed);
+    int pr = ea_k_pack_rows(dt) ? ea_k_pack_rows(dt) : dt == EA_Q8_0 ? EA_Q8X8_ROWS : EA_FX4_ROWS;
+    if (ea_k_packed_bytes(&w->t, pr)) {
+        w->packed = ea_aligned_alloc(64, ea_k_packed_bytes(&w->t, pr));
+        ea_k_pack(&w->t, pr, w->packed);
         w->t.packed = w->packed;
         w->t.packed_rows = pr;
     }
@@ -290,21 +291,28 @@ TEST(batch_equals_single_calls) {
     CHECK(!bad);
 }
 
-/* A q8 kernel on its packed copy (avx2: Q8_0x8, avx512: Q8_0x16) == on the
- * rows, bit for bit, at every batch size and on row views (a view keeps the
- * copy only from a group's first row). */
-TEST(q8_packed_copy_same_bits_as_rows) {
-    CHECK_EQ(ea_k_q8p_bytes(&(ea_tensor){.dtype = EA_BF16, .n_dims = 2, .shape = {8, 64}}, 8), 0);
-    CHECK_EQ(ea_k_q8p_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {9, 64}}, 8), 2 * 576);
-    CHECK_EQ(ea_k_q8p_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {17, 64}}, 16), 2 * 1088);
-    CHECK_EQ(ea_k_q8p_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {9, 64}}, 4), 0);
+/* A kernel on its packed copy (avx2: Q8_0x8 and Fx4, avx512: Q8_0x16) == on
+ * the rows, bit for bit, at every batch size and on row views (a view keeps
+ * the copy only from a group's first row). */
+TEST(packed_copy_same_bits_as_rows) {
+    CHECK_EQ(ea_k_packed_bytes(&(ea_tensor){.dtype = EA_BF16, .n_dims = 2, .shape = {8, 64}}, 8), 0);
+    CHECK_EQ(ea_k_packed_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {9, 64}}, 8), 2 * 576);
+    CHECK_EQ(ea_k_packed_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {17, 64}}, 16), 2 * 1088);
+    CHECK_EQ(ea_k_packed_bytes(&(ea_tensor){.dtype = EA_Q8_0, .n_dims = 2, .shape = {9, 64}}, 4), 0);
+    /* Fx4: 4-row groups, k padded to 16: 3 groups x 3 steps x 64 elements */
+    CHECK_EQ(ea_k_packed_bytes(&(ea_tensor){.dtype = EA_BF16, .n_dims = 2, .shape = {9, 33}}, 4), 3 * 3 * 64 * 2);
+    CHECK_EQ(ea_k_packed_bytes(&(ea_tensor){.dtype = EA_F32, .n_dims = 2, .shape = {4, 16}}, 4), 64 * 4);
+    CHECK_EQ(ea_k_packed_bytes(&(ea_tensor){.dtype = EA_F16, .n_dims = 1, .shape = {64}}, 4), 0); /* a vector */
+    CHECK_EQ(ea_k_packed_bytes(&(ea_tensor){.dtype = EA_F16, .n_dims = 2, .shape = {8, 64}}, 8), 0);
     static const struct {
         const char *isa;
+        int q8; /* 1: the q8_0 shapes, 0: the f32/f16/bf16 ones */
         int rows;
-    } lay[] = {{"avx2", EA_Q8X8_ROWS}, {"avx512", EA_Q8X16_ROWS}};
+    } lay[] = {{"avx2", 1, EA_Q8X8_ROWS}, {"avx512", 1, EA_Q8X16_ROWS}, {"avx2", 0, EA_FX4_ROWS}};
+    static const int NL = (int)(sizeof lay / sizeof lay[0]);
     static const int sm[] = {1, 2, 5, 16, 17, 65};
     int bad = 0, ran = 0;
-    for (int L = 0; L < 2 && !bad; L++) {
+    for (int L = 0; L < NL && !bad; L++) {
         ea_kctx *c = NULL;
         if (!ea_k_isa_supported(lay[L].isa) || ea_kctx_create(pool2, MAXM, 1024, &c) != EA_OK ||
             ea_kctx_set_isa(c, lay[L].isa) != EA_OK) {
@@ -314,15 +322,16 @@ TEST(q8_packed_copy_same_bits_as_rows) {
         }
         int rows = lay[L].rows;
         for (int s = 0; s < NSH && !bad; s++) {
-            if (shapes[s].dt != EA_Q8_0) continue;
+            if ((shapes[s].dt == EA_Q8_0) != lay[L].q8) continue;
             int n = shapes[s].n, k = shapes[s].k;
+            const char *dn = ea_dtypes[shapes[s].dt].name;
             wmat w;
-            wmat_make(&w, EA_Q8_0, n, k);
+            wmat_make(&w, shapes[s].dt, n, k);
             ea_tensor rows_t = w.t, packed_t = w.t;
             rows_t.packed = NULL;
             rows_t.packed_rows = 0;
-            void *pk = ea_aligned_alloc(64, ea_k_q8p_bytes(&w.t, rows));
-            ea_k_q8p_pack(&w.t, rows, pk);
+            void *pk = ea_aligned_alloc(64, ea_k_packed_bytes(&w.t, rows));
+            ea_k_pack(&w.t, rows, pk);
             packed_t.packed = pk;
             packed_t.packed_rows = rows;
             float *x = malloc((size_t)MAXM * k * sizeof(float));
@@ -332,7 +341,7 @@ TEST(q8_packed_copy_same_bits_as_rows) {
                 ea_k_matmul(c, &packed_t, x, sm[q], yp);
                 ea_k_matmul(c, &rows_t, x, sm[q], yr);
                 if (memcmp(yp, yr, (size_t)sm[q] * n * sizeof(float))) {
-                    fprintf(stderr, "  %s q8_0 n=%d k=%d m=%d: packed != rows\n", lay[L].isa, n, k, sm[q]);
+                    fprintf(stderr, "  %s %s n=%d k=%d m=%d: packed != rows\n", lay[L].isa, dn, n, k, sm[q]);
                     bad = 1;
                 }
             }
@@ -344,8 +353,8 @@ TEST(q8_packed_copy_same_bits_as_rows) {
                 ea_k_matmul(c, &v, x, MAXM, yp);
                 for (int i = 0; i < MAXM && !bad; i++)
                     if (memcmp(yp + (size_t)i * nr, yr + (size_t)i * n + r0, (size_t)nr * sizeof(float))) {
-                        fprintf(stderr, "  %s q8_0 n=%d k=%d: view of rows %d..%d differs\n", lay[L].isa, n, k, r0,
-                                r0 + nr);
+                        fprintf(stderr, "  %s %s n=%d k=%d: view of rows %d..%d differs\n", lay[L].isa, dn, n, k,
+                                r0, r0 + nr);
                         bad = 1;
                     }
             }
@@ -386,7 +395,7 @@ int main(void) {
     RUN(every_isa_matches_ref_and_is_batch_invariant);
     RUN(scalar_avx2_avx512_same_bits_q8_same_bits_everywhere);
     RUN(batch_equals_single_calls);
-    RUN(q8_packed_copy_same_bits_as_rows);
+    RUN(packed_copy_same_bits_as_rows);
     RUN(isa_selection);
     for (int a = 0; a < NISA; a++)
         for (int s = 0; s < NSH; s++) free(ysave[a][s]);
