@@ -236,42 +236,52 @@ size_t ea_k_packed_bytes(const ea_tensor *w, int rows) {
     return (size_t)((n + rows - 1) / rows) * ea_packed_group_bytes(w->dtype, (size_t)k, rows);
 }
 
+/* The writers fill each group in address order (padding included), so a
+ * copy is written once, front to back, into fresh memory. */
 static void ea__pack_q8(const ea_tensor *w, int rows, uint8_t *o) {
     int64_t n = ea_tensor_rows(w);
     size_t k = (size_t)ea_tensor_cols(w), nb = k / EA_QK8_0, gb = ea_q8p_group_bytes(k, rows);
-    size_t rb = ea_dtype_row_bytes(EA_Q8_0, k), run = (size_t)rows * 4;
-    uint8_t flip = rows == EA_Q8X16_ROWS ? 0x80 : 0;
-    for (int64_t j = 0; j < n; j++) {
-        uint8_t *g = o + (size_t)(j / rows) * gb;
-        size_t jr = (size_t)(j % rows);
-        const ea_block_q8_0 *row = (const ea_block_q8_0 *)((const uint8_t *)w->data + (size_t)j * rb);
-        for (size_t b = 0; b < nb; b++) {
-            for (size_t r = 0; r < 8; r++)
-                for (size_t q = 0; q < 4; q++) g[b * 8 * run + r * run + jr * 4 + q] = (uint8_t)row[b].qs[4 * r + q] ^ flip;
-            memcpy(g + nb * 8 * run + (b * (size_t)rows + jr) * 2, &row[b].d, 2);
-        }
+    size_t rb = ea_dtype_row_bytes(EA_Q8_0, k);
+    uint32_t flip = rows == EA_Q8X16_ROWS ? 0x80808080u : 0;
+    for (int64_t j0 = 0; j0 < n; j0 += rows, o += gb) {
+        const ea_block_q8_0 *row[EA_Q8X16_ROWS];
+        int nr = n - j0 < rows ? (int)(n - j0) : rows;
+        for (int r = 0; r < nr; r++) row[r] = (const ea_block_q8_0 *)((const uint8_t *)w->data + (size_t)(j0 + r) * rb);
+        uint8_t *q = o;
+        for (size_t b = 0; b < nb; b++)
+            for (int d = 0; d < 8; d++) /* run d: dword d of each row's block b */
+                for (int r = 0; r < rows; r++, q += 4) {
+                    uint32_t v = 0; /* padding rows: zero bytes */
+                    if (r < nr) {
+                        memcpy(&v, row[r][b].qs + 4 * d, 4);
+                        v ^= flip;
+                    }
+                    memcpy(q, &v, 4);
+                }
+        for (size_t b = 0; b < nb; b++)
+            for (int r = 0; r < rows; r++, q += 2) {
+                uint16_t d = r < nr ? row[r][b].d : 0;
+                memcpy(q, &d, 2);
+            }
+        memset(q, 0, gb - (size_t)(q - o));
     }
 }
 
 /* Fx4: step s of row j's group holds its elements [16s, 16s + 16) at (j % 4) * 16. */
 static void ea__pack_fx4(const ea_tensor *w, uint8_t *o) {
     int64_t n = ea_tensor_rows(w);
-    size_t k = (size_t)ea_tensor_cols(w), eb = (size_t)ea_dtypes[w->dtype].block_bytes;
-    size_t rb = k * eb, gb = ea_fx4_group_bytes(k, eb), seg = EA_FX4_STEP * eb;
-    for (int64_t j = 0; j < n; j++) {
-        uint8_t *g = o + (size_t)(j / EA_FX4_ROWS) * gb + (size_t)(j % EA_FX4_ROWS) * seg;
-        const uint8_t *row = (const uint8_t *)w->data + (size_t)j * rb;
-        for (size_t s = 0; s * EA_FX4_STEP < k; s++) {
-            size_t e = k - s * EA_FX4_STEP < EA_FX4_STEP ? k - s * EA_FX4_STEP : EA_FX4_STEP;
-            memcpy(g + s * EA_FX4_ROWS * seg, row + s * seg, e * eb);
-        }
-    }
+    size_t k = (size_t)ea_tensor_cols(w), eb = (size_t)ea_dtypes[w->dtype].block_bytes, seg = EA_FX4_STEP * eb;
+    for (int64_t j0 = 0; j0 < n; j0 += EA_FX4_ROWS)
+        for (size_t k0 = 0; k0 < k; k0 += EA_FX4_STEP)
+            for (int64_t j = j0; j < j0 + EA_FX4_ROWS; j++, o += seg) {
+                size_t e = j < n ? (k - k0 < EA_FX4_STEP ? k - k0 : EA_FX4_STEP) * eb : 0;
+                if (e) memcpy(o, (const uint8_t *)w->data + ((size_t)j * k + k0) * eb, e);
+                memset(o + e, 0, seg - e);
+            }
 }
 
 void ea_k_pack(const ea_tensor *w, int rows, void *dst) {
-    size_t bytes = ea_k_packed_bytes(w, rows);
-    EA_ASSERT(bytes);
-    memset(dst, 0, bytes); /* the padding rows and k tails */
+    EA_ASSERT(ea_k_packed_bytes(w, rows));
     if (w->dtype == EA_Q8_0) ea__pack_q8(w, rows, dst);
     else ea__pack_fx4(w, dst);
 }
