@@ -283,15 +283,11 @@ int main(int argc, char **argv) {
                 wt[c].nbytes = bytes;
             }
             /* a kernel that reads packed copies runs twice: on the rows ("layout":"rows") and on the
-             * copies, which loaders make on such CPUs: q8_0 under avx2 ("q8x8") and avx512 ("q8x16"),
-             * f32/f16/bf16 under avx2 ("fx4") */
+             * copies that loaders make for it (ea_k_pack_rows_isa): q8_0 under avx2 ("q8x8") and
+             * avx512 with VNNI ("q8x16"), f32/f16/bf16 under avx2 ("fx4") */
             uint8_t *pbuf = NULL;
             for (int v = 0; v < 10; v++) {
-                int a = v / 2, lay = v % 2;
-                int prow = dt != EA_Q8_0 ? (a == 1 ? EA_FX4_ROWS : 0)
-                           : a == 1      ? EA_Q8X8_ROWS
-                           : a == 2 || a == 3 ? EA_Q8X16_ROWS
-                                              : 0;
+                int a = v / 2, lay = v % 2, prow = ea_k_pack_rows_isa(all_isas[a], (ea_dtype)dt);
                 size_t pbytes = lay && prow ? ea_k_packed_bytes(&wt[0], prow) : 0;
                 if (lay && !pbytes) continue;
                 if (pbytes) {
@@ -303,7 +299,10 @@ int main(int argc, char **argv) {
                     wt[c].packed = pbytes ? pbuf + (size_t)c * pbytes : NULL;
                     wt[c].packed_rows = pbytes ? prow : 0;
                 }
-                const char *layout = !pbytes ? "rows" : prow == EA_FX4_ROWS ? "fx4" : prow == EA_Q8X8_ROWS ? "q8x8" : "q8x16";
+                const char *layout = !pbytes                   ? "rows"
+                                     : prow == EA_FX4_ROWS     ? "fx4"
+                                     : prow == EA_Q8X8_ROWS    ? "q8x8"
+                                                               : "q8x16";
                 if (!in_list(isas, all_isas[a]) || !ea_k_isa_supported(all_isas[a])) continue;
                 if (!isas && a < 2) continue; /* scalar/avx2 only when asked for */
                 for (int nt = 1; nt <= 64; nt++) {

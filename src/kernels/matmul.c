@@ -214,8 +214,12 @@ static int ea__pack_rows_of(ea__rows_fn fn) {
  * twice). */
 int ea_k_pack_rows(ea_dtype dt) {
     const char *env = getenv("EAAS_ISA");
+    return ea_k_pack_rows_isa(env && *env ? env : ea_k_isa_best(), dt);
+}
+
+int ea_k_pack_rows_isa(const char *isa, ea_dtype dt) {
     ea_kctx c = {0};
-    int i = ea__isa_parse(env && *env ? env : ea_k_isa_best());
+    int i = ea__isa_parse(isa);
     if (i < 0 || !ea__cpu_has((ea__isa)i, &c.has_vnni) || (unsigned)dt >= EA_N_DTYPES) return 0;
     c.isa = (ea__isa)i;
     c.has_amx_int8 = i == EA__ISA_AMX && ea__amx_int8();

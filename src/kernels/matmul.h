@@ -84,6 +84,8 @@ void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm);
  * AVX-512 ones without VNNI), 16 on AVX-512 VNNI CPUs without AMX int8;
  * f32/f16/bf16 4 on AVX2-only CPUs; else 0 (no copy). */
 int ea_k_pack_rows(ea_dtype dt);
+/* The same for a context of ISA `isa` ("avx2", ...; 0 if unknown or not on this CPU). */
+int ea_k_pack_rows_isa(const char *isa, ea_dtype dt);
 /* Bytes of w's copy of `rows` (q8_0: 8 or 16, w's rows whole blocks; f32,
  * f16, bf16: 4); 0 for any other pair. */
 size_t ea_k_packed_bytes(const ea_tensor *w, int rows);

@@ -388,6 +388,20 @@ TEST(isa_selection) {
     ea_kctx_destroy(c);
     ea_kctx_destroy(NULL);
     CHECK_EQ(ea_kctx_create(NULL, 0, 64, &c), EA_ERR_INVALID_ARG);
+    /* the copies a context of each ISA reads (loaders and bench_matmul ask this) */
+    CHECK_EQ(ea_k_pack_rows_isa("bogus", EA_BF16), 0);
+    for (int d = 0; d < EA_N_DTYPES; d++) CHECK_EQ(ea_k_pack_rows_isa("scalar", (ea_dtype)d), 0);
+    if (ea_k_isa_supported("avx2")) {
+        CHECK_EQ(ea_k_pack_rows_isa("avx2", EA_F32), EA_FX4_ROWS);
+        CHECK_EQ(ea_k_pack_rows_isa("avx2", EA_F16), EA_FX4_ROWS);
+        CHECK_EQ(ea_k_pack_rows_isa("avx2", EA_BF16), EA_FX4_ROWS);
+        CHECK_EQ(ea_k_pack_rows_isa("avx2", EA_Q8_0), EA_Q8X8_ROWS);
+    }
+    if (ea_k_isa_supported("avx512")) {
+        CHECK_EQ(ea_k_pack_rows_isa("avx512", EA_BF16), 0); /* the AVX-512 F kernel reads the rows */
+        int r = ea_k_pack_rows_isa("avx512", EA_Q8_0); /* 16 with VNNI, else the avx2 kernel's 8 */
+        CHECK(r == EA_Q8X16_ROWS || r == EA_Q8X8_ROWS);
+    }
 }
 
 int main(void) {
