@@ -7,6 +7,9 @@
  * registers (lanes 0-7, 8-15); the k tail is zero-filled, which adds +0*0 to
  * an accumulator that is never -0 (it starts at +0 and a sum is -0 only if
  * both terms are), so it changes nothing, like the scalar loop that skips it.
+ * The F tiles read W from the rows, or from the matrix's Fx4 copy
+ * (tensor/dtype.h: 4 rows' 16-element steps side by side) when the loader
+ * made one; ea__f_row hides which, and a decode tile then reads one group.
  *
  * q8_0 runs vector over 8 W rows (ea__rows_avx2_q8): exact int32 block sums
  * with the |w| * (x * sign w) vpmaddubsw trick, then lane b%16 of every (j, i)
