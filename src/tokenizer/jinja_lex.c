@@ -297,6 +297,7 @@ static int hexval(char c) {
 typedef enum { CW_DIGIT, CW_WORD, CW_WS } cw_class;
 static ea_status consume_class(lexer *L, cw_class k, size_t *start, size_t *len) {
     *start = L->pos;
+    *len = 0; /* also on the error path (GCC 12 -O3 -Werror=maybe-uninitialized) */
     for (;;) {
         if (L->pos >= L->n) break;
         size_t w = 1;

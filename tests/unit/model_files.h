@@ -77,7 +77,7 @@ MF_FN void mf_kv_bool(mf_buf *b, const char *k, int v) {
 
 /* ---- tensors ---- */
 typedef struct {
-    char name[112];
+    char name[160]; /* as long as the callers' name buffers */
     int nd;
     int64_t shape[4]; /* PyTorch order */
     float *data;      /* owned, f32 values (already rounded to the file dtype) */
