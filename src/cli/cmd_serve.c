@@ -238,6 +238,8 @@ int ea_cmd_serve(int argc, char **argv) {
                          .eplb_min_balancedness = f.eplb_min_bal, .eplb_layers_per_step = f.eplb_layers_per_step,
                          .eplb_algorithm = f.eplb_algorithm, .init_expert_location = f.init_expert_location};
     if ((st = ea_engine_create(&eo, &engine)) != EA_OK) goto fail;
+    /* each rank's resident memory against the plan, on rank 0's log (a collective: every rank calls it) */
+    if (engine->par && (st = ea_ep_engine_report_memory(engine->par, stderr)) != EA_OK) goto fail;
     /* every rank needs the tokenizer: stop strings end requests, and all ranks must agree when */
     if ((st = ea_serve_text_load(f.model, engine->m->cfg.vocab_size, &text, &ops)) != EA_OK) goto fail;
     ea_sched_opts so = {.bus = dist ? &bus : NULL, .max_running = f.max_running, .max_queue = f.max_queue,

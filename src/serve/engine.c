@@ -95,9 +95,9 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     if (s != EA_OK) goto fail;
     const ea_model_config *c = &e->m->cfg;
     /* Read every weight now, layer by layer (into huge-page memory, see
-     * model.c), and say how far it got; the parallel modes load each rank's
-     * share themselves (ep_engine.c). */
-    if (o->progress || o->parallel == EA_PAR_NONE) {
+     * model.c), and say how far it got. The parallel modes load only each
+     * rank's share, in ea_ep_engine_setup (ep_engine.c), rank 0 included. */
+    if (o->parallel == EA_PAR_NONE) {
         if ((s = ea_model_load_dense(e->m)) != EA_OK) goto fail;
         if (o->progress) o->progress(o->progress_ctx, 0.0);
         for (int l = 0; l < c->n_layers; l++) {
@@ -131,7 +131,9 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
             s = ea_err(EA_ERR_UNSUPPORTED, "--eplb with --parallel is not supported yet");
             goto fail;
         }
+        if (o->progress) o->progress(o->progress_ctx, 0.0);
         if ((s = ea_ep_engine_setup(eo->dist, eo->parallel, e->m, e->kctx, eo->max_tokens, &e->par)) != EA_OK) goto fail;
+        if (o->progress) o->progress(o->progress_ctx, 1.0);
         e->be = ea_ep_engine_take_backend(e->par);
         ea_ep_engine_print_plan(e->par, stderr);
     } else if ((s = eo->eplb ? ea__eplb_backend(e) : ea_forward_local_backend(e->m, e->kctx, eo->max_tokens, &e->be)) != EA_OK) {
