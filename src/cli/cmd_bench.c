@@ -40,7 +40,7 @@
 #include "base/args.h"
 #include "base/util.h"
 #include "cli/commands.h"
-#include "serve/sbuf.h"
+#include "base/sbuf.h"
 
 typedef struct {
     char host[256];

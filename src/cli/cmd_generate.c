@@ -144,6 +144,7 @@ int ea_cmd_generate(int argc, char **argv) {
         int32_t last = n - 1;
         if ((s = ea_forward_run(e->fw, n, chunk, pos, seq, at + n == n_prompt ? 1 : 0, &last, logits)) != EA_OK)
             goto fail;
+        ea_moe_end_step(e->be);
     }
     double t1 = ea_now_s();
     ea_detok_stream ds;
@@ -163,6 +164,7 @@ int ea_cmd_generate(int argc, char **argv) {
         if (n_gen >= max_tokens) break;
         int32_t p = n_prompt + n_gen - 1, z = 0;
         if ((s = ea_forward_run(e->fw, 1, &t, &p, seq, 1, &z, logits)) != EA_OK) goto fail;
+        ea_moe_end_step(e->be);
     }
     out.len = 0;
     ea_detok_stream_flush(&ds, &out);

@@ -108,6 +108,7 @@ int ea_cmd_perplexity(int argc, char **argv) {
                 if (at + i >= first && at + i < ctx - 1) rows[n_out++] = i;
             }
             s = ea_forward_run(e->fw, lim, win + at, pos, seq, n_out, rows, logits);
+            ea_moe_end_step(e->be);
             for (int r = 0; r < n_out && s == EA_OK; r++) {
                 const float *l = logits + (size_t)r * V;
                 int j = at + rows[r];

@@ -256,7 +256,7 @@ int ea_cmd_serve(int argc, char **argv) {
         goto fail;
     }
     ext_ctx.eplb = engine->eplb;
-    ext_ctx.par = engine->par;
+    ext_ctx.be = engine->be;
     ea_serve_ext_init(&ext_ctx, &ext);
     ea_http_set_ext(http, &ext);
     if ((st = ea_sched_start(sched)) != EA_OK) goto fail;
