@@ -524,19 +524,13 @@ const ea_moe_outcome *ea_forward_outcome(const ea_forward *f) { return &f->outco
 
 ea_status ea_forward_local_backend(const ea_model *m, ea_kctx *kctx, int max_tokens, ea_moe_backend **out) {
     const ea_model_config *c = &m->cfg;
-    static ea_ffn_weights *const none = NULL;
-    ea_ffn_weights **per_layer = ea_calloc((size_t)c->n_layers, sizeof *per_layer);
-    if (!per_layer) return ea_err(EA_ERR_NOMEM, "backend");
-    for (int l = 0; l < c->n_layers; l++) per_layer[l] = c->layer_is_moe[l] ? m->layers[l].experts : none;
     ea_moe_local_opts o = {.n_layers = c->n_layers,
                            .hidden = c->hidden_size,
                            .ff = c->moe_intermediate_size,
                            .n_experts = c->n_experts,
                            .max_tokens = max_tokens,
                            .max_k = c->n_experts_per_tok,
-                           .experts = (ea_ffn_weights *const *)per_layer,
+                           .experts = (ea_ffn_weights *const *)m->experts,
                            .kctx = kctx};
-    ea_status s = ea_moe_local_create(&o, out);
-    ea_free(per_layer);
-    return s;
+    return ea_moe_local_create(&o, out);
 }

@@ -519,6 +519,11 @@ ea_status ea_model_open(const char *path, ea_model **out) {
     }
     ea__ld ld = {m, f, own, path};
     if ((s = ea__map_all(&ld)) != EA_OK) goto fail;
+    if (!(m->experts = ea_calloc((size_t)m->cfg.n_layers, sizeof *m->experts))) {
+        s = ea_err(EA_ERR_NOMEM, "%s: no memory", path);
+        goto fail;
+    }
+    for (int l = 0; l < m->cfg.n_layers; l++) m->experts[l] = m->cfg.layer_is_moe[l] ? m->layers[l].experts : NULL;
     ea__layout(m, f);
     *out = m;
     return EA_OK;
@@ -532,6 +537,7 @@ void ea_model_close(ea_model *m) {
     if (m->layers)
         for (int l = 0; l < m->cfg.n_layers; l++) ea_free(m->layers[l].experts);
     ea_free(m->layers);
+    ea_free(m->experts);
     ea__files *f = m->files;
     if (f) {
         ea_st_set_close(f->st);

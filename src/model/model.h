@@ -64,6 +64,8 @@ typedef struct ea_model {
     char *path;              /* owns */
     ea_tensor tok_embd, out_norm, lm_head;
     ea_layer_weights *layers; /* owns: cfg.n_layers */
+    ea_ffn_weights **experts; /* owns the array: [n_layers] -> layers[l].experts, NULL for dense layers —
+                                 the per-layer expert table the MoE backends take */
     int64_t weight_bytes;     /* all tensors */
     void *files;              /* owns: the open safetensors set or GGUF file (reader-private) */
     void *owned;              /* owns: buffers the loader had to write (reader-private) */
