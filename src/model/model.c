@@ -476,8 +476,49 @@ static ea_status ea__map_all(ea__ld *ld) {
     return EA_OK;
 }
 
+static int starts_with_gguf_magic(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char m[4] = {0};
+    size_t got = fread(m, 1, 4, f);
+    fclose(f);
+    return got == 4 && memcmp(m, "GGUF", 4) == 0;
+}
+
+ea_status ea_model_check_path(const char *path) {
+    if (ea_is_dir(path)) return EA_OK;
+    if (!ea_file_exists(path)) return ea_err(EA_ERR_NOT_FOUND, "%s: no such model directory or .gguf file", path);
+    if (starts_with_gguf_magic(path)) return EA_OK;
+    /* a file of an HF model directory (config.json, *.safetensors, ...): name the directory */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    char cfg[4200];
+    ea_path_join(cfg, sizeof cfg, dir, "config.json");
+    if (ea_file_exists(cfg))
+        return ea_err(EA_ERR_INVALID_ARG,
+                      "%s: expected a model directory or a .gguf file, got a file of the model directory %s (pass "
+                      "the directory)", path, dir);
+    return ea_err(EA_ERR_INVALID_ARG,
+                  "%s: expected a model directory or a .gguf file; this file is neither (bad magic at offset 0, "
+                  "not GGUF)", path);
+}
+
+ea_status ea_model_read_config(const char *path, ea_model_config *cfg) {
+    EA_TRY(ea_model_check_path(path));
+    if (ea_is_dir(path)) return ea_config_from_hf_dir(path, cfg);
+    ea_gguf *g = NULL;
+    EA_TRY(ea_gguf_open(path, &g));
+    ea_status s = ea_config_from_gguf(g, cfg);
+    ea_gguf_close(g);
+    return s;
+}
+
 ea_status ea_model_open(const char *path, ea_model **out) {
     *out = NULL;
+    EA_TRY(ea_model_check_path(path));
     ea_model *m = ea_calloc(1, sizeof *m);
     ea__files *f = ea_calloc(1, sizeof *f);
     ea__owned *own = ea_calloc(1, sizeof *own);
