@@ -75,8 +75,8 @@ int ea_cmd_generate(int argc, char **argv) {
                 rest.n_pos ? "unexpected argument; quote the prompt" : "--model and --prompt are required");
         return 2;
     }
-    ea_status s = ea_cli_check_model(model, ctx, "--ctx", allow_long);
-    if (s != EA_OK) return ea_cli_fail(argv[0], s);
+    if ((rc = ea_cli_check_model(argv[0], model, ctx, "--ctx", allow_long)) != 0) return rc;
+    ea_status s;
 
     ea_tokenizer *tok = NULL;
     ea_engine *e = NULL;

@@ -48,8 +48,8 @@ int ea_cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "eaas perplexity: --model and --file are required (see --help)\n");
         return 2;
     }
-    ea_status s = ea_cli_check_model(model, ctx, "--ctx", allow_long);
-    if (s != EA_OK) return ea_cli_fail(argv[0], s);
+    if ((rc = ea_cli_check_model(argv[0], model, ctx, "--ctx", allow_long)) != 0) return rc;
+    ea_status s;
     ea_tokenizer *tok = NULL;
     ea_engine *e = NULL;
     char *text = NULL;

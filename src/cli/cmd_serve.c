@@ -118,16 +118,14 @@ static int check_flags(const serve_flags *f) {
     else if (f->kv_disk_dir && !f->kv_disk_dir[0]) bad = "--kv-disk-dir must not be empty";
     else if (f->eplb_algorithm && strcmp(f->eplb_algorithm, "deepseek") && strcmp(f->eplb_algorithm, "refined"))
         bad = "--eplb-algorithm must be deepseek or refined";
+    char why[300];
+    if (!bad && f->init_expert_location && !ea_file_exists(f->init_expert_location))
+        bad = (snprintf(why, sizeof why, "--init-expert-location %.200s: no such file", f->init_expert_location), why);
     if (bad) {
-        fprintf(stderr, "eaas serve: %s\n", bad);
+        if (ea_par_report_here(NULL)) fprintf(stderr, "eaas serve: %s\n", bad);
         return 2;
     }
-    if (f->init_expert_location && !ea_file_exists(f->init_expert_location)) {
-        fprintf(stderr, "eaas serve: --init-expert-location %s: no such file\n", f->init_expert_location);
-        return 2;
-    }
-    ea_status st = ea_cli_check_model(f->model, f->max_ctx, "--max-ctx", f->allow_long_ctx);
-    return st == EA_OK ? 0 : ea_cli_fail("serve", st);
+    return ea_cli_check_model("serve", f->model, f->max_ctx, "--max-ctx", f->allow_long_ctx);
 }
 
 #define EA_WEEK_S 604800.0 /* upper bound of the time flags */

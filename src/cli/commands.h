@@ -26,7 +26,7 @@ int ea_cmd_bench(int argc, char **argv);
 int ea_cli_fail(const char *cmd, ea_status s);
 
 /* Flags (cli_args.c). Parse argv by spec (base/args.h has the rules): on a
- * flag error print "eaas <cmd>: <message>" and return 2; on --help print
+ * flag error print "eaas <cmd>: <message>" (on MPI rank 0 only) and return 2; on --help print
  * usage then the flag table to stdout and return 0; otherwise return -1 and
  * the caller goes on. */
 int ea_cli_parse(const char *cmd, const char *usage, const ea_arg *spec, int argc, char **argv, ea_args_rest *rest);
@@ -38,7 +38,8 @@ int ea_cli_allow_long_ctx(int flag);
  * port): path is a model directory or a GGUF file (ea_model_check_path), and
  * ctx (0: the default, always fine) is at most the model's
  * max_position_embeddings unless allowed. ctx_flag names the flag in the
- * error ("--max-ctx"). Reads only the config. */
-ea_status ea_cli_check_model(const char *path, int ctx, const char *ctx_flag, int allow_long);
+ * error ("--max-ctx"). Reads only the config. Returns 0, or 1 after printing
+ * the error (on MPI rank 0 only). */
+int ea_cli_check_model(const char *cmd, const char *path, int ctx, const char *ctx_flag, int allow_long);
 
 #endif

@@ -476,28 +476,23 @@ static ea_status ea__map_all(ea__ld *ld) {
     return EA_OK;
 }
 
-static int starts_with_gguf_magic(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char m[4] = {0};
-    size_t got = fread(m, 1, 4, f);
-    fclose(f);
-    return got == 4 && memcmp(m, "GGUF", 4) == 0;
+int ea_model_dir_of_file(const char *path, char *dir, size_t n) {
+    snprintf(dir, n, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, n, ".");
+    char cfg[4200];
+    ea_path_join(cfg, sizeof cfg, dir, "config.json");
+    return ea_file_exists(cfg);
 }
 
 ea_status ea_model_check_path(const char *path) {
     if (ea_is_dir(path)) return EA_OK;
     if (!ea_file_exists(path)) return ea_err(EA_ERR_NOT_FOUND, "%s: no such model directory or .gguf file", path);
-    if (starts_with_gguf_magic(path)) return EA_OK;
+    if (ea_gguf_file_has_magic(path)) return EA_OK;
     /* a file of an HF model directory (config.json, *.safetensors, ...): name the directory */
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
-    char cfg[4200];
-    ea_path_join(cfg, sizeof cfg, dir, "config.json");
-    if (ea_file_exists(cfg))
+    if (ea_model_dir_of_file(path, dir, sizeof dir))
         return ea_err(EA_ERR_INVALID_ARG,
                       "%s: expected a model directory or a .gguf file, got a file of the model directory %s (pass "
                       "the directory)", path, dir);

@@ -85,6 +85,9 @@ void ea_model_close(ea_model *m);
  * directory or a .gguf file" (with the directory to pass instead when path is
  * a file inside a model directory, e.g. dir/config.json). */
 ea_status ea_model_check_path(const char *path);
+/* 1 if the file path lies in an HF model directory (one with config.json),
+ * which is written to dir (n bytes). */
+int ea_model_dir_of_file(const char *path, char *dir, size_t n);
 /* The config only (config.json, or the GGUF metadata), without the tensors:
  * cheap, for checks before the load. */
 ea_status ea_model_read_config(const char *path, ea_model_config *cfg);
