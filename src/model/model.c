@@ -496,7 +496,7 @@ ea_status ea_model_check_path(const char *path) {
         return ea_err(EA_ERR_INVALID_ARG,
                       "%s: expected a model directory or a .gguf file, got a file of the model directory %s (pass "
                       "the directory)", path, dir);
-    return ea_err(EA_ERR_INVALID_ARG,
+    return ea_err(EA_ERR_FORMAT,
                   "%s: expected a model directory or a .gguf file; this file is neither (bad magic at offset 0, "
                   "not GGUF)", path);
 }
