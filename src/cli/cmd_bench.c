@@ -490,6 +490,11 @@ static char *first_model(const url_parts *u, double timeout_s, char *why, size_t
 
 /* ---- the command ----------------------------------------------------------------------- */
 
+static const char usage_text[] =
+    "usage: eaas bench serve --url URL [flags]\n\nDrive an OpenAI-compatible server with streamed "
+    "/v1/completions and report\nrequests/s, output tokens/s, TTFT, TPOT, ITL, E2E (mean, p50, p90, "
+    "p99).\n\n";
+
 static int bench_serve(int argc, char **argv) {
     const char *url = NULL, *model = NULL, *dataset = NULL;
     int concurrency = 0, num_prompts = 100, input_len = 128, output_len = 128, as_json = 0;
@@ -509,11 +514,7 @@ static int bench_serve(int argc, char **argv) {
         {"json", EA_ARG_BOOL, &as_json, NULL, "print only the JSON line"},
         {0}};
     ea_args_rest rest;
-    int rc = ea_cli_parse("bench serve",
-                          "usage: eaas bench serve --url URL [flags]\n\nDrive an OpenAI-compatible server with streamed "
-                          "/v1/completions and report\nrequests/s, output tokens/s, TTFT, TPOT, ITL, E2E (mean, p50, p90, "
-                          "p99).\n\n",
-                          spec, argc, argv, &rest);
+    int rc = ea_cli_parse("bench serve", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     url_parts u;
     if (!url || parse_url(url, &u) != 0 || rest.n_pos) {

@@ -27,6 +27,11 @@
 
 #define EA_PPL_ROWS 64 /* logits rows per forward call */
 
+static const char usage_text[] =
+    "usage: eaas perplexity --model M --file TEXT [--ctx N] [--chunks K] [--threads N]\n\n"
+    "Perplexity of the model on a text, with llama.cpp's method (windows of N tokens,\n"
+    "second half of each scored). The last line is 'PPL = <value> +/- <error>'.\n\n";
+
 int ea_cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL;
     int ctx = 512, chunks = -1, threads = 0, allow_long = 0; /* chunks -1: all */
@@ -38,11 +43,7 @@ int ea_cmd_perplexity(int argc, char **argv) {
                      {"threads", EA_ARG_INT, &threads, "N", "threads (default 0: CPU count)", 0, 4096},
                      {0}};
     ea_args_rest rest;
-    int rc = ea_cli_parse("perplexity",
-                          "usage: eaas perplexity --model M --file TEXT [--ctx N] [--chunks K] [--threads N]\n\n"
-                          "Perplexity of the model on a text, with llama.cpp's method (windows of N tokens,\n"
-                          "second half of each scored). The last line is 'PPL = <value> +/- <error>'.\n\n",
-                          spec, argc, argv, &rest);
+    int rc = ea_cli_parse("perplexity", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     if (!model || !file || rest.n_pos) {
         fprintf(stderr, "eaas perplexity: --model and --file are required (see --help)\n");

@@ -130,6 +130,10 @@ static int check_flags(const serve_flags *f) {
 
 #define EA_WEEK_S 604800.0 /* upper bound of the time flags */
 
+static const char usage_text[] =
+    "usage: eaas serve --model PATH [flags]\n\nServe a model over an OpenAI-compatible HTTP API:\n"
+    "/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health, /metrics.\n\n";
+
 int ea_cmd_serve(int argc, char **argv) {
     serve_flags f = {.dist_timeout = -1, .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
                      .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .kv_disk_max_mib = 1024,
@@ -169,9 +173,7 @@ int ea_cmd_serve(int argc, char **argv) {
         {"dist-timeout", EA_ARG_DOUBLE, &f.dist_timeout, "S", "deadline of every MPI collective and of the control bus (30)", 0.001, EA_WEEK_S, "parallel"},
         {0}};
     ea_args_rest rest;
-    int rc = ea_cli_parse("serve", "usage: eaas serve --model PATH [flags]\n\nServe a model over an OpenAI-compatible HTTP API:\n"
-                          "/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health, /metrics.\n\n",
-                          spec, argc, argv, &rest);
+    int rc = ea_cli_parse("serve", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     if (rest.n_pos > 0) {
         fprintf(stderr, "eaas serve: unexpected argument '%s'\n", rest.pos[0]);
