@@ -4,8 +4,8 @@
  * Order of start-up: every flag is checked first, and the model path and its
  * config (--max-ctx against max_position_embeddings), so a bad flag is
  * reported before anything listens; then the HTTP port opens (so /health can
- * say 503 while the model loads), then engine, tokenizer/chat template and scheduler; then
- * requests are accepted. Shutdown on SIGTERM/SIGINT (or after --max-requests
+ * say 503 while the model loads), then engine, tokenizer/chat template and
+ * scheduler; then requests are accepted. Shutdown on SIGTERM/SIGINT (or after --max-requests
  * generation requests, for tests): stop accepting connections, let in-flight
  * requests finish for up to --drain-seconds, cancel the rest, close, free.
  * The signal handler only sets a flag; the main thread polls it.
@@ -119,8 +119,10 @@ static int check_flags(const serve_flags *f) {
     else if (f->eplb_algorithm && strcmp(f->eplb_algorithm, "deepseek") && strcmp(f->eplb_algorithm, "refined"))
         bad = "--eplb-algorithm must be deepseek or refined";
     char why[300];
-    if (!bad && f->init_expert_location && !ea_file_exists(f->init_expert_location))
-        bad = (snprintf(why, sizeof why, "--init-expert-location %.200s: no such file", f->init_expert_location), why);
+    if (!bad && f->init_expert_location && !ea_file_exists(f->init_expert_location)) {
+        snprintf(why, sizeof why, "--init-expert-location %.200s: no such file", f->init_expert_location);
+        bad = why;
+    }
     if (bad) {
         if (ea_par_report_here(NULL)) fprintf(stderr, "eaas serve: %s\n", bad);
         return 2;
