@@ -521,6 +521,10 @@ static int bench_serve(int argc, char **argv) {
         fprintf(stderr, "eaas bench serve: --url http://HOST:PORT is required\n");
         return 2;
     }
+    if (dataset && ea_args_given(spec, &rest, "input-len")) {
+        fprintf(stderr, "eaas bench serve: --input-len does not apply with --dataset (the prompts come from the file)\n");
+        return 2;
+    }
     if (concurrency == 0) concurrency = rate > 0 ? (num_prompts < 1024 ? num_prompts : 1024) : 1;
     if (concurrency > num_prompts) concurrency = num_prompts;
 
