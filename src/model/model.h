@@ -80,6 +80,20 @@ typedef struct ea_model {
 ea_status ea_model_open(const char *path, ea_model **out);
 void ea_model_close(ea_model *m);
 
+/* What ea_model_open checks first, for callers that must refuse a bad path
+ * before doing anything else (serve, before it opens its port): path is a
+ * directory, or a file that starts with the GGUF magic. Otherwise one error
+ * naming path: "no such model directory or .gguf file", or "expected a model
+ * directory or a .gguf file" (with the directory to pass instead when path is
+ * a file inside a model directory, e.g. dir/config.json). */
+ea_status ea_model_check_path(const char *path);
+/* 1 if the file path lies in an HF model directory (one with config.json),
+ * which is written to dir (n bytes). */
+int ea_model_dir_of_file(const char *path, char *dir, size_t n);
+/* The config only (config.json, or the GGUF metadata), without the tensors:
+ * cheap, for checks before the load. */
+ea_status ea_model_read_config(const char *path, ea_model_config *cfg);
+
 /* Load (copy into huge-page memory, pointing the tensors at the copies) the
  * non-expert weights, and the routed experts of `layer` whose mask byte is
  * non-zero (mask has cfg.n_experts bytes; NULL = all). Experts chosen by earlier
