@@ -158,7 +158,7 @@ EOF
             run_tests "$t"
             case $? in
             0) res=survived ;;
-            1) res=killed why="$(grep -E 'Failed|Timeout' "$WT/build/mutate-test.log" | sed 's/^ *//' | tr -s ' ' | paste -sd ';')" ;;
+            1) res=killed why="by $(sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) (\(.*\))$/\1 (\2)/p' "$WT/build/mutate-test.log" | paste -sd ' ')" ;;
             2) res=survived why="no test named: $t" ;;
             esac
             why="$why ($(($(date +%s) - t0)) s)"
