@@ -85,6 +85,15 @@ TEST(args) {
     CHECK_EQ(ea_args_parse(spec, 3, bad, &rest), EA_ERR_INVALID_ARG);
     char *unk[] = {"cmd", "--nope"};
     CHECK_EQ(ea_args_parse(spec, 2, unk, &rest), EA_ERR_INVALID_ARG);
+    /* an int flag is an int: 2^31 (which would wrap to negative) is refused, INT_MIN/MAX are not */
+    char *big[] = {"cmd", "--n", "2147483648"}, *max[] = {"cmd", "--n", "2147483647"}, *min[] = {"cmd", "--n", "-2147483648"};
+    char *low[] = {"cmd", "--n", "-2147483649"};
+    CHECK_EQ(ea_args_parse(spec, 3, big, &rest), EA_ERR_INVALID_ARG);
+    CHECK_EQ(ea_args_parse(spec, 3, low, &rest), EA_ERR_INVALID_ARG);
+    CHECK_EQ(ea_args_parse(spec, 3, max, &rest), EA_OK);
+    CHECK_EQ(n, 2147483647);
+    CHECK_EQ(ea_args_parse(spec, 3, min, &rest), EA_OK);
+    CHECK_EQ(n, -2147483647 - 1);
 }
 
 TEST(dtype_roundtrip) {
