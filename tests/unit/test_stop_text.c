@@ -24,9 +24,12 @@ static void sink(void *ctx, const char *t, int n) {
     o->calls++;
 }
 
-/* Feed tokens (NULL-terminated); after token i, emitted[i] is the text emitted so
- * far. Returns the index of the token that matched a stop, or -1. */
-static int feed(ea_stop_text *st, const char *const *toks, out_t *o, char emitted[][64]) {
+/* Start st with the stops, then feed tokens (NULL-terminated); after token i,
+ * emitted[i] is the text emitted so far. Returns the index of the token that
+ * matched a stop, or -1. */
+static int feed(ea_stop_text *st, const char *const *stops, int n_stops, const char *const *toks, out_t *o,
+                char emitted[][64]) {
+    ea_stop_text_init(st, stops, n_stops);
     memset(o, 0, sizeof *o);
     for (int i = 0; toks[i]; i++) {
         int stop = ea_stop_text_add(st, toks[i], (int)strlen(toks[i]), sink, o);
@@ -40,10 +43,9 @@ TEST(prefix_of_a_stop_is_held_back) {
     const char *stops[] = {"cx"};
     const char *toks[] = {"ab", "c", "d", NULL};
     ea_stop_text st;
-    ea_stop_text_init(&st, stops, 1);
     out_t o;
     char em[8][64];
-    CHECK_EQ(feed(&st, toks, &o, em), -1);
+    CHECK_EQ(feed(&st, stops, 1, toks, &o, em), -1);
     CHECK_STREQ(em[0], "ab");
     CHECK_STREQ(em[1], "ab"); /* "c" could start "cx" */
     CHECK_STREQ(em[2], "abcd");
@@ -56,10 +58,9 @@ TEST(stop_across_tokens_never_emitted) {
     const char *stops[] = {"o w", "never"};
     const char *toks[] = {"Hel", "lo", " wo", "rld", NULL};
     ea_stop_text st;
-    ea_stop_text_init(&st, stops, 2);
     out_t o;
     char em[8][64];
-    CHECK_EQ(feed(&st, toks, &o, em), 2);
+    CHECK_EQ(feed(&st, stops, 2, toks, &o, em), 2);
     CHECK_STREQ(em[0], "Hel");
     CHECK_STREQ(em[1], "Hell"); /* the "o" waits */
     CHECK_STREQ(o.text, "Hell");
@@ -67,8 +68,7 @@ TEST(stop_across_tokens_never_emitted) {
     /* a stop spread over three tokens, one byte each */
     const char *stops3[] = {"xyz"};
     const char *toks3[] = {"a", "x", "y", "z", "b", NULL};
-    ea_stop_text_init(&st, stops3, 1);
-    CHECK_EQ(feed(&st, toks3, &o, em), 3);
+    CHECK_EQ(feed(&st, stops3, 1, toks3, &o, em), 3);
     CHECK_STREQ(em[1], "a");
     CHECK_STREQ(em[2], "a");
     CHECK_STREQ(o.text, "a");
@@ -78,16 +78,14 @@ TEST(earliest_stop_wins_and_longest_prefix_is_kept) {
     const char *stops[] = {"yz", "xy"};
     const char *toks[] = {"wxyz", NULL};
     ea_stop_text st;
-    ea_stop_text_init(&st, stops, 2);
     out_t o;
     char em[8][64];
-    CHECK_EQ(feed(&st, toks, &o, em), 0);
+    CHECK_EQ(feed(&st, stops, 2, toks, &o, em), 0);
     CHECK_STREQ(o.text, "w");
     /* "xy" ends the text: a prefix of "xyz" (2 bytes) and of "yq" (1 byte): keep 2 */
     const char *stops2[] = {"xyz", "yq"};
     const char *toks2[] = {"axy", "q", NULL};
-    ea_stop_text_init(&st, stops2, 2);
-    CHECK_EQ(feed(&st, toks2, &o, em), 1);
+    CHECK_EQ(feed(&st, stops2, 2, toks2, &o, em), 1);
     CHECK_STREQ(em[0], "a");
     CHECK_STREQ(o.text, "ax");
 }
@@ -96,10 +94,9 @@ TEST(utf8_split_over_tokens) {
     const char *stops[] = {"\xe2\x82\xac!"}; /* "€!" */
     const char *toks[] = {"a\xe2", "\x82", "\xac", "b", "\xe2\x82\xac", "!", NULL};
     ea_stop_text st;
-    ea_stop_text_init(&st, stops, 1);
     out_t o;
     char em[8][64];
-    CHECK_EQ(feed(&st, toks, &o, em), 5);
+    CHECK_EQ(feed(&st, stops, 1, toks, &o, em), 5);
     CHECK_STREQ(em[0], "a");
     CHECK_STREQ(em[1], "a");
     CHECK_STREQ(em[2], "a"); /* "€" is whole but may start "€!" */
@@ -108,9 +105,8 @@ TEST(utf8_split_over_tokens) {
     CHECK_STREQ(o.text, "a\xe2\x82\xac" "b");
     CHECK(!o.split_char);
     /* without stops: a character is emitted when its last byte arrives */
-    ea_stop_text_init(&st, NULL, 0);
     const char *toks2[] = {"\xf0\x9f", "\x98", "\x80", NULL}; /* U+1F600 */
-    CHECK_EQ(feed(&st, toks2, &o, em), -1);
+    CHECK_EQ(feed(&st, NULL, 0, toks2, &o, em), -1);
     CHECK_STREQ(em[1], "");
     CHECK_STREQ(em[2], "\xf0\x9f\x98\x80");
 }
@@ -119,10 +115,9 @@ TEST(flush_and_long_text) {
     const char *stops[] = {"cx"};
     const char *toks[] = {"ab", "c", NULL};
     ea_stop_text st;
-    ea_stop_text_init(&st, stops, 1);
     out_t o;
     char em[8][64];
-    CHECK_EQ(feed(&st, toks, &o, em), -1);
+    CHECK_EQ(feed(&st, stops, 1, toks, &o, em), -1);
     CHECK_STREQ(o.text, "ab");
     ea_stop_text_flush(&st, sink, &o);
     CHECK_STREQ(o.text, "abc");
