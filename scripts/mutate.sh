@@ -10,7 +10,7 @@
 #   ID_SUBSTRING  run only the mutants whose id contains one of these
 #
 # The scratch tree is a detached `git worktree` of HEAD under /tmp (uncommitted
-# changes are not in it), configured once in Release and rebuilt incrementally;
+# source changes are not in it; this list is read from the checkout), configured once in Release and rebuilt incrementally;
 # .cache and tools/node/node_modules of this checkout are linked into it so the
 # golden tests find their references. Before the mutants, the named tests are run
 # once on the unmutated tree: a test that fails there makes its mutants
