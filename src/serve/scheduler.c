@@ -29,10 +29,9 @@
  * schedule; a file valid on one rank but not another would make their
  * schedules differ (see docs/serving.md "Prefix cache disk tier").
  *
- * Text: a token's bytes go to `pend`; the longest prefix of `pend` made of
- * whole UTF-8 characters moves to `hold`; of `hold`, everything that cannot be
- * the start of a stop string is emitted. A stop string found in `hold` ends
- * the request with finish "stop" and is not emitted.
+ * Text (stop_text.h): a token's bytes become whole UTF-8 characters; of
+ * those, everything that cannot be the start of a stop string is emitted. A
+ * stop string found ends the request with finish "stop" and is not emitted.
  *
  * Locks: s->mu guards incoming, n_incoming, stopping, stats; r->mu guards
  * r's event ring and refs. The step loop holds no lock while it computes.
@@ -51,8 +50,7 @@
 #include "base/util.h"
 #include "serve/detok.h"
 #include "serve/kv_disk.h"
-
-#define EA__HOLD_MAX 1024
+#include "serve/stop_text.h"
 
 struct ea_request {
     uint64_t id;
@@ -67,10 +65,7 @@ struct ea_request {
     int32_t *out_counts;      /* owns: (vocab) when penalties are used */
     uint8_t *prompt_seen;     /* owns: (vocab) when repetition penalty is used */
     ea_rng rng;
-    char pend[8];             /* bytes of an unfinished UTF-8 character */
-    int n_pend;
-    char hold[EA__HOLD_MAX];  /* whole characters not yet emitted (stop-string lookahead) */
-    int n_hold;
+    ea_stop_text text;        /* UTF-8 assembly and stop-string hold-back of the output */
     int finished;             /* step loop: DONE/ERROR pushed */
     int headless;             /* made from the control bus on a rank without clients */
     int cancel_applied;       /* step loop: cancel arrived through the bus */
@@ -404,70 +399,46 @@ static ea_status ea__reserve(ea_sched *s, ea_request *r, int n_pos) {
 
 /* ------------------------------------------------------------ text */
 
-static int ea__utf8_len(unsigned char c) {
-    return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1; /* stray byte: alone */
-}
+/* Where r's emitted text goes: TOKEN events of at most one event's text each,
+ * never splitting a character. The first event keeps ev's token and logprobs,
+ * later ones carry token -1. */
+typedef struct {
+    ea_request *r;
+    ea_event *ev;
+    int pushed;
+} ea__text_out;
 
-/* Longest n such that hold[len-n..len) is a proper prefix of some stop string. */
-static int ea__stop_suffix(const ea_request *r, const char *h, int len) {
-    int keep = 0;
-    for (int i = 0; i < r->p.n_stop; i++) {
-        int sl = (int)strlen(r->p.stop[i]);
-        for (int n = sl - 1 < len ? sl - 1 : len; n > keep; n--)
-            if (memcmp(h + len - n, r->p.stop[i], (size_t)n) == 0) {
-                keep = n;
-                break;
-            }
-    }
-    return keep;
-}
-
-/* Push hold[0..n) as TOKEN events of at most one event's text each, never splitting a
- * character, and drop it from hold. The first event keeps ev's token and logprobs,
- * later ones carry token -1. With n == 0 one event with empty text is pushed if
- * `always` (a token whose text is held back still reports its id). */
-static void ea__emit_hold(ea_request *r, ea_event *ev, int n, int always) {
-    while (n > 0 || always) {
-        int c = n < (int)sizeof ev->text - 1 ? n : (int)sizeof ev->text - 1;
-        while (c > 0 && c < n && ((unsigned char)r->hold[c] & 0xc0) == 0x80) c--;
-        memcpy(ev->text, r->hold, (size_t)c);
-        ev->text[c] = 0;
-        ev->text_len = c;
-        ea__push(r, ev);
-        ev->token = -1;
-        ev->n_top = 0;
-        memmove(r->hold, r->hold + c, (size_t)(r->n_hold - c));
-        r->n_hold -= c;
+static void ea__text_sink(void *ctx, const char *text, int n) {
+    ea__text_out *o = ctx;
+    while (n > 0) {
+        int c = n < (int)sizeof o->ev->text - 1 ? n : (int)sizeof o->ev->text - 1;
+        while (c > 0 && c < n && ((unsigned char)text[c] & 0xc0) == 0x80) c--;
+        memcpy(o->ev->text, text, (size_t)c);
+        o->ev->text[c] = 0;
+        o->ev->text_len = c;
+        ea__push(o->r, o->ev);
+        o->ev->token = -1;
+        o->ev->n_top = 0;
+        o->pushed = 1;
+        text += c;
         n -= c;
-        always = 0;
     }
 }
 
-/* Add a token's text and push its TOKEN event(s). Returns 1 if a stop string matched
- * (the text before it is emitted, the rest dropped). */
+/* Add a token's text and push its TOKEN event(s): at least one, with empty text
+ * if all of it is held back (the token still reports its id). Returns 1 if a
+ * stop string matched (the text before it is emitted, the rest dropped). */
 static int ea__text(ea_sched *s, ea_request *r, int32_t tok, ea_event *ev) {
     char bytes[1024];
     int nb = ea_detok_token_bytes(s->tok, tok, bytes, (int)sizeof bytes);
-    for (int i = 0; i < nb; i++) {
-        if (r->n_pend < (int)sizeof r->pend) r->pend[r->n_pend++] = bytes[i];
-        int need = ea__utf8_len((unsigned char)r->pend[0]);
-        if (r->n_pend >= need) {
-            if (r->n_hold + r->n_pend > EA__HOLD_MAX) /* hold is full of stop-free text: emit it */
-                ea__emit_hold(r, ev, r->n_hold - ea__stop_suffix(r, r->hold, r->n_hold), 0);
-            memcpy(r->hold + r->n_hold, r->pend, (size_t)r->n_pend);
-            r->n_hold += r->n_pend;
-            r->n_pend = 0;
-        }
+    ea__text_out o = {r, ev, 0};
+    int stopped = ea_stop_text_add(&r->text, bytes, nb, ea__text_sink, &o);
+    if (!o.pushed) {
+        ev->text[0] = 0;
+        ev->text_len = 0;
+        ea__push(r, ev);
     }
-    /* stop strings: the earliest match anywhere in hold */
-    int cut = -1;
-    for (int i = 0; i < r->p.n_stop; i++) {
-        const char *m = memmem(r->hold, (size_t)r->n_hold, r->p.stop[i], strlen(r->p.stop[i]));
-        if (m && (cut < 0 || m - r->hold < cut)) cut = (int)(m - r->hold);
-    }
-    ea__emit_hold(r, ev, cut >= 0 ? cut : r->n_hold - ea__stop_suffix(r, r->hold, r->n_hold), 1);
-    if (cut >= 0) r->n_hold = 0;
-    return cut >= 0;
+    return stopped;
 }
 
 /* Flush held text at the end (no stop string matched). */
@@ -476,7 +447,8 @@ static void ea__flush_text(ea_request *r) {
     memset(&ev, 0, sizeof ev);
     ev.kind = EA_EV_TOKEN;
     ev.token = -1;
-    ea__emit_hold(r, &ev, r->n_hold, 0);
+    ea__text_out o = {r, &ev, 0};
+    ea_stop_text_flush(&r->text, ea__text_sink, &o);
 }
 
 /* ------------------------------------------------------------ one step */
@@ -832,7 +804,7 @@ static ea_status ea__apply(ea_sched *s, const uint8_t *buf, size_t len, ea_reque
                 if ((size_t)(d.end - d.p) < sizeof(int32_t) * (size_t)iv[0]) return ea_err(EA_ERR_FORMAT, "control bus: prompt");
                 d.p += sizeof(int32_t) * (size_t)iv[0];
             } else {
-                char stops[EA_MAX_STOP][EA__HOLD_MAX / 2];
+                char stops[EA_MAX_STOP][EA_STOP_TEXT_HOLD / 2];
                 ea_req_params p;
                 memset(&p, 0, sizeof p);
                 p.n_prompt = iv[0];
@@ -1130,8 +1102,8 @@ static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, 
         if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab)
             return ea_err(EA_ERR_INVALID_ARG, "prompt token %d at index %d is outside the vocabulary", p->prompt[i], i);
     for (int i = 0; i < p->n_stop; i++)
-        if (!p->stop[i] || !p->stop[i][0] || strlen(p->stop[i]) >= EA__HOLD_MAX / 2)
-            return ea_err(EA_ERR_INVALID_ARG, "stop string %d is empty or longer than %d bytes", i, EA__HOLD_MAX / 2);
+        if (!p->stop[i] || !p->stop[i][0] || strlen(p->stop[i]) >= EA_STOP_TEXT_HOLD / 2)
+            return ea_err(EA_ERR_INVALID_ARG, "stop string %d is empty or longer than %d bytes", i, EA_STOP_TEXT_HOLD / 2);
 
     ea_request *r = ea_calloc(1, sizeof *r);
     if (!r) return ea_err(EA_ERR_NOMEM, "request");
@@ -1163,6 +1135,7 @@ static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, 
     r->n_tokens = p->n_prompt;
     if (r->prompt_seen)
         for (int i = 0; i < p->n_prompt; i++) r->prompt_seen[p->prompt[i]] = 1;
+    ea_stop_text_init(&r->text, r->p.stop, r->p.n_stop);
     r->seq = -1;
     ea_rng_seed(&r->rng, p->sp.seed);
     r->t_arrival = ea_now_s();

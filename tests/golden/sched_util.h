@@ -1,8 +1,8 @@
 /*
  * sched_util.h — what the scheduler tests share: a deterministic prompt per
- * index, and collecting a request's events into its token ids and outcome.
- * Header-only; included by tests/golden/test_scheduler.c, test_kv_disk.c and
- * test_eplb_integration.c.
+ * index, the two prompts of the prefix-chain tests, and collecting a request's
+ * events into its token ids and outcome. Header-only; included by
+ * tests/golden/test_scheduler.c, test_kv_disk.c and test_eplb_integration.c.
  */
 #ifndef EA_SCHED_UTIL_H
 #define EA_SCHED_UTIL_H
@@ -30,6 +30,17 @@ static inline void prompt_from(uint64_t base, int i, int32_t *p, int n) {
 }
 
 static inline void prompt_of(int i, int32_t *p, int n) { prompt_from(1000, i, p, n); }
+
+/* Two prompts that share block Y at different prefixes: xyzt = X Y Z t and
+ * yzt = Y Z t, where X, Y, Z are one block of B tokens each and t is 5 tokens.
+ * If the prefix cache keyed a block by its own tokens only (no chain), yzt
+ * would reuse the KV of Y and Z computed after X: wrong context, wrong
+ * positions, wrong output. Sizes: xyzt 3*B+5, yzt 2*B+5. */
+#define CHAIN_T 5
+static inline void chain_prompts(int B, int32_t *xyzt, int32_t *yzt) {
+    prompt_from(77, 0, xyzt, 3 * B + CHAIN_T);
+    memcpy(yzt, xyzt + B, sizeof(int32_t) * (size_t)(2 * B + CHAIN_T));
+}
 
 static inline void collect(ea_request *r, result *out) {
     memset(out, 0, sizeof *out);

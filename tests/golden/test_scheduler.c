@@ -2,7 +2,8 @@
  * test_scheduler.c — continuous batching keeps every request's output exactly
  * what it is alone: under concurrency, under preemption (a KV cache too small
  * for everyone), with prefix-cache hits, greedy and seeded sampling. Also
- * cancel, queue bound, length limits. Uses a tiny model from `eaas make-model`.
+ * cancel, queue bound, length limits. A block shared at two different
+ * prefixes is not reused (the prefix-cache key chains the previous block). Uses a tiny model from `eaas make-model`.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +124,40 @@ TEST(prefix_cache_hit_same_output) {
     ea_sched_stats st;
     ea_sched_get_stats(s, &st);
     CHECK(st.prefix_hit_tokens >= 64);
+    stop(s, e);
+}
+
+/* Y Z t after X Y Z t: block Y is keyed by its whole prefix, so nothing of
+ * the first prompt is reused and the output equals a run without any cache. */
+TEST(prefix_cache_chains_blocks) {
+    enum { B = 16 };
+    int32_t xyzt[3 * B + CHAIN_T], yzt[2 * B + CHAIN_T];
+    chain_prompts(B, xyzt, yzt);
+    ea_req_params rp;
+    ea_request *r;
+    result ref, first, second;
+    ea_engine *e;
+    ea_sched *s = start(&e, 1, 0, 0);
+    CHECK(s != NULL);
+    if (!s) return;
+    params(&rp, yzt, 2 * B + CHAIN_T, 16, 0, 1);
+    CHECK_EQ(ea_sched_submit(s, &rp, &r), EA_OK);
+    collect(r, &ref);
+    stop(s, e);
+
+    s = start(&e, 2, 0, 1);
+    CHECK(s != NULL);
+    if (!s) return;
+    params(&rp, xyzt, 3 * B + CHAIN_T, 16, 0, 1);
+    CHECK_EQ(ea_sched_submit(s, &rp, &r), EA_OK);
+    collect(r, &first);
+    params(&rp, yzt, 2 * B + CHAIN_T, 16, 0, 1);
+    CHECK_EQ(ea_sched_submit(s, &rp, &r), EA_OK);
+    collect(r, &second);
+    CHECK(!ref.error && !first.error && !second.error);
+    CHECK_EQ(second.n, ref.n); /* what the user sees first, then why */
+    CHECK(memcmp(second.toks, ref.toks, sizeof(int32_t) * (size_t)ref.n) == 0);
+    CHECK_EQ(second.cached, 0);
     stop(s, e);
 }
 
@@ -308,6 +343,7 @@ int main(void) {
     RUN(concurrent_equals_alone);
     RUN(preemption_keeps_outputs);
     RUN(prefix_cache_hit_same_output);
+    RUN(prefix_cache_chains_blocks);
     RUN(cancel_and_limits);
     RUN(control_bus_lockstep);
     return TEST_SUMMARY();

@@ -91,6 +91,7 @@ req "chat: tools" 400 $H '{"messages": [{"role": "user", "content": "x"}], "tool
 req "detokenize: tokens not an array" 400 /detokenize '{"tokens": "abc"}'
 req "tokenize: no prompt" 400 /tokenize '{"text": "abc"}'
 req "oversized body" 413 $C "$big"
+req "oversized chunked body (no Content-Length)" 413 $C "$big" -H 'Transfer-Encoding: chunked'
 AUTH="Bearer nope" req "wrong API key" 401 $C '{"prompt": "x"}'
 AUTH="" req "missing API key" 401 /v1/models '' -X GET
 req "unknown endpoint" 404 /v1/embeddings '{"input": "x"}'

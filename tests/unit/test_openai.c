@@ -123,6 +123,16 @@ TEST(defaults) {
     CHECK_EQ(ea_oai_prepare(&r, &OPS, 20, 1, &e), 0);
     CHECK_EQ(r.params.max_tokens, 10);
     ea_oai_request_deinit(&r);
+    /* max_completion_tokens sets the limit, and wins over max_tokens (as in vLLM) */
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_completion_tokens\":7}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 1, &e), 0);
+    CHECK_EQ(r.params.max_tokens, 7);
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":9,\"max_completion_tokens\":7}",
+                   &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 1, &e), 0);
+    CHECK_EQ(r.params.max_tokens, 7);
+    ea_oai_request_deinit(&r);
 }
 
 TEST(bad_requests_get_400_naming_the_field) {
@@ -146,6 +156,12 @@ TEST(bad_requests_get_400_naming_the_field) {
         {0, "{\"prompt\": \"x\", \"max_tokens\": 0}", "max_tokens", 400},
         {0, "{\"prompt\": \"x\", \"max_tokens\": 99999999999}", "max_tokens", 400},
         {0, "{\"prompt\": \"x\", \"max_tokens\": 99}", "max_tokens", 400}, /* 2 + 99 > 100 */
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": 0}", "max_completion_tokens", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": -3}", "max_completion_tokens", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": 2.5}", "max_completion_tokens", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": \"5\"}", "max_completion_tokens", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": 99999999999}", "max_completion_tokens", 400},
+        {0, "{\"prompt\": \"x\", \"max_completion_tokens\": 0}", "max_completion_tokens", 400},
         {0, "{\"prompt\": \"x\", \"temperature\": \"hot\"}", "temperature", 400},
         {0, "{\"prompt\": \"x\", \"temperature\": -1}", "temperature", 400},
         {0, "{\"prompt\": \"x\", \"top_p\": 0}", "top_p", 400},
