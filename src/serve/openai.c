@@ -474,11 +474,19 @@ static int tok_fail(ea_oai_error *e, ea_status s, const char *what) {
     return ea_oai_fail(e, 400, NULL, what, NULL, "%s: %s", what, m[0] ? m : ea_status_text(s));
 }
 
-static int check_ids(const int32_t *ids, int n, int vocab, const char *param, ea_oai_error *e) {
-    for (int i = 0; i < n; i++)
-        if (vocab > 0 && ids[i] >= vocab)
+/* The one rule for token ids given by a client (prompt ids, /detokenize): below the
+ * model's vocabulary and standing for a token of the tokenizer (tokenizer.h). */
+static int check_ids(const int32_t *ids, int n, const ea_text_ops *ops, const char *param, ea_oai_error *e) {
+    for (int i = 0; i < n; i++) {
+        if (ops->vocab > 0 && ids[i] >= ops->vocab)
             return ea_oai_fail(e, 400, NULL, param, NULL, "'%s[%d]' = %d is not a token id (vocabulary size %d)", param,
-                               i, (int)ids[i], vocab);
+                               i, (int)ids[i], ops->vocab);
+        if (ops->has_token && !ops->has_token(ops->ctx, ids[i]))
+            return ea_oai_fail(e, 400, NULL, param, NULL,
+                               "'%s[%d]' = %d is not a token id (the tokenizer has no token for it: a padding row of "
+                               "the model's vocabulary)",
+                               param, i, (int)ids[i]);
+    }
     return 0;
 }
 
@@ -492,7 +500,7 @@ int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, uint6
         if ((s = ops->encode(ops->ctx, r->prompt_text, strlen(r->prompt_text), r->kind == EA_OAI_COMPLETIONS,
                              &r->prompt_ids, &r->n_prompt)) != EA_OK)
             return tok_fail(e, s, r->kind == EA_OAI_CHAT ? "messages" : "prompt");
-    } else if (check_ids(r->prompt_ids, r->n_prompt, ops->vocab, "prompt", e)) {
+    } else if (check_ids(r->prompt_ids, r->n_prompt, ops, "prompt", e)) {
         return -1;
     }
     const char *what = r->kind == EA_OAI_CHAT ? "messages" : "prompt";
@@ -579,7 +587,7 @@ int ea_oai_detokenize(const char *body, size_t len, const ea_text_ops *ops, ea_s
         goto done;
     }
     if (json_array_size(t) > 0 &&
-        (parse_ids(t, "tokens", &ids, &n, e) || check_ids(ids, n, ops->vocab, "tokens", e)))
+        (parse_ids(t, "tokens", &ids, &n, e) || check_ids(ids, n, ops, "tokens", e)))
         goto done;
     ea_status s = ops->decode(ops->ctx, ids, n, &text, &tlen);
     if (s != EA_OK) {

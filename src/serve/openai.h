@@ -63,7 +63,9 @@ typedef struct {
     ea_status (*decode)(void *ctx, const int32_t *ids, int n_ids, char **text, size_t *len);
     /* messages (validated JSON array of {role, content}) -> prompt text */
     ea_status (*render_chat)(void *ctx, const json_t *messages, int add_generation_prompt, char **text);
-    int vocab;
+    int vocab; /* the model's vocabulary rows */
+    /* 1 if id stands for a token (ea_tokenizer_has_token); NULL: every id below vocab does */
+    int (*has_token)(void *ctx, int32_t id);
 } ea_text_ops;
 
 typedef enum { EA_OAI_COMPLETIONS = 0, EA_OAI_CHAT = 1 } ea_oai_kind;

@@ -51,6 +51,7 @@
 #include "base/util.h"
 #include "serve/detok.h"
 #include "serve/kv_disk.h"
+#include "tokenizer/tokenizer.h"
 
 #define EA__HOLD_MAX 1024
 
@@ -494,6 +495,7 @@ static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
     memset(&ev, 0, sizeof ev);
     ev.kind = EA_EV_TOKEN;
     int want_lp = r->p.logprobs || r->p.top_logprobs > 0;
+    ea_sampler_mask(s->sampler, row); /* logprobs too only over ids that have a token */
     if (want_lp) memcpy(s->raw, row, sizeof(float) * (size_t)s->vocab);
     int32_t t = ea_sample(s->sampler, &r->p.sp, &r->rng, row, r->out_counts, r->prompt_seen);
     if (want_lp) {
@@ -1017,6 +1019,12 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
         if (s->pc)
             for (int i = 0; i < s->pc_cap; i++) s->pc[i].block = -1;
     }
+    if (st == EA_OK && tok) { /* ids with no token are never sampled (tokenizer.h: the one rule) */
+        int n_pad = 0;
+        st = ea_sampler_forbid_untokenized(s->sampler, tok, &n_pad);
+        if (st == EA_OK && n_pad)
+            EA_LOGI("%d of the model's %d vocabulary ids have no token in the tokenizer: never sampled", n_pad, s->vocab);
+    }
     if (st == EA_OK && o->prefix_cache && s->pc && o->kv_disk_dir && o->kv_disk_dir[0]) {
         ea_kv_disk_opts dopt = {.dir = o->kv_disk_dir, .mode = o->par_mode, .world = o->par_world, .rank = o->par_rank,
                                 .max_bytes = o->kv_disk_max_mib * 1024 * 1024};
@@ -1100,8 +1108,10 @@ static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, 
     if (p->top_logprobs < 0 || p->top_logprobs > EA_MAX_TOP_LOGPROBS)
         return ea_err(EA_ERR_INVALID_ARG, "top_logprobs must be between 0 and %d", EA_MAX_TOP_LOGPROBS);
     for (int i = 0; i < p->n_prompt; i++)
-        if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab)
-            return ea_err(EA_ERR_INVALID_ARG, "prompt token %d at index %d is outside the vocabulary", p->prompt[i], i);
+        if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab || (s->tok && !ea_tokenizer_has_token(s->tok, p->prompt[i])))
+            return ea_err(EA_ERR_INVALID_ARG, "prompt token %d at index %d is not a token id (%s)", p->prompt[i], i,
+                          p->prompt[i] < 0 || p->prompt[i] >= s->vocab ? "outside the model's vocabulary"
+                                                                      : "the tokenizer has no token for it");
     for (int i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0] || strlen(p->stop[i]) >= EA__HOLD_MAX / 2)
             return ea_err(EA_ERR_INVALID_ARG, "stop string %d is empty or longer than %d bytes", i, EA__HOLD_MAX / 2);

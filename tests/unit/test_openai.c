@@ -49,7 +49,13 @@ static ea_status f_render(void *ctx, const json_t *msgs, int agp, char **text) {
     return *text ? EA_OK : EA_ERR_NOMEM;
 }
 
-static const ea_text_ops OPS = {NULL, f_encode, f_decode, f_render, 512};
+/* ids 500..511 are padding rows of the "model" vocabulary (512): no token */
+static int f_has_token(void *ctx, int32_t id) {
+    (void)ctx;
+    return id >= 0 && id < 500;
+}
+
+static const ea_text_ops OPS = {NULL, f_encode, f_decode, f_render, 512, f_has_token};
 
 static int parse(ea_oai_kind k, const char *body, ea_oai_request *r, ea_oai_error *e) {
     return ea_oai_parse(k, body, strlen(body), r, e);
@@ -416,6 +422,15 @@ TEST(tokenize_detokenize_models) {
     CHECK_EQ(e.status, 400);
     t = "{\"tokens\": \"hi\"}";
     CHECK_EQ(ea_oai_detokenize(t, strlen(t), &OPS, &b, &e), -1);
+    /* one rule for ids with no token (a padding row): /detokenize and a prompt of ids both refuse it, alike */
+    t = "{\"tokens\": [104, 505]}";
+    CHECK_EQ(ea_oai_detokenize(t, strlen(t), &OPS, &b, &e), -1);
+    CHECK_EQ(e.status, 400);
+    CHECK(strstr(e.message, "= 505 is not a token id (the tokenizer has no token") != NULL);
+    ea_oai_error e2;
+    CHECK_EQ(status_of(EA_OAI_COMPLETIONS, "{\"prompt\": [104, 505], \"max_tokens\": 2}", 64, &e2), 400);
+    CHECK(strstr(e2.message, "= 505 is not a token id (the tokenizer has no token") != NULL);
+    CHECK_EQ(status_of(EA_OAI_COMPLETIONS, "{\"prompt\": [104, 499], \"max_tokens\": 2}", 64, &e2), 200);
     t = "{\"text\": \"hi\"}";
     CHECK_EQ(ea_oai_tokenize(t, strlen(t), &OPS, 64, &b, &e), -1);
     CHECK_STREQ(e.param, "prompt");
