@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,6 +82,22 @@ uint64_t ea_xxh64(const void *data, size_t n, uint64_t seed) {
     h ^= h >> 29;
     h *= EA__P3;
     return h ^ (h >> 32);
+}
+
+ea_status ea_random_bytes(void *buf, size_t n) {
+    uint8_t *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = getrandom(p + got, n - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    if (got == n) return EA_OK;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f && fread(p + got, 1, n - got, f) == n - got) got = n;
+    if (f) fclose(f);
+    return got == n ? EA_OK : ea_err(EA_ERR_IO, "no random source (getrandom, /dev/urandom): %s", strerror(errno));
 }
 
 ea_status ea_read_file(const char *path, char **data, size_t *size) {

@@ -23,6 +23,10 @@ uint64_t ea_hash64(const void *data, size_t n, uint64_t seed);
  * previous hash as seed. */
 uint64_t ea_xxh64(const void *data, size_t n, uint64_t seed);
 
+/* n bytes from the kernel's random source (getrandom(2), else /dev/urandom): for ids
+ * that must not repeat across restarts. */
+ea_status ea_random_bytes(void *buf, size_t n);
+
 /* Read a whole file into a NUL-terminated heap buffer (OUT: *data, *size; free with ea_free). */
 ea_status ea_read_file(const char *path, char **data, size_t *size);
 ea_status ea_write_file(const char *path, const void *data, size_t size);

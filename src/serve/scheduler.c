@@ -1092,6 +1092,8 @@ void ea_sched_destroy(ea_sched *s) {
 
 int ea_sched_context_len(const ea_sched *s) { return s->e->o.max_ctx; }
 
+int ea_sched_kv_tokens(const ea_sched *s) { return s->e->kv.n_blocks * s->e->kv.block_size; }
+
 /* Validate p and make a request (refs 2: client and scheduler; 1 when headless). */
 static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, ea_request **out) {
     *out = NULL;
@@ -1104,6 +1106,12 @@ static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, 
         return ea_err(EA_ERR_RANGE,
                       "this model's maximum context length is %d tokens; the prompt (%d) plus max_tokens (%d) exceeds it",
                       ctx, p->n_prompt, p->max_tokens);
+    /* admission: what can never fit the whole KV cache would only be preempted and fail late */
+    if ((long)p->n_prompt + p->max_tokens > ea_sched_kv_tokens(s))
+        return ea_err(EA_ERR_RANGE,
+                      "this request can never fit in the KV cache, which holds %d tokens in all: the prompt (%d) plus "
+                      "max_tokens (%d) is %ld; reduce them or enlarge the cache (--kv-cache-mib)",
+                      ea_sched_kv_tokens(s), p->n_prompt, p->max_tokens, (long)p->n_prompt + p->max_tokens);
     if (p->n_stop < 0 || p->n_stop > EA_MAX_STOP) return ea_err(EA_ERR_INVALID_ARG, "at most %d stop strings", EA_MAX_STOP);
     if (p->top_logprobs < 0 || p->top_logprobs > EA_MAX_TOP_LOGPROBS)
         return ea_err(EA_ERR_INVALID_ARG, "top_logprobs must be between 0 and %d", EA_MAX_TOP_LOGPROBS);
