@@ -10,20 +10,10 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/serve_lib.sh"
 
-tmp=$(mktemp -d)
-cleanup() {
-  stop_server
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+serve_test_init
 make_tiny_model "$tmp/model"
 start_server "$tmp/log" --model "$tmp/model" --served-model-name tiny --threads 2 --kv-cache-mib 1 --max-running 2 || exit 1
 base="http://127.0.0.1:$PORT"
-
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1" >&2; }
-bad() { failed=$((failed + 1)); echo "FAIL $1" >&2; }
 
 if grep -q "KV cache holds 2048 tokens .*less than one full context of 4096 tokens" "$tmp/log"; then
   ok "start-up warns that one full context does not fit"
@@ -76,5 +66,4 @@ else
   bad "prompt 1000 + max_tokens 8: $code $(head -c 300 "$tmp/body")"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+serve_test_summary

@@ -8,18 +8,9 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/serve_lib.sh"
 
-tmp=$(mktemp -d)
-cleanup() {
-  stop_server
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+serve_test_init
 make_tiny_model "$tmp/model"
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1" >&2; }
-bad() { failed=$((failed + 1)); echo "FAIL $1" >&2; }
 
 ids=()
 one_id() { # PATH BODY -> the response's id
@@ -57,5 +48,4 @@ if [ "$fmt" = 0 ]; then ok "ids are cmpl-/chatcmpl- + 32 hex"; else bad "id form
 distinct=$(printf '%s\n' "${ids[@]}" | sed 's/^[a-z]*-//' | sort -u | wc -l)
 if [ "$distinct" = 4 ]; then ok "no id repeats across a restart"; else bad "ids repeat: ${ids[*]}"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+serve_test_summary
