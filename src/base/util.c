@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,72 @@ uint64_t ea_hash64(const void *data, size_t n, uint64_t seed) {
         h *= 1099511628211ull;
     }
     return h;
+}
+
+/* XXH64 as specified in xxHash's doc/xxhash_spec.md: four lanes over 32-byte
+ * stripes, then the tail in 8/4/1-byte steps and the avalanche. Reads are
+ * memcpy'd (no alignment assumed; little-endian host, like the weight files). */
+#define EA__P1 0x9E3779B185EBCA87ull
+#define EA__P2 0xC2B2AE3D27D4EB4Full
+#define EA__P3 0x165667B19E3779F9ull
+#define EA__P4 0x85EBCA77C2B2AE63ull
+#define EA__P5 0x27D4EB2F165667C5ull
+
+static uint64_t xxh_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static uint64_t xxh_rd64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static uint64_t xxh_round(uint64_t acc, uint64_t in) { return xxh_rotl(acc + in * EA__P2, 31) * EA__P1; }
+static uint64_t xxh_merge(uint64_t h, uint64_t v) { return (h ^ xxh_round(0, v)) * EA__P1 + EA__P4; }
+
+uint64_t ea_xxh64(const void *data, size_t n, uint64_t seed) {
+    const uint8_t *p = data, *end = p + n;
+    uint64_t h;
+    if (n >= 32) {
+        uint64_t v1 = seed + EA__P1 + EA__P2, v2 = seed + EA__P2, v3 = seed, v4 = seed - EA__P1;
+        for (; end - p >= 32; p += 32) {
+            v1 = xxh_round(v1, xxh_rd64(p));
+            v2 = xxh_round(v2, xxh_rd64(p + 8));
+            v3 = xxh_round(v3, xxh_rd64(p + 16));
+            v4 = xxh_round(v4, xxh_rd64(p + 24));
+        }
+        h = xxh_rotl(v1, 1) + xxh_rotl(v2, 7) + xxh_rotl(v3, 12) + xxh_rotl(v4, 18);
+        h = xxh_merge(xxh_merge(xxh_merge(xxh_merge(h, v1), v2), v3), v4);
+    } else {
+        h = seed + EA__P5;
+    }
+    h += (uint64_t)n;
+    for (; end - p >= 8; p += 8) h = xxh_rotl(h ^ xxh_round(0, xxh_rd64(p)), 27) * EA__P1 + EA__P4;
+    if (end - p >= 4) {
+        uint32_t w;
+        memcpy(&w, p, 4);
+        h = xxh_rotl(h ^ (uint64_t)w * EA__P1, 23) * EA__P2 + EA__P3;
+        p += 4;
+    }
+    for (; p < end; p++) h = xxh_rotl(h ^ (uint64_t)*p * EA__P5, 11) * EA__P1;
+    h ^= h >> 33;
+    h *= EA__P2;
+    h ^= h >> 29;
+    h *= EA__P3;
+    return h ^ (h >> 32);
+}
+
+ea_status ea_random_bytes(void *buf, size_t n) {
+    uint8_t *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = getrandom(p + got, n - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    if (got == n) return EA_OK;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f && fread(p + got, 1, n - got, f) == n - got) got = n;
+    if (f) fclose(f);
+    return got == n ? EA_OK : ea_err(EA_ERR_IO, "no random source (getrandom, /dev/urandom): %s", strerror(errno));
 }
 
 ea_status ea_read_file(const char *path, char **data, size_t *size) {

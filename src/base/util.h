@@ -17,6 +17,15 @@ double ea_now_s(void);
 
 /* 64-bit FNV-1a, chainable: pass the previous hash as seed (0 starts fresh). */
 uint64_t ea_hash64(const void *data, size_t n, uint64_t seed);
+/* XXH64 (xxHash's 64-bit hash, bit-exact with the reference: XXH64("", 0) =
+ * 0xef46db3751d8e999): ~10x faster than ea_hash64 on large buffers (four
+ * independent 64-bit lanes), for hashing weights. Chain by passing the
+ * previous hash as seed. */
+uint64_t ea_xxh64(const void *data, size_t n, uint64_t seed);
+
+/* n bytes from the kernel's random source (getrandom(2), else /dev/urandom): for ids
+ * that must not repeat across restarts. */
+ea_status ea_random_bytes(void *buf, size_t n);
 
 /* Read a whole file into a NUL-terminated heap buffer (OUT: *data, *size; free with ea_free). */
 ea_status ea_read_file(const char *path, char **data, size_t *size);

@@ -129,7 +129,9 @@ int ea_cmd_generate(int argc, char **argv) {
     chunk = malloc(sizeof(int32_t) * (size_t)T);
     pos = malloc(sizeof(int32_t) * (size_t)T);
     seq = calloc((size_t)T, sizeof(int32_t));
-    if (!logits || !chunk || !pos || !seq || (s = ea_sampler_create(V, &sm)) != EA_OK) {
+    /* ids with no token (padding rows of the vocabulary) are never sampled, as in serve */
+    if (!logits || !chunk || !pos || !seq || (s = ea_sampler_create(V, &sm)) != EA_OK ||
+        (s = ea_sampler_forbid_untokenized(sm, tok, NULL)) != EA_OK) {
         s = s != EA_OK ? s : ea_err(EA_ERR_NOMEM, "generate buffers");
         goto fail;
     }

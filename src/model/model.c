@@ -659,10 +659,26 @@ static size_t ea__packed_bytes(const ea_model *m, const ea_tensor *t, const int 
     return rows ? ea_k_packed_bytes(t, rows) : 0;
 }
 
-/* Copy the n_t tensors of ts (file-backed, not yet copied) into one arena.
- * A matrix the kernels want packed gets its packed copy instead (about the
- * same size): t->packed points at it, t->data stays on the mapping (whose
- * pages are dropped as well, and fault back in if something reads them). */
+/* Weights are hashed in chunks of this size, each chunk's XXH64 seeding the
+ * next: the copy hashes a chunk while it sits in L2, then copies it. */
+#define EA__HASH_CHUNK ((size_t)256 << 10)
+
+/* Hash of n bytes at p as ea_tensor.hash (never 0); copies them to dst too if dst is not NULL. */
+static uint64_t ea__hash_copy(uint8_t *dst, const uint8_t *p, size_t n) {
+    uint64_t h = (uint64_t)n;
+    for (size_t o = 0; o < n; o += EA__HASH_CHUNK) {
+        size_t c = n - o < EA__HASH_CHUNK ? n - o : EA__HASH_CHUNK;
+        h = ea_xxh64(p + o, c, h);
+        if (dst) memcpy(dst + o, p + o, c);
+    }
+    return h ? h : 1;
+}
+
+/* Copy the n_t tensors of ts (file-backed, not yet copied) into one arena,
+ * taking each one's hash on the way. A matrix the kernels want packed gets
+ * its packed copy instead (about the same size): t->packed points at it,
+ * t->data stays on the mapping (whose pages are dropped as well, and fault
+ * back in if something reads them). */
 static ea_status ea__copy_out(ea_model *m, ea_tensor *const *ts, int n_t) {
     int rows_of[EA_N_DTYPES];
     for (int d = 0; d < EA_N_DTYPES; d++) rows_of[d] = ea_k_pack_rows((ea_dtype)d);
@@ -678,9 +694,12 @@ static ea_status ea__copy_out(ea_model *m, ea_tensor *const *ts, int n_t) {
         ea_tensor *t = ts[i];
         size_t pb = ea__packed_bytes(m, t, rows_of);
         if (pb) {
+            if (!t->hash) t->hash = ea__hash_copy(NULL, t->data, t->nbytes);
             t->packed_rows = ea__pack_rows(m, t, rows_of);
             ea_k_pack(t, t->packed_rows, a);
             t->packed = a;
+        } else if (!t->hash) {
+            t->hash = ea__hash_copy(a, t->data, t->nbytes);
         } else {
             memcpy(a, t->data, t->nbytes);
         }
@@ -767,6 +786,31 @@ ea_status ea_model_load_experts(ea_model *m, int layer, const uint8_t *mask) {
     if (s != EA_OK) return s;
     ea__zap_unloaded(m);
     return EA_OK;
+}
+
+typedef struct {
+    ea_model *m;
+    uint64_t h;
+} ea__fp;
+
+static void ea__fp_tensor(void *ctx, const ea_tensor *ct, int layer, int expert) {
+    ea__fp *c = ctx;
+    /* the model is the caller's (not const): foreach only promises not to change it itself */
+    ea_tensor *t = (ea_tensor *)ct;
+    if (!t->hash) { /* not loaded here: hash it from where it lies */
+        t->hash = ea__hash_copy(NULL, t->data, t->nbytes);
+        if (!ea__is_owned(c->m, t)) ea__zap(t->data, t->nbytes); /* file pages: drop them again */
+    }
+    int64_t rec[8] = {(int64_t)t->hash, layer, expert, t->dtype, t->n_dims};
+    for (int i = 0; i < t->n_dims && i < 3; i++) rec[5 + i] = t->shape[i];
+    c->h = ea_xxh64(rec, sizeof rec, c->h);
+    if (t->name) c->h = ea_xxh64(t->name, strlen(t->name), c->h);
+}
+
+uint64_t ea_model_fingerprint(ea_model *m) {
+    ea__fp c = {m, ea_xxh64(&m->cfg, sizeof m->cfg, (uint64_t)m->format)};
+    ea_model_foreach(m, ea__fp_tensor, &c);
+    return c.h;
 }
 
 void ea_model_foreach(const ea_model *m, void (*fn)(void *ctx, const ea_tensor *t, int layer, int expert), void *ctx) {

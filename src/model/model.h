@@ -104,6 +104,15 @@ ea_status ea_model_read_config(const char *path, ea_model_config *cfg);
 ea_status ea_model_load_dense(ea_model *m);
 ea_status ea_model_load_experts(ea_model *m, int layer, const uint8_t *mask);
 
+/* A fingerprint of every byte of every weight the model uses (and of the
+ * parsed config): two models get the same value only if all their weights
+ * are equal. Each weight's XXH64 is taken once, while ea_model_load_* copies
+ * it (the bytes pass through the cache then anyway); weights this process
+ * did not load (another rank's experts, remote experts) are hashed here from
+ * the file mapping, whose pages are dropped again. So every rank of every
+ * parallel mode gets the same value, whatever share it loaded. */
+uint64_t ea_model_fingerprint(ea_model *m);
+
 /* Every weight view of the model (tok_embd, out_norm, lm_head unless tied, each
  * layer's tensors, each expert's gate/up/down), once each, in a fixed order:
  * fn(ctx, t, layer, expert) with layer = -1 outside the layers and expert = -1

@@ -152,6 +152,12 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     }
     if ((s = ea_kv_init(&e->kv, c->n_layers, kd, vd, n_blocks, eo->block_size, eo->max_seqs, eo->max_ctx)) != EA_OK)
         goto fail;
+    if ((long long)n_blocks * eo->block_size < eo->max_ctx)
+        EA_LOGW("the KV cache holds %lld tokens (%d blocks of %d), less than one full context of %d tokens: requests "
+                "whose prompt + max_tokens exceed %lld are refused; for full contexts give --kv-cache-mib %zu or more",
+                (long long)n_blocks * eo->block_size, n_blocks, eo->block_size, eo->max_ctx,
+                (long long)n_blocks * eo->block_size,
+                (size_t)(((size_t)((eo->max_ctx + eo->block_size - 1) / eo->block_size) * per_block + (1u << 20) - 1) >> 20));
     ea_forward_opts fo = {.max_tokens = eo->max_tokens, .max_ctx = eo->max_ctx, .kctx_router = e->kctx_router,
                          .mla_expanded = eo->mla_expanded, .tp = e->par ? ea_ep_engine_forward_tp(e->par) : NULL};
     if ((s = ea_forward_create(e->m, e->kctx, e->pool, e->be, &e->kv, &fo, &e->fw)) != EA_OK) goto fail;

@@ -307,7 +307,7 @@ static enum MHD_Result start_stream(ea_http *h, struct MHD_Connection *c, ea_oai
         s->t0 = t0;
         s->t_last_send = s->t_last_tok = s->t_check = ea_now_s();
         snprintf(s->path, sizeof s->path, "%s", path);
-        ea_oai_output_init(&s->out, r, ea_req_id(req), h->model, (long)time(NULL), h->ops);
+        ea_oai_output_init(&s->out, r, h->model, (long)time(NULL), h->ops);
         ea_oai_stream_start(&s->out, &s->pend);
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, s, stream_free);
     }
@@ -332,7 +332,7 @@ static enum MHD_Result start_stream(ea_http *h, struct MHD_Connection *c, ea_oai
 static enum MHD_Result run_blocking(ea_http *h, struct MHD_Connection *c, ea_oai_request *r, ea_request *req,
                                     const char *path, double t0) {
     ea_oai_output out;
-    ea_oai_output_init(&out, r, ea_req_id(req), h->model, (long)time(NULL), h->ops);
+    ea_oai_output_init(&out, r, h->model, (long)time(NULL), h->ops);
     int fd = conn_fd(c);
     ea_oai_error e = {0};
     ea_event ev;
@@ -408,7 +408,7 @@ static enum MHD_Result handle_generate(ea_http *h, struct MHD_Connection *c, con
         goto fail;
     }
     uint64_t seed = splitmix(atomic_fetch_add(&h->seq, 1) ^ ea_now_ns());
-    if (ea_oai_prepare(&r, h->ops, h->ctx_len, seed, &e)) goto fail;
+    if (ea_oai_prepare(&r, h->ops, h->ctx_len, ea_sched_kv_tokens(h->sched), seed, &e)) goto fail;
     ea_request *req = NULL;
     ea_status st = ea_sched_submit(h->sched, &r.params, &req);
     if (st != EA_OK) {
@@ -463,6 +463,7 @@ static enum MHD_Result handle_metrics(ea_http *h, struct MHD_Connection *c) {
     if (ready) ea_sched_get_stats(h->sched, &st);
     ea_metrics_render(h->metrics, ready ? &st : NULL, &b);
     if (h->ext && h->ext->metrics) h->ext->metrics(h->ext->ctx, &b);
+    ea_metrics_label_all(&b, "model_name", h->model); /* on every eaas: series, like vLLM */
     enum MHD_Result r = b.failed ? send_json(h, c, 500, &b)
                                  : send_buf(h, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, 0);
     ea_sbuf_deinit(&b);

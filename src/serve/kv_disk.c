@@ -67,47 +67,21 @@ struct ea_kv_disk {
 
 /* ------------------------------------------------------------ fingerprint */
 
-typedef struct {
-    uint64_t h;
-} ea__fp_ctx;
-
-static void ea__fp_tensor(void *ctx, const ea_tensor *t, int layer, int expert) {
-    ea__fp_ctx *c = ctx;
-    int32_t meta[4] = {(int32_t)t->dtype, t->n_dims, layer, expert};
-    c->h = ea_hash64(meta, sizeof meta, c->h);
-    c->h = ea_hash64(t->shape, sizeof(int64_t) * (size_t)t->n_dims, c->h);
-    if (t->name) c->h = ea_hash64(t->name, strlen(t->name), c->h);
-}
-
-/* config.json (HF) or the file size (GGUF), the tensor table, and the first bytes of
- * the embedding and output norm (replicated weights: cheap, and they tell apart two
- * models of the same shape). */
-static uint64_t ea__fingerprint(const ea_model *m) {
-    ea__fp_ctx c = {0x6561736b76646b31ull};
-    int32_t fmt = (int32_t)m->format;
-    c.h = ea_hash64(&fmt, sizeof fmt, c.h);
-    if (m->path) {
+/* The model's own fingerprint (every weight byte and the parsed config) and,
+ * for HF, config.json's bytes. */
+static uint64_t ea__fingerprint(ea_model *m) {
+    uint64_t h = ea_model_fingerprint(m);
+    if (m->path && ea_is_dir(m->path)) {
         char p[4096];
         ea_path_join(p, sizeof p, m->path, "config.json");
         char *data = NULL;
         size_t n = 0;
-        if (ea_is_dir(m->path) && ea_read_file(p, &data, &n) == EA_OK) {
-            c.h = ea_hash64(data, n, c.h);
+        if (ea_read_file(p, &data, &n) == EA_OK) {
+            h = ea_xxh64(data, n, h);
             ea_free(data);
-        } else {
-            struct stat sb;
-            if (stat(m->path, &sb) == 0) {
-                uint64_t sz = (uint64_t)sb.st_size;
-                c.h = ea_hash64(&sz, sizeof sz, c.h);
-            }
         }
     }
-    ea_model_foreach(m, ea__fp_tensor, &c);
-    const ea_tensor *sample[2] = {&m->tok_embd, &m->out_norm};
-    for (int i = 0; i < 2; i++)
-        if (sample[i]->data && sample[i]->nbytes)
-            c.h = ea_hash64(sample[i]->data, sample[i]->nbytes < 256 ? sample[i]->nbytes : 256, c.h);
-    return c.h;
+    return h;
 }
 
 /* ------------------------------------------------------------ index */
@@ -269,7 +243,7 @@ static ea_status ea__scan(ea_kv_disk *d) {
 
 /* ------------------------------------------------------------ API */
 
-ea_status ea_kv_disk_open(const ea_kv_disk_opts *o, const ea_model *m, const ea_kv_cache *kv, ea_kv_disk **out) {
+ea_status ea_kv_disk_open(const ea_kv_disk_opts *o, ea_model *m, const ea_kv_cache *kv, ea_kv_disk **out) {
     *out = NULL;
     if (!o->dir || !o->dir[0]) return ea_err(EA_ERR_INVALID_ARG, "--kv-disk-dir: empty path");
     const char *mode = o->mode && o->mode[0] ? o->mode : "single";

@@ -4,9 +4,10 @@
  * back on a prefix hit after the memory copy is gone (or after a restart).
  *
  * Layout: <dir>/<model fingerprint>/<mode>-<world>/rank_<r>/<key as 16 hex>.kvb
- * The fingerprint hashes the model's config and tensor table (plus a few
- * weight bytes), so a different model, parallel mode, world size or rank
- * looks in a different directory by construction.
+ * The fingerprint (ea_model_fingerprint) covers the parsed config, HF's
+ * config.json, the tensor table and every byte of every weight, so other
+ * weights (one flipped byte), another parallel mode, world size or rank look
+ * in a different directory by construction.
  *
  * File: a 64-byte header (magic "EAKVBLK1", version, key, block size, layer
  * count, k_dim, v_dim, payload bytes, FNV-1a checksum of the payload) then the
@@ -44,7 +45,8 @@ typedef struct {
     uint64_t writes, reads, skipped, deleted;
 } ea_kv_disk_stats;
 
-ea_status ea_kv_disk_open(const ea_kv_disk_opts *o, const struct ea_model *m, const ea_kv_cache *kv, ea_kv_disk **out);
+/* m: its weights are hashed here if a load did not already (ea_model_fingerprint). */
+ea_status ea_kv_disk_open(const ea_kv_disk_opts *o, struct ea_model *m, const ea_kv_cache *kv, ea_kv_disk **out);
 void ea_kv_disk_close(ea_kv_disk *d);
 /* 1 if the index holds key. */
 int ea_kv_disk_has(const ea_kv_disk *d, uint64_t key);

@@ -154,3 +154,46 @@ void ea_metrics_render(ea_metrics *m, const ea_sched_stats *st, ea_sbuf *o) {
     }
     pthread_mutex_unlock(&m->mu);
 }
+
+void ea_metrics_label_all(ea_sbuf *b, const char *key, const char *value) {
+    if (b->failed || !b->data) return;
+    ea_sbuf lab = {0}, out = {0};
+    ea_sbuf_printf(&lab, "%s=\"", key);
+    for (const char *v = value ? value : ""; *v; v++) {
+        if (*v == '\\' || *v == '"') ea_sbuf_printf(&lab, "\\%c", *v);
+        else if (*v == '\n') ea_sbuf_puts(&lab, "\\n");
+        else ea_sbuf_append(&lab, v, 1);
+    }
+    ea_sbuf_puts(&lab, "\"");
+    for (size_t i = 0; i < b->len;) {
+        const char *line = b->data + i, *nl = memchr(line, '\n', b->len - i);
+        size_t n = nl ? (size_t)(nl - line) + 1 : b->len - i;
+        size_t name = 0;
+        if (n > 5 && !memcmp(line, "eaas:", 5))
+            while (name < n && line[name] != '{' && line[name] != ' ' && line[name] != '\n') name++;
+        if (name == 0 || name == n) {
+            ea_sbuf_append(&out, line, n); /* a comment, or not a sample line */
+        } else {
+            ea_sbuf_append(&out, line, name);
+            ea_sbuf_append(&out, "{", 1);
+            ea_sbuf_append(&out, lab.data, lab.len);
+            if (line[name] == '{') {
+                if (name + 1 < n && line[name + 1] != '}') ea_sbuf_append(&out, ",", 1);
+                ea_sbuf_append(&out, line + name + 1, n - name - 1);
+            } else {
+                ea_sbuf_append(&out, "}", 1);
+                ea_sbuf_append(&out, line + name, n - name);
+            }
+        }
+        i += n;
+    }
+    if (out.failed || lab.failed) {
+        b->failed = 1;
+    } else {
+        ea_sbuf tmp = *b;
+        *b = out;
+        out = tmp;
+    }
+    ea_sbuf_deinit(&out);
+    ea_sbuf_deinit(&lab);
+}

@@ -12,6 +12,10 @@
  *   eaas:time_to_first_token_seconds, eaas:inter_token_latency_seconds,
  *   eaas:e2e_request_latency_seconds, eaas:request_queue_time_seconds
  *
+ * Every eaas: sample carries model_name="<served model name>" as its first
+ * label, as vLLM's and SGLang's do (ea_metrics_label_all, applied to the whole
+ * page, so the ep/eplb series added by extensions get it too).
+ *
  * Thread safety: one mutex inside; observe from any HTTP thread.
  */
 #ifndef EA_METRICS_H
@@ -32,6 +36,9 @@ typedef enum {
 } ea_hist_id;
 
 ea_status ea_metrics_create(ea_metrics **out);
+/* Rewrite the Prometheus text in b so every eaas: sample line gets key="value" as its
+ * first label (value escaped as the format asks: \\, \", \n). Comment lines are kept. */
+void ea_metrics_label_all(ea_sbuf *b, const char *key, const char *value);
 void ea_metrics_destroy(ea_metrics *m);
 
 void ea_metrics_observe(ea_metrics *m, ea_hist_id h, double seconds);

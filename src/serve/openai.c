@@ -189,12 +189,48 @@ void ea_oai_request_deinit(ea_oai_request *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* The JSON path (e.g. "messages[0].content") of the first string in v holding a NUL
+ * character, written to path; 0 if there is none. */
+static int find_nul(const json_t *v, char *path, size_t n, size_t at) {
+    if (json_is_string(v)) return strlen(json_string_value(v)) != json_string_length(v);
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            int k = snprintf(path + at, at < n ? n - at : 0, "[%zu]", i);
+            if (find_nul(json_array_get(v, i), path, n, at + (size_t)(k > 0 ? k : 0))) return 1;
+        }
+        return 0;
+    }
+    if (json_is_object(v)) {
+        const char *key;
+        const json_t *x;
+        json_object_foreach((json_t *)v, key, x) {
+            int k = snprintf(path + at, at < n ? n - at : 0, "%s%s", at ? "." : "", key);
+            if (find_nul(x, path, n, at + (size_t)(k > 0 ? k : 0))) return 1;
+        }
+    }
+    return 0;
+}
+
 static int parse_body(const char *body, size_t len, json_t **root, ea_oai_error *e) {
     json_error_t je;
-    *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    /* NUL is parsed (so the error can name where it is), then refused: prompts and
+     * messages are C strings downstream */
+    *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!*root && strstr(je.text, "NUL"))
+        return ea_oai_fail(e, 400, NULL, NULL, NULL,
+                           "request body: strings and keys may not contain the NUL character (\\u0000) (line %d, "
+                           "column %d)",
+                           je.line, je.column);
     if (!*root)
         return ea_oai_fail(e, 400, NULL, NULL, NULL, "invalid JSON body: %s (line %d, column %d)", je.text,
                            je.line, je.column);
+    char path[256] = "";
+    if (find_nul(*root, path, sizeof path, 0)) {
+        json_decref(*root);
+        *root = NULL;
+        return ea_oai_fail(e, 400, NULL, path, NULL,
+                           "request body: strings may not contain the NUL character (\\u0000): '%s' does", path);
+    }
     if (!json_is_object(*root)) {
         json_decref(*root);
         *root = NULL;
@@ -477,15 +513,24 @@ static int tok_fail(ea_oai_error *e, ea_status s, const char *what) {
     return ea_oai_fail(e, 400, NULL, what, NULL, "%s: %s", what, m[0] ? m : ea_status_text(s));
 }
 
-static int check_ids(const int32_t *ids, int n, int vocab, const char *param, ea_oai_error *e) {
-    for (int i = 0; i < n; i++)
-        if (vocab > 0 && ids[i] >= vocab)
+/* The one rule for token ids given by a client (prompt ids, /detokenize): below the
+ * model's vocabulary and standing for a token of the tokenizer (tokenizer.h). */
+static int check_ids(const int32_t *ids, int n, const ea_text_ops *ops, const char *param, ea_oai_error *e) {
+    for (int i = 0; i < n; i++) {
+        if (ops->vocab > 0 && ids[i] >= ops->vocab)
             return ea_oai_fail(e, 400, NULL, param, NULL, "'%s[%d]' = %d is not a token id (vocabulary size %d)", param,
-                               i, (int)ids[i], vocab);
+                               i, (int)ids[i], ops->vocab);
+        if (ops->has_token && !ops->has_token(ops->ctx, ids[i]))
+            return ea_oai_fail(e, 400, NULL, param, NULL,
+                               "'%s[%d]' = %d is not a token id (the tokenizer has no token for it: a padding row of "
+                               "the model's vocabulary)",
+                               param, i, (int)ids[i]);
+    }
     return 0;
 }
 
-int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, uint64_t seed, ea_oai_error *e) {
+int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, int kv_tokens, uint64_t seed,
+                   ea_oai_error *e) {
     ea_status s;
     if (r->kind == EA_OAI_CHAT) {
         if ((s = ops->render_chat(ops->ctx, r->messages, 1, &r->prompt_text)) != EA_OK)
@@ -495,7 +540,7 @@ int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, uint6
         if ((s = ops->encode(ops->ctx, r->prompt_text, strlen(r->prompt_text), r->kind == EA_OAI_COMPLETIONS,
                              &r->prompt_ids, &r->n_prompt)) != EA_OK)
             return tok_fail(e, s, r->kind == EA_OAI_CHAT ? "messages" : "prompt");
-    } else if (check_ids(r->prompt_ids, r->n_prompt, ops->vocab, "prompt", e)) {
+    } else if (check_ids(r->prompt_ids, r->n_prompt, ops, "prompt", e)) {
         return -1;
     }
     const char *what = r->kind == EA_OAI_CHAT ? "messages" : "prompt";
@@ -511,6 +556,14 @@ int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, uint6
                            "This model's maximum context length is %d tokens. However, you requested %lld tokens "
                            "(%d in the prompt, %d for the completion). Reduce the prompt or max_tokens.",
                            ctx_len, (long long)r->n_prompt + r->max_tokens, r->n_prompt, r->max_tokens);
+    if (kv_tokens > 0 && (long long)r->n_prompt + (r->max_tokens > 0 ? r->max_tokens : 1) > kv_tokens)
+        return ea_oai_fail(e, 400, NULL, r->max_tokens > 0 ? "max_tokens" : what, NULL,
+                           "This request can never fit in the server's KV cache, which holds %d tokens in all: "
+                           "the prompt has %d tokens and max_tokens is %d (%lld in all). Reduce the prompt or "
+                           "max_tokens, or start the server with a larger --kv-cache-mib.",
+                           kv_tokens, r->n_prompt, r->max_tokens > 0 ? r->max_tokens : 1,
+                           (long long)r->n_prompt + (r->max_tokens > 0 ? r->max_tokens : 1));
+    if (kv_tokens > 0 && room > kv_tokens - r->n_prompt) room = kv_tokens - r->n_prompt; /* the default fits the cache */
     if (r->max_tokens == 0) r->max_tokens = r->kind == EA_OAI_COMPLETIONS && room > 16 ? 16 : room;
     r->params.prompt = r->prompt_ids;
     r->params.n_prompt = r->n_prompt;
@@ -582,7 +635,7 @@ int ea_oai_detokenize(const char *body, size_t len, const ea_text_ops *ops, ea_s
         goto done;
     }
     if (json_array_size(t) > 0 &&
-        (parse_ids(t, "tokens", &ids, &n, e) || check_ids(ids, n, ops->vocab, "tokens", e)))
+        (parse_ids(t, "tokens", &ids, &n, e) || check_ids(ids, n, ops, "tokens", e)))
         goto done;
     ea_status s = ops->decode(ops->ctx, ids, n, &text, &tlen);
     if (s != EA_OK) {
@@ -619,11 +672,25 @@ const char *ea_oai_finish_name(ea_finish f) {
     }
 }
 
-void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, uint64_t req_id, const char *model,
-                        long created, const ea_text_ops *ops) {
+/* A response id like vLLM's: the prefix and 128 random bits as 32 hex digits, so ids
+ * do not repeat across requests or restarts. Without a random source (never seen on
+ * Linux) the bits come from the clock and a counter, still unique in this process. */
+static void response_id(char *out, size_t n, const char *prefix) {
+    uint8_t b[16];
+    if (ea_random_bytes(b, sizeof b) != EA_OK) {
+        static _Atomic uint64_t ctr;
+        uint64_t x[2] = {ea_now_ns(), ++ctr};
+        memcpy(b, x, sizeof b);
+    }
+    int k = snprintf(out, n, "%s-", prefix);
+    for (size_t i = 0; i < sizeof b && k > 0 && (size_t)k + 2 < n; i++) k += snprintf(out + k, n - (size_t)k, "%02x", b[i]);
+}
+
+void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *model, long created,
+                        const ea_text_ops *ops) {
     memset(o, 0, sizeof *o);
     o->kind = r->kind;
-    snprintf(o->id, sizeof o->id, "%s-%llu", r->kind == EA_OAI_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)req_id);
+    response_id(o->id, sizeof o->id, r->kind == EA_OAI_CHAT ? "chatcmpl" : "cmpl");
     o->created = created;
     o->model = model;
     o->logprobs = r->params.logprobs;

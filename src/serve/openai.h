@@ -7,7 +7,7 @@
  *
  *   ea_oai_request r; ea_oai_error e;
  *   ea_oai_parse(EA_OAI_CHAT, body, len, &r, &e)   JSON -> typed fields, validated
- *   ea_oai_prepare(&r, ops, ctx_len, seed, &e)      prompt -> token ids, length checks,
+ *   ea_oai_prepare(&r, ops, ctx_len, kv_tokens, seed, &e)  prompt -> token ids, length checks,
  *                                                   defaults, r.params ready to submit
  *   ... ea_sched_submit(s, &r.params, &req) ...
  *   ea_oai_request_deinit(&r);
@@ -63,7 +63,9 @@ typedef struct {
     ea_status (*decode)(void *ctx, const int32_t *ids, int n_ids, char **text, size_t *len);
     /* messages (validated JSON array of {role, content}) -> prompt text */
     ea_status (*render_chat)(void *ctx, const json_t *messages, int add_generation_prompt, char **text);
-    int vocab;
+    int vocab; /* the model's vocabulary rows */
+    /* 1 if id stands for a token (ea_tokenizer_has_token); NULL: every id below vocab does */
+    int (*has_token)(void *ctx, int32_t id);
 } ea_text_ops;
 
 typedef enum { EA_OAI_COMPLETIONS = 0, EA_OAI_CHAT = 1 } ea_oai_kind;
@@ -98,7 +100,11 @@ typedef struct {
 
 int ea_oai_parse(ea_oai_kind kind, const char *body, size_t len, ea_oai_request *r, ea_oai_error *e);
 /* seed is used when the request gave none. ctx_len: positions per sequence. */
-int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, uint64_t seed, ea_oai_error *e);
+/* kv_tokens: what the whole KV cache holds (0 = no bound); a request whose prompt +
+ * max_tokens exceeds it could never finish and is refused (400) here, and the
+ * default max_tokens is cut to fit it. */
+int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, int kv_tokens, uint64_t seed,
+                   ea_oai_error *e);
 void ea_oai_request_deinit(ea_oai_request *r);
 
 /* /tokenize and /detokenize (vLLM's shapes):
@@ -112,7 +118,7 @@ void ea_oai_render_models(const char *model, int ctx_len, long created, ea_sbuf 
 
 typedef struct {
     ea_oai_kind kind;
-    char id[48];            /* cmpl-<n> / chatcmpl-<n> */
+    char id[48];            /* cmpl-<32 hex> / chatcmpl-<32 hex>, random (unique across restarts) */
     long created;           /* unix seconds */
     const char *model;      /* borrows */
     int logprobs, top_logprobs, include_usage;
@@ -122,7 +128,7 @@ typedef struct {
     size_t text_offset;     /* completions logprobs text_offset */
 } ea_oai_output;
 
-void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, uint64_t req_id, const char *model,
+void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *model,
                         long created, const ea_text_ops *ops);
 void ea_oai_output_deinit(ea_oai_output *o);
 /* Non-streaming: add a TOKEN event; render the body once DONE arrives. */

@@ -9,11 +9,14 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "tokenizer/tokenizer.h"
 
 struct ea_sampler {
     int vocab;
-    float *p;     /* (vocab) */
-    int32_t *idx; /* (vocab) candidate ids */
+    float *p;          /* (vocab) */
+    int32_t *idx;      /* (vocab) candidate ids */
+    int32_t *forbid;   /* owns: (n_forbid) ids never sampled, ascending */
+    int n_forbid;
 };
 
 void ea_sampling_defaults(ea_sampling_params *p) {
@@ -68,7 +71,37 @@ void ea_sampler_destroy(ea_sampler *s) {
     if (!s) return;
     ea_free(s->p);
     ea_free(s->idx);
+    ea_free(s->forbid);
     ea_free(s);
+}
+
+ea_status ea_sampler_forbid(ea_sampler *s, int32_t id) {
+    if (id < 0 || id >= s->vocab) return ea_err(EA_ERR_RANGE, "sampler: id %d outside the vocabulary (%d)", id, s->vocab);
+    int at = s->n_forbid;
+    while (at > 0 && s->forbid[at - 1] > id) at--;
+    if (at > 0 && s->forbid[at - 1] == id) return EA_OK;
+    int32_t *nf = ea_realloc(s->forbid, sizeof(int32_t) * (size_t)(s->n_forbid + 1));
+    if (!nf) return ea_err(EA_ERR_NOMEM, "sampler mask");
+    s->forbid = nf;
+    memmove(nf + at + 1, nf + at, sizeof(int32_t) * (size_t)(s->n_forbid - at));
+    nf[at] = id;
+    s->n_forbid++;
+    return EA_OK;
+}
+
+ea_status ea_sampler_forbid_untokenized(ea_sampler *s, const struct ea_tokenizer *tok, int *n_forbidden) {
+    int n = 0;
+    for (int32_t id = 0; id < s->vocab; id++)
+        if (!ea_tokenizer_has_token(tok, id)) {
+            EA_TRY(ea_sampler_forbid(s, id));
+            n++;
+        }
+    if (n_forbidden) *n_forbidden = n;
+    return EA_OK;
+}
+
+void ea_sampler_mask(const ea_sampler *s, float *logits) {
+    for (int i = 0; i < s->n_forbid; i++) logits[s->forbid[i]] = -INFINITY;
 }
 
 static const float *ea__cmp_p;
@@ -90,6 +123,7 @@ static void ea__sort_desc(const float *p, int32_t *ids, int n) {
 int ea_sample(ea_sampler *s, const ea_sampling_params *p, ea_rng *rng, float *logits,
               const int32_t *out_counts, const uint8_t *prompt_seen) {
     int V = s->vocab;
+    ea_sampler_mask(s, logits);
     if (p->repetition_penalty != 1.0f && (out_counts || prompt_seen))
         for (int i = 0; i < V; i++)
             if ((out_counts && out_counts[i] > 0) || (prompt_seen && prompt_seen[i]))

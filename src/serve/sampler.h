@@ -2,6 +2,9 @@
  * sampler.h — from logits to the next token, per request, reproducibly.
  *
  * Order of operations (the same as vLLM's sampler):
+ *   0. ids with no token (rows of the model's vocabulary past the
+ *      tokenizer's tokens: padding) get logit -inf: never drawn, not even
+ *      greedily (ea_sampler_forbid*)
  *   1. penalties on the logits: repetition (divide positive / multiply
  *      negative logits of seen tokens), frequency (−f·count of the token in
  *      the output so far), presence (−p if it appeared in the output)
@@ -15,7 +18,7 @@
  * The RNG is xoshiro256** seeded by splitmix64 from the request's seed, so a
  * seed gives the same tokens whatever else runs beside it.
  * Logprobs are of the raw model distribution (log_softmax of the logits
- * before step 1), as vLLM reports by default.
+ * after step 0, before step 1), as vLLM reports by default.
  */
 #ifndef EA_SAMPLER_H
 #define EA_SAMPLER_H
@@ -49,6 +52,15 @@ typedef struct ea_sampler ea_sampler; /* scratch for one vocabulary; one per ste
 
 ea_status ea_sampler_create(int vocab, ea_sampler **out);
 void ea_sampler_destroy(ea_sampler *s);
+/* Never sample id (0 <= id < vocab). */
+ea_status ea_sampler_forbid(ea_sampler *s, int32_t id);
+/* Forbid every id in [0, vocab) that tok has no token for (ea_tokenizer_has_token:
+ * the one rule every path uses). OUT: *n_forbidden (may be NULL). */
+struct ea_tokenizer;
+ea_status ea_sampler_forbid_untokenized(ea_sampler *s, const struct ea_tokenizer *tok, int *n_forbidden);
+/* Step 0 alone: logits of forbidden ids to -inf (ea_sample does it itself; callers
+ * that keep a raw copy for logprobs call it first). */
+void ea_sampler_mask(const ea_sampler *s, float *logits);
 
 /* Sample from logits (vocab), modified in place. out_counts (vocab) holds how many times each
  * token appeared in this request's output (NULL if no penalties); prompt_seen (vocab) marks prompt

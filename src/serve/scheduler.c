@@ -51,6 +51,7 @@
 #include "serve/detok.h"
 #include "serve/kv_disk.h"
 #include "serve/stop_text.h"
+#include "tokenizer/tokenizer.h"
 
 struct ea_request {
     uint64_t id;
@@ -466,6 +467,7 @@ static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
     memset(&ev, 0, sizeof ev);
     ev.kind = EA_EV_TOKEN;
     int want_lp = r->p.logprobs || r->p.top_logprobs > 0;
+    ea_sampler_mask(s->sampler, row); /* logprobs too only over ids that have a token */
     if (want_lp) memcpy(s->raw, row, sizeof(float) * (size_t)s->vocab);
     int32_t t = ea_sample(s->sampler, &r->p.sp, &r->rng, row, r->out_counts, r->prompt_seen);
     if (want_lp) {
@@ -1014,6 +1016,12 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
         if (s->pc)
             for (int i = 0; i < s->pc_cap; i++) s->pc[i].block = -1;
     }
+    if (st == EA_OK && tok) { /* ids with no token are never sampled (tokenizer.h: the one rule) */
+        int n_pad = 0;
+        st = ea_sampler_forbid_untokenized(s->sampler, tok, &n_pad);
+        if (st == EA_OK && n_pad)
+            EA_LOGI("%d of the model's %d vocabulary ids have no token in the tokenizer: never sampled", n_pad, s->vocab);
+    }
     if (st == EA_OK && o->prefix_cache && s->pc && o->kv_disk_dir && o->kv_disk_dir[0]) {
         ea_kv_disk_opts dopt = {.dir = o->kv_disk_dir, .mode = o->par_mode, .world = o->par_world, .rank = o->par_rank,
                                 .max_bytes = o->kv_disk_max_mib * 1024 * 1024};
@@ -1081,6 +1089,7 @@ void ea_sched_destroy(ea_sched *s) {
 
 int ea_sched_context_len(const ea_sched *s) { return s->e->o.max_ctx; }
 
+int ea_sched_kv_tokens(const ea_sched *s) { return s->e->kv.n_blocks * s->e->kv.block_size; }
 ea_moe_health ea_sched_moe_health(ea_sched *s, char *why, size_t n) { return ea_moe_backend_health(s->e->be, why, n); }
 
 /* Validate p and make a request (refs 2: client and scheduler; 1 when headless). */
@@ -1095,12 +1104,20 @@ static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, 
         return ea_err(EA_ERR_RANGE,
                       "this model's maximum context length is %d tokens; the prompt (%d) plus max_tokens (%d) exceeds it",
                       ctx, p->n_prompt, p->max_tokens);
+    /* admission: what can never fit the whole KV cache would only be preempted and fail late */
+    if ((long)p->n_prompt + p->max_tokens > ea_sched_kv_tokens(s))
+        return ea_err(EA_ERR_RANGE,
+                      "this request can never fit in the KV cache, which holds %d tokens in all: the prompt (%d) plus "
+                      "max_tokens (%d) is %ld; reduce them or enlarge the cache (--kv-cache-mib)",
+                      ea_sched_kv_tokens(s), p->n_prompt, p->max_tokens, (long)p->n_prompt + p->max_tokens);
     if (p->n_stop < 0 || p->n_stop > EA_MAX_STOP) return ea_err(EA_ERR_INVALID_ARG, "at most %d stop strings", EA_MAX_STOP);
     if (p->top_logprobs < 0 || p->top_logprobs > EA_MAX_TOP_LOGPROBS)
         return ea_err(EA_ERR_INVALID_ARG, "top_logprobs must be between 0 and %d", EA_MAX_TOP_LOGPROBS);
     for (int i = 0; i < p->n_prompt; i++)
-        if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab)
-            return ea_err(EA_ERR_INVALID_ARG, "prompt token %d at index %d is outside the vocabulary", p->prompt[i], i);
+        if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab || (s->tok && !ea_tokenizer_has_token(s->tok, p->prompt[i])))
+            return ea_err(EA_ERR_INVALID_ARG, "prompt token %d at index %d is not a token id (%s)", p->prompt[i], i,
+                          p->prompt[i] < 0 || p->prompt[i] >= s->vocab ? "outside the model's vocabulary"
+                                                                      : "the tokenizer has no token for it");
     for (int i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0] || strlen(p->stop[i]) >= EA_STOP_TEXT_HOLD / 2)
             return ea_err(EA_ERR_INVALID_ARG, "stop string %d is empty or longer than %d bytes", i, EA_STOP_TEXT_HOLD / 2);

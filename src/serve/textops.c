@@ -48,6 +48,11 @@ static ea_status t_decode(void *ctx, const int32_t *ids, int n, char **text, siz
     return ea_tokenizer_decode(t->tok, ids, (size_t)(n > 0 ? n : 0), 0, text, len);
 }
 
+static int t_has_token(void *ctx, int32_t id) {
+    ea_serve_text *t = ctx;
+    return ea_tokenizer_has_token(t->tok, id);
+}
+
 static ea_status t_render(void *ctx, const json_t *messages, int add_generation_prompt, char **text) {
     ea_serve_text *t = ctx;
     if (!t->tpl) return ea_err(EA_ERR_UNSUPPORTED, "this model has no usable chat template (%s)", t->tpl_error);
@@ -80,7 +85,8 @@ ea_status ea_serve_text_load(const char *model_path, int vocab, ea_serve_text **
         EA_LOGW("chat template: %s; /v1/chat/completions will answer 400", t->tpl_error);
         t->tpl = NULL;
     }
-    *ops = (ea_text_ops){.ctx = t, .encode = t_encode, .decode = t_decode, .render_chat = t_render, .vocab = vocab};
+    *ops = (ea_text_ops){.ctx = t, .encode = t_encode, .decode = t_decode, .render_chat = t_render,
+                         .has_token = t_has_token, .vocab = vocab};
     *out = t;
     return EA_OK;
 }

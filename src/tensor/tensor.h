@@ -31,6 +31,10 @@ typedef struct {
      * copy: data stays valid, and every other reader uses data. */
     const void *packed;
     int packed_rows;
+    /* XXH64 of the tensor's bytes as the file holds them, taken by the model
+     * loader when it copies (or fingerprints) the weight; 0 = not taken yet.
+     * A view made from a tensor carries the whole tensor's hash. */
+    uint64_t hash;
 } ea_tensor;
 
 static inline int64_t ea_tensor_nelem(const ea_tensor *t) {

@@ -1028,6 +1028,8 @@ const char *ea_tokenizer_token_bytes(const ea_tokenizer *t, int32_t id, size_t *
     return t->bytes[id];
 }
 
+int ea_tokenizer_has_token(const ea_tokenizer *t, int32_t id) { return ea_tokenizer_token_bytes(t, id, NULL) != NULL; }
+
 const char *ea_tokenizer_piece(const ea_tokenizer *t, int32_t id, size_t *len) {
     if (id < 0 || id >= t->n_vocab || !t->piece[id]) {
         if (len) *len = 0;

@@ -149,6 +149,11 @@ ea_status ea_tokenizer_decode(const ea_tokenizer *t, const int32_t *ids, size_t 
 /* The bytes token id stands for (a view owned by t; *len may be 0), or NULL
  * if id is not in the vocabulary. */
 const char *ea_tokenizer_token_bytes(const ea_tokenizer *t, int32_t id, size_t *len);
+/* 1 if id stands for a token of this tokenizer (ea_tokenizer_token_bytes is not NULL).
+ * The one rule for ids: a model's vocabulary may have more rows than the
+ * tokenizer has tokens (padding); ids without a token are never sampled,
+ * refused as prompt ids and by /detokenize. */
+int ea_tokenizer_has_token(const ea_tokenizer *t, int32_t id);
 /* The vocabulary string of id (byte-level characters, e.g. "Ġhello"), or NULL. */
 const char *ea_tokenizer_piece(const ea_tokenizer *t, int32_t id, size_t *len);
 /* The id whose vocabulary string (or added-token content) is exactly s, or -1. */

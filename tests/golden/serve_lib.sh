@@ -46,3 +46,19 @@ stop_server() {
 make_tiny_model() {
   "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 1 --format hf --out "$1" >/dev/null
 }
+
+# serve_test_init: what a serve test script starts with: $tmp (removed at exit,
+# after stop_server), the ok/bad reporters and their counters; end the script
+# with serve_test_summary.
+serve_test_init() {
+  tmp=$(mktemp -d)
+  trap 'stop_server; rm -rf "$tmp"' EXIT
+  passed=0
+  failed=0
+}
+ok() { passed=$((passed + 1)); echo "ok   $1" >&2; }
+bad() { failed=$((failed + 1)); echo "FAIL $1" >&2; }
+serve_test_summary() {
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}

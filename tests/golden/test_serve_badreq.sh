@@ -98,8 +98,8 @@ req "unknown endpoint" 404 /v1/embeddings '{"input": "x"}'
 req "wrong method" 405 $C '' -X GET
 
 # --- client disconnect mid-stream: cancelled at once ---
-aborts() { curl -s "$base/metrics" | awk -F' ' '/^eaas:request_success_total\{finished_reason="abort"\}/{print $2}'; }
-running() { curl -s "$base/metrics" | awk '/^eaas:num_requests_running /{print $2}'; }
+aborts() { curl -s "$base/metrics" | awk '/^eaas:request_success_total\{(model_name="[^"]*",)?finished_reason="abort"\}/{print $NF}'; }
+running() { curl -s "$base/metrics" | awk '/^eaas:num_requests_running[{ ]/{print $NF}'; }
 a0=$(aborts)
 curl -s -N --max-time 0.5 -H 'Authorization: Bearer k3y' "$base$C" \
   -d '{"prompt": "x", "max_tokens": 1000, "ignore_eos": true, "stream": true}' >"$tmp/cut" 2>/dev/null

@@ -41,14 +41,17 @@ curl -s "$base/metrics" >"$tmp/m"
 r=0
 for name in num_requests_running num_requests_waiting kv_blocks_used kv_blocks_total prefix_cache_hit_tokens_total \
   prompt_tokens_total generation_tokens_total; do
-  grep -q "^eaas:$name " "$tmp/m" || { echo "  missing eaas:$name" >&2; r=1; }
+  grep -q "^eaas:$name{model_name=\"tiny\"} " "$tmp/m" || { echo "  missing eaas:$name" >&2; r=1; }
 done
 for h in time_to_first_token_seconds inter_token_latency_seconds e2e_request_latency_seconds request_queue_time_seconds; do
-  grep -q "^eaas:${h}_bucket{le=\"+Inf\"} [1-9]" "$tmp/m" || { echo "  empty histogram eaas:$h" >&2; r=1; }
-  grep -q "^eaas:${h}_count [1-9]" "$tmp/m" || r=1
+  grep -q "^eaas:${h}_bucket{model_name=\"tiny\",le=\"+Inf\"} [1-9]" "$tmp/m" || { echo "  empty histogram eaas:$h" >&2; r=1; }
+  grep -q "^eaas:${h}_count{model_name=\"tiny\"} [1-9]" "$tmp/m" || r=1
 done
 expect "/metrics has the gauges, counters and filled histograms" $r
-gen=$(awk '/^eaas:generation_tokens_total /{print $2}' "$tmp/m")
+# every series carries the served model name (vLLM's model_name label)
+unlabelled=$(grep '^eaas:' "$tmp/m" | grep -vc '^eaas:[a-z0-9_:]*{model_name="tiny"[,}]')
+expect "every eaas: sample has model_name=\"tiny\" ($unlabelled without)" "$([ "$unlabelled" = 0 ] && echo 0 || echo 1)"
+gen=$(awk '/^eaas:generation_tokens_total[{ ]/{print $NF}' "$tmp/m")
 expect "/metrics counts generated tokens (got $gen)" "$([ "${gen:-0}" -ge 1000 ] && echo 0 || echo 1)"
 
 curl -s "${auth[@]}" "$base/tokenize" -d '{"prompt": "Hello world, hello!"}' >"$tmp/t"

@@ -1,5 +1,5 @@
 /* test_base.c — status names and messages, allocator counting and failure
- * injection, arena, thread pool, args parsing, dtype conversions. */
+ * injection, arena, thread pool, args parsing, dtype conversions, XXH64. */
 #include "base/alloc.h"
 #include "base/args.h"
 #include "base/pool.h"
@@ -15,6 +15,14 @@ TEST(status_names) {
     CHECK_STREQ(ea_errmsg(), "x=5");
     ea_err_wrap(EA_ERR_RANGE, "loading %s: ", "m");
     CHECK_STREQ(ea_errmsg(), "loading m: x=5");
+}
+
+/* Reference values from xxHash's own library (libxxhash 0.8.1, XXH64). */
+TEST(xxh64_reference_values) {
+    CHECK_EQ(ea_xxh64("", 0, 0), 0xef46db3751d8e999ull);
+    const char *s = "Nobody inspects the spammish repetition"; /* 39 bytes: stripes, 8-, 4- and 1-byte tails */
+    CHECK_EQ(ea_xxh64(s, strlen(s), 0), 0xfbcea83c8a378bf1ull);
+    CHECK(ea_xxh64(s, strlen(s), 1) != ea_xxh64(s, strlen(s), 0));
 }
 
 TEST(alloc_fail_injection) {
@@ -174,5 +182,6 @@ int main(void) {
     RUN(args);
     RUN(args_ranges_and_needs);
     RUN(dtype_roundtrip);
+    RUN(xxh64_reference_values);
     return TEST_SUMMARY();
 }

@@ -49,7 +49,13 @@ static ea_status f_render(void *ctx, const json_t *msgs, int agp, char **text) {
     return *text ? EA_OK : EA_ERR_NOMEM;
 }
 
-static const ea_text_ops OPS = {NULL, f_encode, f_decode, f_render, 512};
+/* ids 500..511 are padding rows of the "model" vocabulary (512): no token */
+static int f_has_token(void *ctx, int32_t id) {
+    (void)ctx;
+    return id >= 0 && id < 500;
+}
+
+static const ea_text_ops OPS = {NULL, f_encode, f_decode, f_render, 512, f_has_token};
 
 static int parse(ea_oai_kind k, const char *body, ea_oai_request *r, ea_oai_error *e) {
     return ea_oai_parse(k, body, strlen(body), r, e);
@@ -60,7 +66,7 @@ static int status_of(ea_oai_kind k, const char *body, int ctx, ea_oai_error *e) 
     ea_oai_request r;
     int rc = parse(k, body, &r, e);
     if (rc == 0) {
-        rc = ea_oai_prepare(&r, &OPS, ctx, 7, e);
+        rc = ea_oai_prepare(&r, &OPS, ctx, 0, 7, e);
         ea_oai_request_deinit(&r);
     }
     return rc == 0 ? 200 : e->status;
@@ -74,7 +80,7 @@ TEST(completions_fields_reach_params) {
                        "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,\"ignore_eos\":true,\"logprobs\":3,"
                        "\"n\":1,\"stream\":true,\"stream_options\":{\"include_usage\":true},\"user\":\"ignored\"}";
     CHECK_EQ(parse(EA_OAI_COMPLETIONS, body, &r, &e), 0);
-    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 7, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
     CHECK_STREQ(r.model, "m");
     CHECK_EQ(r.params.n_prompt, 4); /* BOS + 3 bytes: completions add special tokens */
     CHECK_EQ(r.params.prompt[0], 256);
@@ -102,7 +108,7 @@ TEST(defaults) {
     ea_oai_request r;
     ea_oai_error e;
     CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[5,6,7]}", &r, &e), 0);
-    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 99, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 99, &e), 0);
     CHECK_EQ(r.params.n_prompt, 3); /* token ids are taken as they are */
     CHECK_EQ(r.params.max_tokens, 16);
     CHECK_NEAR(r.params.sp.temperature, 1.0, 0);
@@ -113,25 +119,46 @@ TEST(defaults) {
     /* chat: the rest of the context; the rendered prompt gets no extra BOS */
     CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]}",
                    &r, &e), 0);
-    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 1, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 1, &e), 0);
     CHECK_STREQ(r.prompt_text, "<user>hi<assistant>");
     CHECK_EQ(r.params.n_prompt, 19);
     CHECK_EQ(r.params.max_tokens, 100 - 19);
     ea_oai_request_deinit(&r);
     /* completions default is capped by the room left */
     CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[1,2,3,4,5,6,7,8,9,10]}", &r, &e), 0);
-    CHECK_EQ(ea_oai_prepare(&r, &OPS, 20, 1, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 20, 0, 1, &e), 0);
     CHECK_EQ(r.params.max_tokens, 10);
     ea_oai_request_deinit(&r);
     /* max_completion_tokens sets the limit, and wins over max_tokens (as in vLLM) */
     CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_completion_tokens\":7}", &r, &e), 0);
-    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 1, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 1, &e), 0);
     CHECK_EQ(r.params.max_tokens, 7);
     ea_oai_request_deinit(&r);
     CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":9,\"max_completion_tokens\":7}",
                    &r, &e), 0);
-    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 1, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 1, &e), 0);
     CHECK_EQ(r.params.max_tokens, 7);
+    ea_oai_request_deinit(&r);
+}
+
+/* A KV cache of 50 tokens under a context of 100: what can never fit is a 400 naming the numbers,
+ * the default max_tokens is cut to what fits. */
+TEST(kv_cache_bounds_admission) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[1,2,3,4,5,6,7,8,9,10], \"max_tokens\": 41}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 50, 1, &e), -1);
+    CHECK_EQ(e.status, 400);
+    CHECK_STREQ(e.param, "max_tokens");
+    CHECK(strstr(e.message, "holds 50 tokens") && strstr(e.message, "prompt has 10 tokens") &&
+          strstr(e.message, "max_tokens is 41 (51 in all)"));
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[1,2,3,4,5,6,7,8,9,10], \"max_tokens\": 40}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 50, 1, &e), 0);
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 50, 1, &e), 0);
+    CHECK_EQ(r.params.max_tokens, 50 - 19);
     ea_oai_request_deinit(&r);
 }
 
@@ -231,6 +258,27 @@ TEST(invalid_utf8_and_position_in_error) {
     CHECK_EQ(ea_oai_parse(EA_OAI_COMPLETIONS, dup, sizeof dup - 1, &r, &e), -1);
 }
 
+/* \u0000 in a body: the user's words and where it is, not jansson's "JSON_ALLOW_NUL" */
+TEST(nul_in_body_named) {
+    ea_oai_request r;
+    ea_oai_error e;
+    const char *chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\u0000b\"}]}";
+    CHECK_EQ(ea_oai_parse(EA_OAI_CHAT, chat, strlen(chat), &r, &e), -1);
+    CHECK_EQ(e.status, 400);
+    CHECK_STREQ(e.message, "request body: strings may not contain the NUL character (\\u0000): "
+                           "'messages[0].content' does");
+    CHECK_STREQ(e.param, "messages[0].content");
+    const char *key = "{\"pro\\u0000mpt\": \"x\"}";
+    CHECK_EQ(ea_oai_parse(EA_OAI_COMPLETIONS, key, strlen(key), &r, &e), -1);
+    CHECK(strstr(e.message, "may not contain the NUL character") != NULL);
+    CHECK(strstr(e.message, "JSON_ALLOW_NUL") == NULL);
+    ea_sbuf b = {0};
+    const char *det = "{\"tokens\": [1], \"x\": [\"\\u0000\"]}";
+    CHECK_EQ(ea_oai_detokenize(det, strlen(det), &OPS, &b, &e), -1);
+    CHECK(strstr(e.message, "'x[0]' does") != NULL);
+    ea_sbuf_deinit(&b);
+}
+
 TEST(error_json_shape) {
     ea_oai_error e;
     ea_oai_fail(&e, 404, NULL, "model", "model_not_found", "no model '%s'", "q\"\xff");
@@ -271,13 +319,38 @@ static ea_event tok_event(const char *text, int32_t id, float lp) {
     return ev;
 }
 
+/* prefix + 32 lowercase hex digits (vLLM's form) */
+static int is_response_id(const char *id, const char *prefix) {
+    size_t n = strlen(prefix);
+    if (!id || strncmp(id, prefix, n) || strlen(id) != n + 32) return 0;
+    for (const char *p = id + n; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return 0;
+    return 1;
+}
+
+/* Ids are random, so they differ between two outputs made alike (as after a restart, when the
+ * scheduler's request numbers start again at 1). */
+TEST(response_ids_random) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"x\"}", &r, &e), 0);
+    ea_oai_output a, b;
+    ea_oai_output_init(&a, &r, "m", 1000, &OPS);
+    ea_oai_output_init(&b, &r, "m", 1000, &OPS);
+    CHECK(is_response_id(a.id, "cmpl-") && is_response_id(b.id, "cmpl-"));
+    CHECK(strcmp(a.id, b.id) != 0);
+    ea_oai_output_deinit(&a);
+    ea_oai_output_deinit(&b);
+    ea_oai_request_deinit(&r);
+}
+
 TEST(nonstreaming_chat_with_logprobs) {
     ea_oai_request r;
     ea_oai_error e;
     CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":1}",
                    &r, &e), 0);
     ea_oai_output o;
-    ea_oai_output_init(&o, &r, 42, "m", 1000, &OPS);
+    ea_oai_output_init(&o, &r, "m", 1000, &OPS);
     ea_event a = tok_event("H", 'H', -0.5f), b = tok_event("", 300, -2.0f);
     ea_oai_output_add(&o, &a);
     ea_oai_output_add(&o, &b);
@@ -292,7 +365,8 @@ TEST(nonstreaming_chat_with_logprobs) {
     ea_oai_render_final(&o, &done, &out);
     json_t *j = json_loadb(out.data, out.len, 0, NULL);
     CHECK(j != NULL);
-    CHECK_STREQ(json_string_value(json_object_get(j, "id")), "chatcmpl-42");
+    CHECK(is_response_id(json_string_value(json_object_get(j, "id")), "chatcmpl-"));
+    CHECK_STREQ(json_string_value(json_object_get(j, "id")), o.id);
     CHECK_STREQ(json_string_value(json_object_get(j, "object")), "chat.completion");
     json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
     CHECK_STREQ(json_string_value(json_object_get(json_object_get(c0, "message"), "content")), "H");
@@ -333,7 +407,7 @@ TEST(streaming_completions_with_usage_and_logprobs) {
                    "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"include_usage\":true},\"logprobs\":2}", &r, &e),
              0);
     ea_oai_output o;
-    ea_oai_output_init(&o, &r, 5, "m", 1000, &OPS);
+    ea_oai_output_init(&o, &r, "m", 1000, &OPS);
     ea_sbuf out = {0};
     ea_oai_stream_start(&o, &out);
     CHECK_EQ(out.len, 0); /* completions have no role chunk */
@@ -379,7 +453,7 @@ TEST(streaming_chat_role_then_deltas) {
     ea_oai_error e;
     CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}", &r, &e), 0);
     ea_oai_output o;
-    ea_oai_output_init(&o, &r, 6, "m", 1000, &OPS);
+    ea_oai_output_init(&o, &r, "m", 1000, &OPS);
     ea_sbuf out = {0};
     ea_oai_stream_start(&o, &out);
     ea_event held = tok_event("", 'a', 0), a = tok_event("hi", 'h', 0);
@@ -432,6 +506,15 @@ TEST(tokenize_detokenize_models) {
     CHECK_EQ(e.status, 400);
     t = "{\"tokens\": \"hi\"}";
     CHECK_EQ(ea_oai_detokenize(t, strlen(t), &OPS, &b, &e), -1);
+    /* one rule for ids with no token (a padding row): /detokenize and a prompt of ids both refuse it, alike */
+    t = "{\"tokens\": [104, 505]}";
+    CHECK_EQ(ea_oai_detokenize(t, strlen(t), &OPS, &b, &e), -1);
+    CHECK_EQ(e.status, 400);
+    CHECK(strstr(e.message, "= 505 is not a token id (the tokenizer has no token") != NULL);
+    ea_oai_error e2;
+    CHECK_EQ(status_of(EA_OAI_COMPLETIONS, "{\"prompt\": [104, 505], \"max_tokens\": 2}", 64, &e2), 400);
+    CHECK(strstr(e2.message, "= 505 is not a token id (the tokenizer has no token") != NULL);
+    CHECK_EQ(status_of(EA_OAI_COMPLETIONS, "{\"prompt\": [104, 499], \"max_tokens\": 2}", 64, &e2), 200);
     t = "{\"text\": \"hi\"}";
     CHECK_EQ(ea_oai_tokenize(t, strlen(t), &OPS, 64, &b, &e), -1);
     CHECK_STREQ(e.param, "prompt");
@@ -472,6 +555,28 @@ TEST(metrics_histograms_are_cumulative) {
     CHECK(strstr(b.data, "eaas:generation_tokens_total 77\n") != NULL);
     CHECK(strstr(b.data, "eaas:request_success_total{finished_reason=\"length\"} 1\n") != NULL);
     CHECK(strstr(b.data, "eaas:http_requests_total{code=\"200\"} 2\n") != NULL);
+    /* model_name on every sample line, first; comments untouched; the value escaped */
+    ea_sbuf_puts(&b, "eaas:ep_pairs_total{rank=\"0\",where=\"local\"} 5\neaas:empty{} 1\n");
+    ea_metrics_label_all(&b, "model_name", "tiny");
+    CHECK(strstr(b.data, "eaas:num_requests_running{model_name=\"tiny\"} 3\n") != NULL);
+    CHECK(strstr(b.data, "eaas:request_success_total{model_name=\"tiny\",finished_reason=\"length\"} 1\n") != NULL);
+    CHECK(strstr(b.data, "eaas:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"} 3\n") != NULL);
+    CHECK(strstr(b.data, "eaas:ep_pairs_total{model_name=\"tiny\",rank=\"0\",where=\"local\"} 5\n") != NULL);
+    CHECK(strstr(b.data, "eaas:empty{model_name=\"tiny\"} 1\n") != NULL);
+    CHECK(strstr(b.data, "# TYPE eaas:e2e_request_latency_seconds histogram\n") != NULL);
+    int n_samples = 0, n_labelled = 0;
+    for (const char *l = b.data; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (strncmp(l, "eaas:", 5)) continue;
+        n_samples++;
+        const char *brace = strchr(l, '{'), *sp = strchr(l, ' ');
+        n_labelled += brace && sp && brace < sp && !strncmp(brace, "{model_name=\"tiny\"", 18);
+    }
+    CHECK(n_samples > 50);
+    CHECK_EQ(n_labelled, n_samples);
+    ea_sbuf_reset(&b);
+    ea_sbuf_puts(&b, "eaas:x 1\n");
+    ea_metrics_label_all(&b, "model_name", "a\"b\\c");
+    CHECK_STREQ(b.data, "eaas:x{model_name=\"a\\\"b\\\\c\"} 1\n");
     ea_sbuf_reset(&b);
     ea_metrics_render(m, NULL, &b); /* loading: no scheduler gauges */
     CHECK(strstr(b.data, "num_requests_running") == NULL);
@@ -483,6 +588,9 @@ TEST(metrics_histograms_are_cumulative) {
 int main(void) {
     RUN(completions_fields_reach_params);
     RUN(defaults);
+    RUN(nul_in_body_named);
+    RUN(response_ids_random);
+    RUN(kv_cache_bounds_admission);
     RUN(bad_requests_get_400_naming_the_field);
     RUN(prompt_longer_than_context);
     RUN(invalid_utf8_and_position_in_error);
