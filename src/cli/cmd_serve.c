@@ -4,11 +4,18 @@
  * Order of start-up: the HTTP port opens first (so /health can say 503 while
  * the model loads), then engine, tokenizer/chat template and scheduler; then
  * requests are accepted. Shutdown on SIGTERM/SIGINT (or after --max-requests
- * generation requests, for tests): stop accepting connections, let in-flight
- * requests finish for up to --drain-seconds, cancel the rest, close, free.
- * The signal handler only sets a flag; the main thread polls it.
+ * generation requests, for tests): refuse new generation requests (the port
+ * stays open so /health says 503 "draining"), let in-flight requests finish
+ * for up to --drain-seconds, cancel the rest, wait until every client has its
+ * last bytes (abort chunk, [DONE], chunked terminator, or JSON body), close,
+ * free. A second signal cancels everything at once (clients still get their
+ * terminal chunk where the flush allows); a third kills the process. When a
+ * rank is lost under --parallel, rank 0 keeps answering /health with 503
+ * naming it for --drain-seconds (or until a signal), then stops.
+ * The signal handler only counts signals; the main thread polls the count.
  */
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,12 +35,17 @@
 #include "ep/dist.h"
 #include "ep/ep_engine.h"
 
-static volatile sig_atomic_t g_stop; /* set by SIGTERM/SIGINT */
+static volatile sig_atomic_t g_stop; /* SIGTERM/SIGINT received so far */
 
 static void on_signal(int sig) {
-    (void)sig;
-    g_stop = 1;
+    if (g_stop < 2) g_stop = g_stop + 1;
+    if (g_stop >= 2) signal(sig, SIG_DFL); /* a third one kills */
 }
+
+/* Seconds to let handlers send the last events after the step loop ended;
+ * they are woken at once, so this only bounds a client that does not read. */
+#define FLUSH_S 5.0
+#define FLUSH_FORCED_S 1.0
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -54,7 +66,7 @@ typedef struct {
     const char *model, *host, *api_key, *served_name;
     int port, threads, max_running, max_queue, max_batch_tokens, kv_mib, max_ctx, no_prefix_cache, max_requests;
     long max_body;
-    double stall_s, request_timeout_s, drain_s, keepalive_s;
+    double stall_s, request_timeout_s, drain_s, keepalive_s, idle_timeout_s;
     /* EPLB */
     int eplb, eplb_redundant, eplb_ranks, eplb_window, eplb_interval, eplb_layers_per_step;
     double eplb_min_bal;
@@ -104,6 +116,56 @@ static void on_progress(void *ctx, double frac) {
     fflush(stderr);
 }
 
+/* Connections MHD takes at once: well above the work the scheduler takes
+ * (running + queue), so overload meets the scheduler's 503 and /health, /metrics
+ * and idle keep-alive connections still find a slot; within the open-file limit
+ * (the soft limit is raised to the hard one, as nginx's worker_rlimit_nofile does). */
+static int max_connections(const serve_flags *f) {
+    long want = 2L * (f->max_running + f->max_queue) + 512;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < rl.rlim_max) {
+            rlim_t cur = rl.rlim_cur;
+            rl.rlim_cur = rl.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = cur;
+        }
+        long room = rl.rlim_cur == RLIM_INFINITY ? want : (long)rl.rlim_cur - 128; /* model files, MPI, logs */
+        if (room < want) {
+            EA_LOGW("the open-file limit (%ld) allows %ld connections, not %ld", (long)rl.rlim_cur, room, want);
+            want = room > 64 ? room : 64;
+        }
+    }
+    return (int)want;
+}
+
+/* Rank 0's shutdown after ea_http_begin_drain: the step loop finishes or cancels
+ * every request (a second signal: at once), then the HTTP threads get a short
+ * time to send each client its last event before ea_http_stop closes them. */
+static void drain(ea_sched *sched, ea_http *http, double drain_s) {
+    int forced = g_stop >= 2;
+    ea_sched_shutdown(sched, forced ? 0 : drain_s);
+    while (!ea_sched_done(sched)) {
+        if (g_stop >= 2 && !forced) {
+            forced = 1;
+            EA_LOGW("second signal: cancelling every request now");
+            ea_sched_shutdown(sched, 0);
+        }
+        sleep_ms(10);
+    }
+    ea_sched_stop(sched, 0); /* joins */
+    if (!http) return;
+    double t_end = ea_now_s() + (forced ? FLUSH_FORCED_S : FLUSH_S);
+    while (ea_http_pending(http) > 0 && ea_now_s() < t_end) {
+        if (g_stop >= 2 && !forced) {
+            forced = 1;
+            if (ea_now_s() + FLUSH_FORCED_S < t_end) t_end = ea_now_s() + FLUSH_FORCED_S;
+        }
+        sleep_ms(10);
+    }
+    int left = ea_http_pending(http);
+    if (left) EA_LOGW("%d response(s) not wholly sent when the server stopped", left);
+}
+
 static int check_flags(const serve_flags *f) {
     const char *bad = NULL;
     if (!f->model) bad = "--model is required";
@@ -117,7 +179,7 @@ static int check_flags(const serve_flags *f) {
     else if (f->kv_disk_dir && !f->kv_disk_dir[0]) bad = "--kv-disk-dir must not be empty";
     else if (f->max_ctx < 0) bad = "--max-ctx must be >= 0";
     else if (f->max_body < 1024) bad = "--max-body-bytes must be >= 1024";
-    else if (f->stall_s < 0 || f->request_timeout_s < 0 || f->drain_s < 0 || f->keepalive_s < 0)
+    else if (f->stall_s < 0 || f->request_timeout_s < 0 || f->drain_s < 0 || f->keepalive_s < 0 || f->idle_timeout_s < 0)
         bad = "time limits must be >= 0";
     else if (f->max_requests < 0) bad = "--max-requests must be >= 0";
     else if (f->eplb_redundant < 0 || f->eplb_redundant > 128) bad = "--eplb-redundant must be in [0, 128]";
@@ -135,7 +197,7 @@ static int check_flags(const serve_flags *f) {
 
 int ea_cmd_serve(int argc, char **argv) {
     serve_flags f = {.dist_timeout = -1, .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
-                     .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .kv_disk_max_mib = 1024};
+                     .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .idle_timeout_s = 5, .kv_disk_max_mib = 1024};
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &f.model, "PATH", "model directory (HF) or .gguf file"},
         {"host", EA_ARG_STR, &f.host, "ADDR", "address to listen on (default 127.0.0.1)"},
@@ -155,6 +217,7 @@ int ea_cmd_serve(int argc, char **argv) {
         {"request-timeout", EA_ARG_DOUBLE, &f.request_timeout_s, "S", "cancel a request after S s with 504 (0 = never)"},
         {"drain-seconds", EA_ARG_DOUBLE, &f.drain_s, "S", "on SIGTERM/SIGINT, let requests finish for S s (30)"},
         {"keepalive-seconds", EA_ARG_DOUBLE, &f.keepalive_s, "S", "SSE keep-alive comment after S s of silence (10)"},
+        {"idle-timeout-seconds", EA_ARG_DOUBLE, &f.idle_timeout_s, "S", "close a keep-alive connection idle for S s (5; 0 = never)"},
         {"max-body-bytes", EA_ARG_LONG, &f.max_body, "N", "largest request body; larger gets 413 (1 MiB)"},
         {"max-requests", EA_ARG_INT, &f.max_requests, "N", "exit after N generation requests (for tests)"},
         {"eplb", EA_ARG_BOOL, &f.eplb, NULL, "expert-placement load balancing (docs/eplb.md)"},
@@ -222,7 +285,7 @@ int ea_cmd_serve(int argc, char **argv) {
         ea_http_opts ho = {.host = f.host, .port = f.port, .api_key = f.api_key, .served_model = name,
                            .max_body_bytes = (size_t)f.max_body, .request_timeout_s = f.request_timeout_s,
                            .stall_seconds = f.stall_s, .keepalive_s = f.keepalive_s, .max_requests = f.max_requests,
-                           .max_connections = f.max_queue + f.max_running + 64};
+                           .max_connections = max_connections(&f), .idle_timeout_s = f.idle_timeout_s};
         if ((st = ea_metrics_create(&metrics)) != EA_OK || (st = ea_http_start(&ho, metrics, &http)) != EA_OK) goto fail;
         EA_LOGI("listening on http://%s:%d (model '%s' loading%s%s)", f.host, ea_http_port(http), name,
                 dist ? ", parallel " : "", dist ? ea_par_mode_name(pmode) : "");
@@ -264,21 +327,26 @@ int ea_cmd_serve(int argc, char **argv) {
             ea_now_s() - t_load, ea_sched_context_len(sched), f.max_running, f.max_batch_tokens);
     fflush(stderr);
 
+    ea_sched_stats ss = {0};
     while (!g_stop && !ea_http_exit_requested(http)) {
-        ea_sched_stats ss;
         ea_sched_get_stats(sched, &ss);
-        if (ss.failed && dist) { /* lockstep lost: a rank died; requests were answered with the error */
-            EA_LOGE("stopping: %s", ss.failure);
-            break;
-        }
+        if (ss.failed && dist) break; /* lockstep lost: a rank died; requests were answered with the error */
         sleep_ms(50);
     }
-    EA_LOGI("shutting down (%s): draining for up to %.0f s", g_stop ? "signal" : "--max-requests reached", f.drain_s);
+    if (g_stop) {
+        EA_LOGI("shutting down (signal): draining for up to %g s", f.drain_s);
+    } else if (ss.failed) {
+        EA_LOGE("shutting down (the ranks lost lockstep: %s): /health answers 503 for %g s", ss.failure, f.drain_s);
+        ea_http_begin_drain(http);
+        for (double t_end = ea_now_s() + f.drain_s; !g_stop && ea_now_s() < t_end;) sleep_ms(50);
+    } else {
+        EA_LOGI("shutting down (--max-requests %d reached): draining for up to %g s", f.max_requests, f.drain_s);
+    }
     rc = 0;
 fail:
     if (rc && ea_par_report_here(dist)) ea_cli_fail(argv[0], st);
     if (http) ea_http_begin_drain(http);
-    if (started) ea_sched_stop(sched, f.drain_s);
+    if (started) drain(sched, http, f.drain_s);
     ea_http_stop(http);
     ea_sched_destroy(sched);
     ea_serve_text_destroy(text);
