@@ -42,10 +42,6 @@ static void on_signal(int sig) {
     if (g_stop >= 2) signal(sig, SIG_DFL); /* a third one kills */
 }
 
-/* Seconds to let handlers send the last events after the step loop ended;
- * they are woken at once, so this only bounds a client that does not read. */
-#define FLUSH_S 5.0
-#define FLUSH_FORCED_S 1.0
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -138,32 +134,10 @@ static int max_connections(const serve_flags *f) {
     return (int)want;
 }
 
-/* Rank 0's shutdown after ea_http_begin_drain: the step loop finishes or cancels
- * every request (a second signal: at once), then the HTTP threads get a short
- * time to send each client its last event before ea_http_stop closes them. */
-static void drain(ea_sched *sched, ea_http *http, double drain_s) {
-    int forced = g_stop >= 2;
-    ea_sched_shutdown(sched, forced ? 0 : drain_s);
-    while (!ea_sched_done(sched)) {
-        if (g_stop >= 2 && !forced) {
-            forced = 1;
-            EA_LOGW("second signal: cancelling every request now");
-            ea_sched_shutdown(sched, 0);
-        }
-        sleep_ms(10);
-    }
-    ea_sched_stop(sched, 0); /* joins */
-    if (!http) return;
-    double t_end = ea_now_s() + (forced ? FLUSH_FORCED_S : FLUSH_S);
-    while (ea_http_pending(http) > 0 && ea_now_s() < t_end) {
-        if (g_stop >= 2 && !forced) {
-            forced = 1;
-            if (ea_now_s() + FLUSH_FORCED_S < t_end) t_end = ea_now_s() + FLUSH_FORCED_S;
-        }
-        sleep_ms(10);
-    }
-    int left = ea_http_pending(http);
-    if (left) EA_LOGW("%d response(s) not wholly sent when the server stopped", left);
+/* ea_http_shutdown's question: cancel everything now? */
+static int second_signal(void *ctx) {
+    (void)ctx;
+    return g_stop >= 2;
 }
 
 static int check_flags(const serve_flags *f) {
@@ -272,6 +246,7 @@ int ea_cmd_serve(int argc, char **argv) {
     ea_par_mode pmode = EA_PAR_NONE;
     bus_ctx bctx = {0};
     ea_sched_bus bus = {&bctx, 0, bus_bcast};
+    ea_sched_stats ss = {0}; /* rank 0's last look at the scheduler; ss.failed: a rank was lost */
     int started = 0, rank = 0;
     rc = 1;
     const char *name = f.served_name ? f.served_name : base_name(f.model);
@@ -327,7 +302,6 @@ int ea_cmd_serve(int argc, char **argv) {
             ea_now_s() - t_load, ea_sched_context_len(sched), f.max_running, f.max_batch_tokens);
     fflush(stderr);
 
-    ea_sched_stats ss = {0};
     while (!g_stop && !ea_http_exit_requested(http)) {
         ea_sched_get_stats(sched, &ss);
         if (ss.failed && dist) break; /* lockstep lost: a rank died; requests were answered with the error */
@@ -336,7 +310,7 @@ int ea_cmd_serve(int argc, char **argv) {
     if (g_stop) {
         EA_LOGI("shutting down (signal): draining for up to %g s", f.drain_s);
     } else if (ss.failed) {
-        EA_LOGE("shutting down (the ranks lost lockstep: %s): /health answers 503 for %g s", ss.failure, f.drain_s);
+        EA_LOGE("shutting down (a rank failed: %s): /health answers 503 for %g s", ss.failure, f.drain_s);
         ea_http_begin_drain(http);
         for (double t_end = ea_now_s() + f.drain_s; !g_stop && ea_now_s() < t_end;) sleep_ms(50);
     } else {
@@ -346,7 +320,7 @@ int ea_cmd_serve(int argc, char **argv) {
 fail:
     if (rc && ea_par_report_here(dist)) ea_cli_fail(argv[0], st);
     if (http) ea_http_begin_drain(http);
-    if (started) drain(sched, http, f.drain_s);
+    if (started) ea_http_shutdown(http, f.drain_s, second_signal, NULL);
     ea_http_stop(http);
     ea_sched_destroy(sched);
     ea_serve_text_destroy(text);
@@ -355,5 +329,5 @@ fail:
     ea_dist_msg_free(&bctx.msg);
     ea_dist_destroy(dist);
     if (!rc && rank == 0) EA_LOGI("stopped");
-    return rc;
+    return rc ? rc : ss.failed ? 1 : 0; /* a lost rank is a failure for whoever restarts us */
 }

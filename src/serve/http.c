@@ -680,6 +680,38 @@ void ea_http_begin_drain(ea_http *h) { atomic_store(&h->draining, 1); }
 
 int ea_http_pending(const ea_http *h) { return atomic_load(&((ea_http *)h)->pending); }
 
+static void nap_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int ea_http_shutdown(ea_http *h, double drain_s, int (*force)(void *ctx), void *ctx) {
+    if (!h || !atomic_load_explicit(&h->ready, memory_order_acquire)) return 0;
+    ea_http_begin_drain(h);
+    int forced = force && force(ctx);
+    ea_sched_shutdown(h->sched, forced ? 0 : drain_s);
+    while (!ea_sched_done(h->sched)) {
+        if (!forced && force && force(ctx)) {
+            forced = 1;
+            EA_LOGW("second signal: cancelling every request now");
+            ea_sched_shutdown(h->sched, 0);
+        }
+        nap_ms(10);
+    }
+    ea_sched_stop(h->sched, 0); /* joins; every request has its last event */
+    double t_end = ea_now_s() + (forced ? 1.0 : EA_HTTP_FLUSH_S);
+    while (ea_http_pending(h) > 0 && ea_now_s() < t_end) {
+        if (!forced && force && force(ctx)) {
+            forced = 1;
+            if (ea_now_s() + 1.0 < t_end) t_end = ea_now_s() + 1.0;
+        }
+        nap_ms(10);
+    }
+    int left = ea_http_pending(h);
+    if (left) EA_LOGW("%d response(s) not wholly sent when the server stopped", left);
+    return left;
+}
+
 int ea_http_exit_requested(const ea_http *h) {
     return h->o.max_requests > 0 && atomic_load(&((ea_http *)h)->gen_done) >= h->o.max_requests;
 }

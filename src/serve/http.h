@@ -17,10 +17,10 @@
  *   ... load the engine, create and start the scheduler ...
  *   ea_http_set_ready(h, sched, &ops, ctx)  requests are served from now on
  *   ... until a signal or ea_http_exit_requested(h) ...
- *   ea_http_begin_drain(h)                  new generation requests 503; the port stays
- *                                           open, /health says 503 "draining"
- *   ea_sched_stop(sched, drain_seconds)     in-flight requests finish or are cancelled
- *   ... until ea_http_pending(h) == 0 (bounded) ...  every last event sent
+ *   ea_http_shutdown(h, drain_s, force, x)  new generation requests 503 (the port stays
+ *                                           open, /health says 503 "draining"); in-flight
+ *                                           requests finish or are cancelled; every
+ *                                           client gets its last bytes
  *   ea_http_stop(h)                         connections closed, threads joined
  *
  * Connections: up to max_connections at once (one thread each), set well above
@@ -72,6 +72,14 @@ void ea_http_set_ready(ea_http *h, ea_sched *s, const ea_text_ops *ops, int ctx_
 void ea_http_begin_drain(ea_http *h);
 /* Generation requests accepted whose response is not yet wholly sent. */
 int ea_http_pending(const ea_http *h);
+/* The graceful stop (after set_ready): begin_drain; the scheduler finishes
+ * in-flight requests for up to drain_s and cancels the rest — at once when
+ * force(ctx) returns 1 (NULL: never), checked every few ms — and its step loop
+ * is joined; then the handlers get up to EA_HTTP_FLUSH_S (1 s once forced) to
+ * send each client its last event: the JSON body, or the final chunk, [DONE]
+ * and the chunked terminator. Returns the responses not wholly sent. */
+#define EA_HTTP_FLUSH_S 5.0
+int ea_http_shutdown(ea_http *h, double drain_s, int (*force)(void *ctx), void *ctx);
 /* --max-requests reached. */
 int ea_http_exit_requested(const ea_http *h);
 /* Extra endpoints and metrics owned by the caller (EPLB endpoints under /eplb/, EP statistics at /ep/stats):

@@ -3,7 +3,8 @@
 # each must get the right status and an OpenAI error body
 # {"error": {"message", "type", "param", "code"}}; a client that disconnects
 # mid-stream (and mid-wait) must have its request cancelled at once; a full
-# queue must give 503 with Retry-After. After the whole matrix, a normal
+# queue must give 503 with Retry-After; idle connections and 400 concurrent
+# streams (overload.mjs) never cost a reset. After the whole matrix, a normal
 # request still succeeds and /health is 200. The server is killed by its PID.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -147,6 +148,19 @@ else
 fi
 r=$(running)
 [ "$r" = 0 ] && ok "all slots free afterwards (running $r)" || bad "running still $r"
+
+# --- overload (issue 18, item 5): 340 idle connections do not keep /health or /metrics
+# from answering and are closed after the idle timeout (default 5 s); 400 streams at
+# once (no retries) each end as a whole stream or a 503 with Retry-After and an
+# OpenAI error body, none reset ---
+if timeout 120 node "$here/overload.mjs" "$PORT" k3y 340 400 5 >"$tmp/ovl.out" 2>"$tmp/ovl.err"; then
+  ok "overload: $(tail -1 "$tmp/ovl.out")"
+else
+  sed 's/^/  /' "$tmp/ovl.err" | head -5 >&2
+  bad "overload: $(tail -1 "$tmp/ovl.out" 2>/dev/null)"
+fi
+r=$(running)
+[ "$r" = 0 ] && ok "all slots free after the overload (running $r)" || bad "running still $r after the overload"
 
 # --- the server still serves ---
 code=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Authorization: Bearer k3y' "$base$C" \
