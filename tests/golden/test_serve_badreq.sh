@@ -10,23 +10,12 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/serve_lib.sh"
 
-tmp=$(mktemp -d)
-bg_pids=()
-cleanup() {
-  for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done
-  stop_server
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+serve_test_init
 make_tiny_model "$tmp/model"
 start_server "$tmp/log" --model "$tmp/model" --served-model-name tiny --threads 2 --api-key k3y \
   --max-ctx 1024 --max-running 2 --max-queue 2 --max-body-bytes 65536
 base="http://127.0.0.1:$PORT"
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1" >&2; }
-bad() { failed=$((failed + 1)); echo "FAIL $1" >&2; }
 
 # is_error_body FILE: an OpenAI error object with a non-empty message
 is_error_body() {

@@ -11,22 +11,11 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/serve_lib.sh"
 
-tmp=$(mktemp -d)
-bg_pids=()
-cleanup() {
-  for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done
-  stop_server
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+serve_test_init
 make_tiny_model "$tmp/model"
 start_server "$tmp/log" --model "$tmp/model" --threads 2 --max-running 4 --drain-seconds 60
 base="http://127.0.0.1:$PORT"
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1" >&2; }
-bad() { failed=$((failed + 1)); echo "FAIL $1" >&2; }
 running() { curl -s -m 2 "$base/metrics" | awk '/^eaas:num_requests_running /{print $2}'; }
 
 # three long requests: two streams, one waiting for its JSON body (curl's exit code kept)
