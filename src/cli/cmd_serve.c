@@ -5,12 +5,20 @@
  * config (--max-ctx against max_position_embeddings), so a bad flag is
  * reported before anything listens; then the HTTP port opens (so /health can
  * say 503 while the model loads), then engine, tokenizer/chat template and
- * scheduler; then requests are accepted. Shutdown on SIGTERM/SIGINT (or after --max-requests
- * generation requests, for tests): stop accepting connections, let in-flight
- * requests finish for up to --drain-seconds, cancel the rest, close, free.
- * The signal handler only sets a flag; the main thread polls it.
+ * scheduler; then requests are accepted. Shutdown on SIGTERM/SIGINT (or after
+ * --max-requests generation requests, for tests): refuse new generation
+ * requests (the port stays open so /health says 503 "draining"), let in-flight
+ * requests finish for up to --drain-seconds, cancel the rest, wait until every
+ * client has its last bytes (abort chunk, [DONE], chunked terminator, or JSON
+ * body), close, free. A second signal cancels everything at once (clients
+ * still get their terminal chunk where the flush allows); a third kills the
+ * process. When a rank is lost under --parallel, rank 0 keeps answering
+ * /health with 503 naming it for --drain-seconds (or until a signal), then
+ * stops. The signal handler only counts signals; the main thread polls the
+ * count.
  */
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,12 +38,13 @@
 #include "ep/dist.h"
 #include "ep/ep_engine.h"
 
-static volatile sig_atomic_t g_stop; /* set by SIGTERM/SIGINT */
+static volatile sig_atomic_t g_stop; /* SIGTERM/SIGINT received so far */
 
 static void on_signal(int sig) {
-    (void)sig;
-    g_stop = 1;
+    if (g_stop < 2) g_stop = g_stop + 1;
+    if (g_stop >= 2) signal(sig, SIG_DFL); /* a third one kills */
 }
+
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -57,7 +66,7 @@ typedef struct {
     int port, threads, max_running, max_queue, max_batch_tokens, kv_mib, max_ctx, allow_long_ctx, no_prefix_cache,
         max_requests;
     long max_body;
-    double stall_s, request_timeout_s, drain_s, keepalive_s;
+    double stall_s, request_timeout_s, drain_s, keepalive_s, idle_timeout_s;
     /* EPLB */
     int eplb, eplb_redundant, eplb_ranks, eplb_window, eplb_interval, eplb_layers_per_step;
     double eplb_min_bal;
@@ -110,6 +119,34 @@ static void on_progress(void *ctx, double frac) {
     fflush(stderr);
 }
 
+/* Connections MHD takes at once: well above the work the scheduler takes
+ * (running + queue), so overload meets the scheduler's 503 and /health, /metrics
+ * and idle keep-alive connections still find a slot; within the open-file limit
+ * (the soft limit is raised to the hard one, as nginx's worker_rlimit_nofile does). */
+static int max_connections(const serve_flags *f) {
+    long want = 2L * (f->max_running + f->max_queue) + 512;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < rl.rlim_max) {
+            rlim_t cur = rl.rlim_cur;
+            rl.rlim_cur = rl.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = cur;
+        }
+        long room = rl.rlim_cur == RLIM_INFINITY ? want : (long)rl.rlim_cur - 128; /* model files, MPI, logs */
+        if (room < want) {
+            EA_LOGW("the open-file limit (%ld) allows %ld connections, not %ld", (long)rl.rlim_cur, room, want);
+            want = room > 64 ? room : 64;
+        }
+    }
+    return (int)want;
+}
+
+/* ea_http_shutdown's question: cancel everything now? */
+static int second_signal(void *ctx) {
+    (void)ctx;
+    return g_stop >= 2;
+}
+
 /* What the flag table (ranges, needs) cannot say; before the port opens. */
 static int check_flags(const serve_flags *f) {
     const char *bad = NULL;
@@ -138,8 +175,8 @@ static const char usage_text[] =
 
 int ea_cmd_serve(int argc, char **argv) {
     serve_flags f = {.dist_timeout = -1, .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
-                     .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .kv_disk_max_mib = 1024,
-                     .eplb_window = 1000, .eplb_interval = 1000, .eplb_min_bal = 0.9};
+                     .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .idle_timeout_s = 5,
+                     .kv_disk_max_mib = 1024, .eplb_window = 1000, .eplb_interval = 1000, .eplb_min_bal = 0.9};
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &f.model, "PATH", "model directory (HF) or .gguf file"},
         {"host", EA_ARG_STR, &f.host, "ADDR", "address to listen on (default 127.0.0.1)"},
@@ -160,6 +197,7 @@ int ea_cmd_serve(int argc, char **argv) {
         {"request-timeout", EA_ARG_DOUBLE, &f.request_timeout_s, "S", "cancel a request after S s with 504 (0 = never)", 0, EA_WEEK_S},
         {"drain-seconds", EA_ARG_DOUBLE, &f.drain_s, "S", "on SIGTERM/SIGINT, let requests finish for S s (30)", 0, EA_WEEK_S},
         {"keepalive-seconds", EA_ARG_DOUBLE, &f.keepalive_s, "S", "SSE keep-alive comment after S s of silence (10)", 0, EA_WEEK_S},
+        {"idle-timeout-seconds", EA_ARG_DOUBLE, &f.idle_timeout_s, "S", "close a keep-alive connection idle for S s (5; 0 = never)", 0, EA_WEEK_S},
         {"max-body-bytes", EA_ARG_LONG, &f.max_body, "N", "largest request body; larger gets 413 (1 MiB)", 1024, 1 << 30},
         {"max-requests", EA_ARG_INT, &f.max_requests, "N", "exit after N generation requests (for tests; 0 = no limit)"},
         {"eplb", EA_ARG_BOOL, &f.eplb, NULL, "expert-placement load balancing (docs/eplb.md)"},
@@ -204,6 +242,7 @@ int ea_cmd_serve(int argc, char **argv) {
     ea_par_mode pmode = EA_PAR_NONE;
     bus_ctx bctx = {0};
     ea_sched_bus bus = {&bctx, 0, bus_bcast};
+    ea_sched_stats ss = {0}; /* rank 0's last look at the scheduler; ss.failed: a rank was lost */
     int started = 0, rank = 0;
     ea_status st = EA_OK;
     rc = 1;
@@ -218,7 +257,7 @@ int ea_cmd_serve(int argc, char **argv) {
         ea_http_opts ho = {.host = f.host, .port = f.port, .api_key = f.api_key, .served_model = name,
                            .max_body_bytes = (size_t)f.max_body, .request_timeout_s = f.request_timeout_s,
                            .stall_seconds = f.stall_s, .keepalive_s = f.keepalive_s, .max_requests = f.max_requests,
-                           .max_connections = f.max_queue + f.max_running + 64};
+                           .max_connections = max_connections(&f), .idle_timeout_s = f.idle_timeout_s};
         if ((st = ea_metrics_create(&metrics)) != EA_OK || (st = ea_http_start(&ho, metrics, &http)) != EA_OK) goto fail;
         EA_LOGI("listening on http://%s:%d (model '%s' loading%s%s)", f.host, ea_http_port(http), name,
                 dist ? ", parallel " : "", dist ? ea_par_mode_name(pmode) : "");
@@ -265,20 +304,24 @@ int ea_cmd_serve(int argc, char **argv) {
     fflush(stderr);
 
     while (!g_stop && !ea_http_exit_requested(http)) {
-        ea_sched_stats ss;
         ea_sched_get_stats(sched, &ss);
-        if (ss.failed && dist) { /* lockstep lost: a rank died; requests were answered with the error */
-            EA_LOGE("stopping: %s", ss.failure);
-            break;
-        }
+        if (ss.failed && dist) break; /* lockstep lost: a rank died; requests were answered with the error */
         sleep_ms(50);
     }
-    EA_LOGI("shutting down (%s): draining for up to %.0f s", g_stop ? "signal" : "--max-requests reached", f.drain_s);
+    if (g_stop) {
+        EA_LOGI("shutting down (signal): draining for up to %g s", f.drain_s);
+    } else if (ss.failed) {
+        EA_LOGE("shutting down (a rank failed: %s): /health answers 503 for %g s", ss.failure, f.drain_s);
+        ea_http_begin_drain(http);
+        for (double t_end = ea_now_s() + f.drain_s; !g_stop && ea_now_s() < t_end;) sleep_ms(50);
+    } else {
+        EA_LOGI("shutting down (--max-requests %d reached): draining for up to %g s", f.max_requests, f.drain_s);
+    }
     rc = 0;
 fail:
     if (rc && ea_par_report_here(dist)) ea_cli_fail(argv[0], st);
     if (http) ea_http_begin_drain(http);
-    if (started) ea_sched_stop(sched, f.drain_s);
+    if (started) ea_http_shutdown(http, f.drain_s, second_signal, NULL);
     ea_http_stop(http);
     ea_sched_destroy(sched);
     ea_serve_text_destroy(text);
@@ -287,5 +330,5 @@ fail:
     ea_dist_msg_free(&bctx.msg);
     ea_dist_destroy(dist);
     if (!rc && rank == 0) EA_LOGI("stopped");
-    return rc;
+    return rc ? rc : ss.failed ? 1 : 0; /* a lost rank is a failure for whoever restarts us */
 }

@@ -20,11 +20,15 @@
  *
  * Invariant: after `broken` is set nothing calls into MPI collectives on
  * `comm` again (the failed request is still active and cannot be freed).
+ * `broken` is set (release) only after `error` is written, so another thread
+ * that sees it through ea_dist_healthy (acquire; /health) reads the whole
+ * message, not an empty or half-written one.
  */
 #include "ep/dist.h"
 
 #include <limits.h>
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -40,7 +44,7 @@ struct ea_dist {
     MPI_Comm comm, ping;
     int rank, size;
     double timeout_s;
-    int broken;
+    atomic_int broken;  /* see the invariant above */
     int we_initialized;
     char error[512];
     char library[128];
@@ -74,12 +78,15 @@ int ea_dist_launch_size(void) {
 
 /* ------------------------------------------------------------ errors */
 
+/* After d->error holds the reason. */
+static void set_broken(ea_dist *d) { atomic_store_explicit(&d->broken, 1, memory_order_release); }
+
 static ea_status ea__mpi_err(ea_dist *d, int rc, const char *what, const char *op) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
-    d->broken = 1;
     snprintf(d->error, sizeof d->error, "rank %d: collective '%s' (%s) failed: %s", d->rank, what, op, msg);
+    set_broken(d);
     return ea_err(EA_ERR_PEER, "%s", d->error);
 }
 
@@ -182,7 +189,6 @@ static ea_status ea__wait(ea_dist *d, MPI_Request *req, const char *what, const 
         if (i < 64) continue;
         double now = ea_now_s();
         if (now >= deadline) {
-            d->broken = 1;
             uint8_t *missing = ea_calloc((size_t)d->size, 1);
             double window = d->timeout_s * 0.2;
             if (window > 2.0) window = 2.0;
@@ -203,6 +209,7 @@ static ea_status ea__wait(ea_dist *d, MPI_Request *req, const char *what, const 
                          "rank %d: collective '%s' (%s) timed out after %.1f s: every rank answered a ping, "
                          "so some are alive but in a different collective (ranks out of step)",
                          d->rank, what, op, d->timeout_s);
+            set_broken(d);
             d->st.seconds += ea_now_s() - t0;
             return ea_err(EA_ERR_TIMEOUT, "%s", d->error);
         }
@@ -285,7 +292,7 @@ double ea_dist_timeout(const ea_dist *d) { return d->timeout_s; }
 void ea_dist_set_timeout(ea_dist *d, double timeout_s) {
     if (timeout_s > 0) d->timeout_s = timeout_s;
 }
-int ea_dist_healthy(const ea_dist *d) { return !d->broken; }
+int ea_dist_healthy(const ea_dist *d) { return !atomic_load_explicit(&((ea_dist *)d)->broken, memory_order_acquire); }
 const char *ea_dist_error(const ea_dist *d) { return d->error; }
 const char *ea_dist_library(const ea_dist *d) { return d->library; }
 void ea_dist_get_stats(const ea_dist *d, ea_dist_stats *out) { *out = d->st; }
@@ -330,18 +337,18 @@ ea_status ea_dist_bcast_msg(ea_dist *d, ea_dist_msg *m, int root, size_t max_len
     uint64_t len = d->rank == root ? (uint64_t)m->len : 0;
     EA_TRY(ea_dist_bcast(d, &len, sizeof len, root, what));
     if (len > max_len || len > INT_MAX) {
-        d->broken = 1; /* the root's next bcast would not be matched: stop here on every rank */
         snprintf(d->error, sizeof d->error, "rank %d: message '%s' of %llu bytes exceeds the limit of %zu", d->rank,
                  what, (unsigned long long)len, max_len);
+        set_broken(d); /* the root's next bcast would not be matched: stop here on every rank */
         return ea_err(EA_ERR_RANGE, "%s", d->error);
     }
     if (d->rank != root) {
         if (len > m->cap) {
             uint8_t *p = ea_realloc(m->data, (size_t)len);
             if (!p) {
-                d->broken = 1;
                 snprintf(d->error, sizeof d->error, "rank %d: no memory for message '%s' of %llu bytes", d->rank,
                          what, (unsigned long long)len);
+                set_broken(d);
                 return ea_err(EA_ERR_NOMEM, "%s", d->error);
             }
             m->data = p;

@@ -13,6 +13,18 @@
  * Content-Length above the limit is refused before reading it, a chunked body
  * that grows past it is dropped and refused when complete (413 either way).
  *
+ * Shutdown: a generation request counts in `pending` from its submit until
+ * MHD reports its response sent (on_completed), so the caller can wait, after
+ * the scheduler has given every request its last event, until each of those
+ * events reached its client: stopping MHD earlier cut responses off (an empty
+ * reply, or a stream without its abort chunk, [DONE] and chunked terminator).
+ * The listening socket stays open while draining, so /health answers.
+ *
+ * Idle timeout: MHD's connection timeout is the limit for a keep-alive
+ * connection between requests. A generation request turns it off while it
+ * runs (a long prefill may send nothing for longer; the request has its own
+ * --request-timeout and dead-client check) and on_completed turns it back on.
+ *
  * Ownership: conn_ctx belongs to one connection's request (freed in the
  * completed-callback); stream_ctx belongs to the response (freed in its free
  * callback, which also cancels and releases the scheduler request). ea_http
@@ -43,7 +55,6 @@ struct ea_http {
     char *host, *api_key, *model; /* owns copies */
     ea_metrics *metrics;          /* borrows */
     struct MHD_Daemon *d;
-    MHD_socket quiesced_fd;
     int port;
     /* published by set_ready */
     ea_sched *sched;
@@ -52,6 +63,7 @@ struct ea_http {
     atomic_int ready;
     atomic_int draining;
     atomic_int gen_done;          /* generation requests answered */
+    atomic_int pending;           /* generation requests submitted, response not yet sent */
     atomic_uint_fast64_t seq;     /* seeds for requests without one, ids of other requests */
     long start_time;
     const ea_http_ext *ext; /* borrows: caller's extra endpoints, or NULL */
@@ -63,6 +75,7 @@ typedef struct {
     ea_sbuf body;
     int too_large;
     int is_gen;       /* a generation endpoint: counts for --max-requests once answered */
+    int pending;      /* counted in ea_http.pending (a request was submitted) */
     double t0;
 } conn_ctx;
 
@@ -415,6 +428,10 @@ static enum MHD_Result handle_generate(ea_http *h, struct MHD_Connection *c, con
         ea_oai_error_from_status(st, ea_errmsg(), &e);
         goto fail;
     }
+    cc->pending = 1;
+    atomic_fetch_add(&h->pending, 1);
+    /* the request may outlast the idle timeout: off until on_completed */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     enum MHD_Result ret = r.stream ? start_stream(h, c, &r, req, path, cc->t0) : run_blocking(h, c, &r, req, path, cc->t0);
     ea_oai_request_deinit(&r);
     return ret;
@@ -430,11 +447,12 @@ static enum MHD_Result handle_health(ea_http *h, struct MHD_Connection *c) {
     char moe_why[256];
     ea_sched_stats st;
     if (!atomic_load_explicit(&h->ready, memory_order_acquire)) why = "loading";
-    else if (atomic_load(&h->draining)) why = "draining";
     else {
         ea_sched_get_stats(h->sched, &st);
-        if (st.failed)
+        if (st.failed) /* first: a lost rank is the reason, also while shutting down */
             why = st.failure[0] ? st.failure : "failed: the step loop stopped";
+        else if (atomic_load(&h->draining))
+            why = "draining";
         else if (st.running + st.waiting > 0 && h->o.stall_seconds > 0 &&
                  ea_now_s() - st.last_step_time > h->o.stall_seconds)
             why = "stalled: the step loop made no progress while requests wait";
@@ -576,14 +594,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return dispatch(h, c, cc, url, method);
 }
 
+/* MHD's connection timeout in whole seconds (0: none). */
+static unsigned idle_timeout(const ea_http *h) {
+    double t = h->o.idle_timeout_s;
+    if (t <= 0) return 0;
+    return t < 1 ? 1u : (unsigned)(t + 0.5);
+}
+
 /* Called once the response was sent (or the connection failed). */
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     ea_http *h = cls;
-    (void)c;
     (void)toe;
     conn_ctx *cc = *con_cls;
     if (cc) {
         if (cc->is_gen) atomic_fetch_add(&h->gen_done, 1);
+        if (cc->pending) {
+            MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, idle_timeout(h));
+            atomic_fetch_sub(&h->pending, 1);
+        }
         ea_sbuf_deinit(&cc->body);
         ea_free(cc);
     }
@@ -607,14 +635,13 @@ ea_status ea_http_start(const ea_http_opts *o, ea_metrics *m, ea_http **out) {
     if (!h) return ea_err(EA_ERR_NOMEM, "http");
     h->o = *o;
     h->metrics = m;
-    h->quiesced_fd = MHD_INVALID_SOCKET;
     h->host = ea_strdup(o->host && o->host[0] ? o->host : "127.0.0.1");
     h->model = ea_strdup(o->served_model ? o->served_model : "default");
     h->api_key = o->api_key && o->api_key[0] ? ea_strdup(o->api_key) : NULL;
     h->start_time = (long)time(NULL);
     atomic_init(&h->seq, (uint_fast64_t)ea_now_ns());
     if (h->o.max_body_bytes == 0) h->o.max_body_bytes = 1 << 20;
-    if (h->o.max_connections <= 0) h->o.max_connections = 512;
+    if (h->o.max_connections <= 0) h->o.max_connections = 1024;
     if (!h->host || !h->model || (o->api_key && o->api_key[0] && !h->api_key)) {
         ea_http_stop(h);
         return ea_err(EA_ERR_NOMEM, "http");
@@ -634,7 +661,7 @@ ea_status ea_http_start(const ea_http_opts *o, ea_metrics *m, ea_http **out) {
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)h->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                            (unsigned)h->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout(h),
                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->d) {
@@ -659,9 +686,40 @@ void ea_http_set_ready(ea_http *h, ea_sched *s, const ea_text_ops *ops, int ctx_
 
 void ea_http_set_ext(ea_http *h, const ea_http_ext *ext) { h->ext = ext; }
 
-void ea_http_begin_drain(ea_http *h) {
-    atomic_store(&h->draining, 1);
-    if (h->d && h->quiesced_fd == MHD_INVALID_SOCKET) h->quiesced_fd = MHD_quiesce_daemon(h->d);
+void ea_http_begin_drain(ea_http *h) { atomic_store(&h->draining, 1); }
+
+int ea_http_pending(const ea_http *h) { return atomic_load(&((ea_http *)h)->pending); }
+
+static void nap_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int ea_http_shutdown(ea_http *h, double drain_s, int (*force)(void *ctx), void *ctx) {
+    if (!h || !atomic_load_explicit(&h->ready, memory_order_acquire)) return 0;
+    ea_http_begin_drain(h);
+    int forced = force && force(ctx);
+    ea_sched_shutdown(h->sched, forced ? 0 : drain_s);
+    while (!ea_sched_done(h->sched)) {
+        if (!forced && force && force(ctx)) {
+            forced = 1;
+            EA_LOGW("second signal: cancelling every request now");
+            ea_sched_shutdown(h->sched, 0);
+        }
+        nap_ms(10);
+    }
+    ea_sched_stop(h->sched, 0); /* joins; every request has its last event */
+    double t_end = ea_now_s() + (forced ? 1.0 : EA_HTTP_FLUSH_S);
+    while (ea_http_pending(h) > 0 && ea_now_s() < t_end) {
+        if (!forced && force && force(ctx)) {
+            forced = 1;
+            if (ea_now_s() + 1.0 < t_end) t_end = ea_now_s() + 1.0;
+        }
+        nap_ms(10);
+    }
+    int left = ea_http_pending(h);
+    if (left) EA_LOGW("%d response(s) not wholly sent when the server stopped", left);
+    return left;
 }
 
 int ea_http_exit_requested(const ea_http *h) {
@@ -671,7 +729,6 @@ int ea_http_exit_requested(const ea_http *h) {
 void ea_http_stop(ea_http *h) {
     if (!h) return;
     if (h->d) MHD_stop_daemon(h->d);
-    if (h->quiesced_fd != MHD_INVALID_SOCKET) close(h->quiesced_fd);
     ea_free(h->host);
     ea_free(h->model);
     ea_free(h->api_key);

@@ -17,9 +17,18 @@
  *   ... load the engine, create and start the scheduler ...
  *   ea_http_set_ready(h, sched, &ops, ctx)  requests are served from now on
  *   ... until a signal or ea_http_exit_requested(h) ...
- *   ea_http_begin_drain(h)                  no new connections; new requests 503
- *   ea_sched_stop(sched, drain_seconds)     in-flight requests finish or are cancelled
+ *   ea_http_shutdown(h, drain_s, force, x)  new generation requests 503 (the port stays
+ *                                           open, /health says 503 "draining"); in-flight
+ *                                           requests finish or are cancelled; every
+ *                                           client gets its last bytes
  *   ea_http_stop(h)                         connections closed, threads joined
+ *
+ * Connections: up to max_connections at once (one thread each), set well above
+ * the work the scheduler takes (max-running + max-queue), so that overload is
+ * answered by the scheduler's 503 + Retry-After and /health, /metrics still get
+ * a connection. A connection idle (no request in progress) for idle_timeout_s
+ * is closed; while a generation request runs the idle clock is off (the request
+ * has its own timeout and a dead client is noticed by polling the socket).
  *
  * Threads: MHD's listener thread plus one thread per connection; a handler
  * blocks on its own request's events (ea_req_next) and nothing else. The
@@ -47,7 +56,8 @@ typedef struct {
     double stall_seconds;      /* /health stall threshold */
     double keepalive_s;        /* SSE ": keep-alive" comment after this long without output */
     int max_requests;          /* > 0: ea_http_exit_requested after this many generation requests */
-    int max_connections;       /* concurrent connections (threads) */
+    int max_connections;       /* concurrent connections (threads); <= 0: 1024 */
+    double idle_timeout_s;     /* close a connection idle this long; <= 0: never */
 } ea_http_opts;
 
 typedef struct ea_http ea_http;
@@ -57,8 +67,19 @@ ea_status ea_http_start(const ea_http_opts *o, ea_metrics *m, ea_http **out);
 int ea_http_port(const ea_http *h);
 /* s, ops (and ops->ctx) are borrowed until ea_http_stop. */
 void ea_http_set_ready(ea_http *h, ea_sched *s, const ea_text_ops *ops, int ctx_len);
-/* Stop accepting connections; requests on open connections get 503. */
+/* Refuse new generation requests with 503 (the port stays open: /health says
+ * "draining", unless the scheduler failed, which it names instead). */
 void ea_http_begin_drain(ea_http *h);
+/* Generation requests accepted whose response is not yet wholly sent. */
+int ea_http_pending(const ea_http *h);
+/* The graceful stop (after set_ready): begin_drain; the scheduler finishes
+ * in-flight requests for up to drain_s and cancels the rest — at once when
+ * force(ctx) returns 1 (NULL: never), checked every few ms — and its step loop
+ * is joined; then the handlers get up to EA_HTTP_FLUSH_S (1 s once forced) to
+ * send each client its last event: the JSON body, or the final chunk, [DONE]
+ * and the chunked terminator. Returns the responses not wholly sent. */
+#define EA_HTTP_FLUSH_S 5.0
+int ea_http_shutdown(ea_http *h, double drain_s, int (*force)(void *ctx), void *ctx);
 /* --max-requests reached. */
 int ea_http_exit_requested(const ea_http *h);
 /* Extra endpoints and metrics owned by the caller (EPLB endpoints under /eplb/, EP statistics at /ep/stats):

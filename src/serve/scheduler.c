@@ -117,6 +117,7 @@ struct ea_sched {
     ea_sched_stats st;
     pthread_t thread;
     int started;
+    int loop_ended;         /* the step loop returned (guarded by mu) */
     uint64_t next_id;
 
     ea_request *waiting;    /* step loop only */
@@ -974,6 +975,9 @@ static void *ea__loop(void *arg) {
             break;
         }
     }
+    pthread_mutex_lock(&s->mu);
+    s->loop_ended = 1;
+    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
@@ -1046,13 +1050,27 @@ ea_status ea_sched_start(ea_sched *s) {
     return EA_OK;
 }
 
-void ea_sched_stop(ea_sched *s, double drain_seconds) {
-    if (!s || !s->started) return;
+void ea_sched_shutdown(ea_sched *s, double drain_seconds) {
+    if (!s) return;
+    double dl = ea_now_s() + (drain_seconds > 0 ? drain_seconds : 0);
     pthread_mutex_lock(&s->mu);
+    if (!s->stopping || dl < s->drain_deadline) s->drain_deadline = dl;
     s->stopping = 1;
-    s->drain_deadline = ea_now_s() + drain_seconds;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
+}
+
+int ea_sched_done(ea_sched *s) {
+    if (!s) return 1;
+    pthread_mutex_lock(&s->mu);
+    int done = !s->started || s->loop_ended;
+    pthread_mutex_unlock(&s->mu);
+    return done;
+}
+
+void ea_sched_stop(ea_sched *s, double drain_seconds) {
+    if (!s || !s->started) return;
+    ea_sched_shutdown(s, drain_seconds);
     pthread_join(s->thread, NULL);
     s->started = 0;
     /* requests that arrived after the loop's last look */

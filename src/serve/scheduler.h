@@ -121,7 +121,14 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
 ea_status ea_sched_start(ea_sched *s);
 /* Run the step loop on the calling thread until shutdown (ranks other than 0). */
 ea_status ea_sched_run(ea_sched *s);
-/* Stop accepting; finish in-flight requests for up to drain_seconds, cancel the rest; join. */
+/* Stop accepting and let in-flight requests finish until drain_seconds from now,
+ * then cancel the rest (each gets a DONE event with EA_FINISH_CANCELLED); returns
+ * at once. A second call may only bring the deadline closer (0: cancel now). */
+void ea_sched_shutdown(ea_sched *s, double drain_seconds);
+/* 1 once the step loop has ended (after a shutdown or a failure) or never started:
+ * every request then has its last event. */
+int ea_sched_done(ea_sched *s);
+/* ea_sched_shutdown, then wait for the step loop to end and join it. */
 void ea_sched_stop(ea_sched *s, double drain_seconds);
 void ea_sched_destroy(ea_sched *s);
 

@@ -8,6 +8,24 @@
 SRV_PID=""
 PORT=""
 
+# serve_test_init: a temporary directory $tmp, removed at exit together with the
+# server and the background PIDs the test puts in bg_pids; ok/bad count checks.
+serve_test_init() {
+  tmp=$(mktemp -d)
+  bg_pids=()
+  passed=0
+  failed=0
+  trap serve_test_cleanup EXIT
+}
+serve_test_cleanup() {
+  local p
+  for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done
+  stop_server
+  rm -rf "$tmp"
+}
+ok() { passed=$((passed + 1)); echo "ok   $1" >&2; }
+bad() { failed=$((failed + 1)); echo "FAIL $1" >&2; }
+
 start_server() {
   local log=$1
   shift

@@ -4,7 +4,9 @@
 # are identical to one process for repeated, concurrent, greedy and seeded
 # requests; a client that disconnects mid-stream is cancelled on every rank and
 # serving goes on; SIGTERM stops every rank cleanly; a rank killed with SIGKILL
-# is named by rank 0, which stops instead of hanging.
+# is named by rank 0, whose /health turns 503 naming it as soon as the control
+# bus deadline expires (issue 18, item 7), whose log gives that as the reason it
+# stops, and which stops instead of hanging.
 set -euo pipefail
 : "${EAAS_BIN:?}" "${EA_SRC:?}" "${EA_BUILD:?}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -82,17 +84,34 @@ grep -q "finish=abort" "$W/ep.log" && ok "the disconnect was logged as an abort"
 t0=$(date +%s)
 kill -TERM "$R0"   # rank 0 drains and sends shutdown on the control bus; every rank then exits
 if wait "$MPIPID"; then ok "SIGTERM to rank 0: every rank exited 0 (in $(( $(date +%s) - t0 )) s)"; else bad "SIGTERM exit code $?"; fi
+grep -q "shutting down (signal)" "$W/ep.log" && ok "the log gives the signal as the reason to stop" || bad "shutdown reason: $(grep 'shutting down' "$W/ep.log")"
 
 # fault: SIGKILL rank 1; rank 0 names it within the deadline (mpirun --enable-recovery keeps rank 0 alive to say so)
-start "$W/kill.log" $MPI --enable-recovery -n 2 "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel expert --dist-timeout 3
+# (idle when the rank dies: only the control bus notices; --drain-seconds 3 is how long /health then says why)
+start "$W/kill.log" $MPI --enable-recovery -n 2 "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel expert --dist-timeout 3 --drain-seconds 3
 MPIPID=$PID
 R1=$(rank_pid "$MPIPID" 1)
 if [ -n "$R1" ]; then
   kill -KILL "$R1"
   t0=$(date +%s)
-  for _ in $(seq 1 150); do kill -0 "$MPIPID" 2>/dev/null || break; sleep 0.1; done
+  hcode=""; hbody=""
+  for _ in $(seq 1 150); do
+    kill -0 "$MPIPID" 2>/dev/null || break
+    if [ "$hcode" != 503 ]; then
+      hcode=$(curl -s -m 1 -o "$W/health.json" -w '%{http_code}' "http://127.0.0.1:$PORT/health" || true)
+      hbody=$(cat "$W/health.json" 2>/dev/null)
+      [ "$hcode" = 503 ] && ht=$(( $(date +%s) - t0 ))
+    fi
+    sleep 0.1
+  done
   dt=$(( $(date +%s) - t0 ))
+  if [ "$hcode" = 503 ] && echo "$hbody" | grep -q "rank(s) 1"; then ok "/health turned 503 naming rank 1 (after ${ht} s): $hbody"; else bad "/health after the kill: '$hcode' $hbody"; fi
   if grep -q "rank(s) 1" "$W/kill.log"; then ok "rank 0 named the dead rank 1 (after ${dt} s)"; else bad "dead rank not named"; tail -5 "$W/kill.log" >&2; fi
+  if grep -q "shutting down (a rank failed: .*rank(s) 1" "$W/kill.log" && ! grep -q "max-requests" "$W/kill.log"; then
+    ok "the log gives the lost rank as the reason to stop"
+  else
+    bad "shutdown reason: $(grep 'shutting down' "$W/kill.log")"
+  fi
   kill -0 "$MPIPID" 2>/dev/null && bad "still running 15 s after the kill" || ok "the job stopped instead of hanging"
 else
   bad "could not find rank 1's process"
