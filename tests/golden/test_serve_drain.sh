@@ -16,7 +16,7 @@ make_tiny_model "$tmp/model"
 start_server "$tmp/log" --model "$tmp/model" --threads 2 --max-running 4 --drain-seconds 60
 base="http://127.0.0.1:$PORT"
 
-running() { curl -s -m 2 "$base/metrics" | awk '/^eaas:num_requests_running /{print $2}'; }
+running() { curl -s -m 2 "$base/metrics" | awk '/^eaas:num_requests_running[ {]/{print $NF}'; }
 
 # three long requests: two streams, one waiting for its JSON body (curl's exit code kept)
 long='"prompt": "x", "max_tokens": 3000, "ignore_eos": true'
