@@ -13,8 +13,7 @@
 
 #include "harness.h"
 #include "kernels/attn.h"
-#include "kernels/matmul.h"
-#include "kernels/ops.h"
+#include "ops_variants.h"
 
 static float rnd(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -135,18 +134,10 @@ TEST(tile_matches_ref_alone_and_exact) {
 }
 
 int main(void) {
-    static const char *const isas[] = {"scalar", "avx2", "avx512"};
-    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
-        if (!ea_k_isa_supported(isas[i])) {
-            fprintf(stderr, "(skipping %s: not supported here)\n", isas[i]);
-            continue;
-        }
-        if (ea_k_ops_set_isa(isas[i]) != EA_OK || strcmp(ea_k_ops_isa(), isas[i]) != 0) {
-            fprintf(stderr, "FAIL: cannot select the %s variant (%s)\n", isas[i], ea_k_ops_isa());
-            return 1;
-        }
-        fprintf(stderr, "variant %s:\n", isas[i]);
-        RUN(tile_matches_ref_alone_and_exact);
+    for (int i = 0; i < OPS_N_VARIANTS; i++) {
+        int sel = ops_variant_select(i);
+        if (sel < 0) return 1;
+        if (sel) RUN(tile_matches_ref_alone_and_exact);
     }
     return TEST_SUMMARY();
 }
