@@ -32,7 +32,8 @@
     X(EA_ERR_PEER, -9, "peer failed")                                  \
     X(EA_ERR_BUSY, -10, "busy")                                        \
     X(EA_ERR_CANCELLED, -11, "cancelled")                              \
-    X(EA_ERR_INTERNAL, -12, "internal error")
+    X(EA_ERR_INTERNAL, -12, "internal error")                          \
+    X(EA_ERR_UNAVAILABLE, -13, "unavailable")
 
 typedef enum {
 #define EA__STATUS_ENUM(name, value, text) name = value,

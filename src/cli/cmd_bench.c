@@ -40,12 +40,12 @@
 #include "base/args.h"
 #include "base/util.h"
 #include "cli/commands.h"
-#include "serve/sbuf.h"
+#include "base/sbuf.h"
 
 typedef struct {
     char host[256];
     char port[8];
-    char prefix[256]; /* path before /v1/... ("" usually) */
+    char prefix[256]; /* path before /v1/... ("" usually; a trailing "/v1" of the URL is left out) */
 } url_parts;
 
 typedef struct {
@@ -97,21 +97,33 @@ static int parse_url(const char *url, url_parts *u) {
     if (slash) snprintf(u->prefix, sizeof u->prefix, "%s", slash);
     size_t l = strlen(u->prefix);
     while (l > 0 && u->prefix[l - 1] == '/') u->prefix[--l] = 0;
+    /* http://host:port/v1 is how OpenAI clients name the base; requests add /v1/... themselves */
+    if (l >= 3 && strcmp(u->prefix + l - 3, "/v1") == 0) u->prefix[l - 3] = 0;
     return 0;
 }
 
-static int dial(const url_parts *u, double timeout_s) {
+/* A connected socket, or -1 with the reason in why (getaddrinfo's or connect's). */
+static int dial(const url_parts *u, double timeout_s, char *why, size_t why_n) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    if (getaddrinfo(u->host, u->port, &hints, &ai) != 0 || !ai) return -1;
-    int fd = -1;
+    int g = getaddrinfo(u->host, u->port, &hints, &ai);
+    if (g != 0 || !ai) {
+        snprintf(why, why_n, "%s", g ? gai_strerror(g) : "no address");
+        return -1;
+    }
+    int fd = -1, err = 0;
     for (struct addrinfo *a = ai; a; a = a->ai_next) {
         fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-        if (fd < 0) continue;
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
         if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+        err = errno;
         close(fd);
         fd = -1;
     }
     freeaddrinfo(ai);
+    if (fd < 0) snprintf(why, why_n, "%s", strerror(err));
     if (fd >= 0) {
         struct timeval tv = {(time_t)timeout_s, (suseconds_t)((timeout_s - floor(timeout_s)) * 1e6)};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -164,11 +176,18 @@ static int rd_line(reader *r, char *out, size_t cap) {
 
 typedef void (*body_fn)(void *ctx, const char *p, size_t n);
 
-/* Send one request; call fn with the body bytes as they arrive. Returns the HTTP status, -1 on I/O error. */
+/* Send one request; call fn with the body bytes as they arrive. Returns the
+ * HTTP status, or -1 with the reason in why ("cannot connect to ...: ...",
+ * "no complete response"). */
 static int http_do(const url_parts *u, double timeout_s, const char *method, const char *path, const char *body,
-                   body_fn fn, void *ctx) {
-    int fd = dial(u, timeout_s);
-    if (fd < 0) return -1;
+                   body_fn fn, void *ctx, char *why, size_t why_n) {
+    char reason[128];
+    int fd = dial(u, timeout_s, reason, sizeof reason);
+    if (fd < 0) {
+        snprintf(why, why_n, "cannot connect to http://%.60s:%s%.60s: %.80s", u->host, u->port, u->prefix, reason);
+        return -1;
+    }
+    snprintf(why, why_n, "the connection closed before a complete response");
     ea_sbuf req = {0};
     size_t blen = body ? strlen(body) : 0;
     ea_sbuf_printf(&req, "%s %s%s HTTP/1.1\r\nHost: %s:%s\r\nAccept: */*\r\nConnection: close\r\n", method, u->prefix,
@@ -316,11 +335,14 @@ static void run_one(bench_ctx *b, int i) {
     json_decref(body);
     sse_state s = {.res = res};
     s.t0 = s.t_last = ea_now_s();
-    int status = text ? http_do(&b->u, b->timeout_s, "POST", "/v1/completions", text, sse_bytes, &s) : -1;
+    char why[sizeof res->error] = "no memory for the request";
+    int status = text ? http_do(&b->u, b->timeout_s, "POST", "/v1/completions", text, sse_bytes, &s, why, sizeof why) : -1;
     free(text);
     res->e2e = ea_now_s() - s.t0;
     if (s.line.len) sse_line(&s, s.line.data, s.line.len);
-    if (status != 200) {
+    if (status < 0) {
+        snprintf(res->error, sizeof res->error, "%s", why);
+    } else if (status != 200) {
         snprintf(res->error, sizeof res->error, "HTTP %d: %.120s", status, s.raw.data ? s.raw.data : "");
     } else if (!s.done && !res->error[0]) {
         snprintf(res->error, sizeof res->error, "stream ended without [DONE]");
@@ -451,9 +473,12 @@ static void json_stat(FILE *f, const char *name, stat4 s, int last) {
 
 static void collect(void *ctx, const char *p, size_t n) { ea_sbuf_append(ctx, p, n); }
 
-static char *first_model(const url_parts *u, double timeout_s) {
+/* The first model id of GET /v1/models; NULL with the reason in why. */
+static char *first_model(const url_parts *u, double timeout_s, char *why, size_t why_n) {
     ea_sbuf b = {0};
-    int st = http_do(u, timeout_s, "GET", "/v1/models", NULL, collect, &b);
+    int st = http_do(u, timeout_s, "GET", "/v1/models", NULL, collect, &b, why, why_n);
+    if (st >= 0) snprintf(why, why_n, "GET http://%.60s:%s%.60s/v1/models gave no model (HTTP %d); pass --model", u->host,
+                          u->port, u->prefix, st);
     char *name = NULL;
     json_t *j = st == 200 && b.data ? json_loadb(b.data, b.len, 0, NULL) : NULL;
     json_t *id = json_object_get(json_array_get(json_object_get(j, "data"), 0), "id");
@@ -465,51 +490,56 @@ static char *first_model(const url_parts *u, double timeout_s) {
 
 /* ---- the command ----------------------------------------------------------------------- */
 
+static const char usage_text[] =
+    "usage: eaas bench serve --url URL [flags]\n\nDrive an OpenAI-compatible server with streamed "
+    "/v1/completions and report\nrequests/s, output tokens/s, TTFT, TPOT, ITL, E2E (mean, p50, p90, "
+    "p99).\n\n";
+
 static int bench_serve(int argc, char **argv) {
     const char *url = NULL, *model = NULL, *dataset = NULL;
     int concurrency = 0, num_prompts = 100, input_len = 128, output_len = 128, as_json = 0;
     long seed = 0;
     double rate = 0, timeout_s = 600;
     ea_arg spec[] = {
-        {"url", EA_ARG_STR, &url, "URL", "server base URL, e.g. http://127.0.0.1:8000"},
+        {"url", EA_ARG_STR, &url, "URL", "server base URL, e.g. http://127.0.0.1:8000 (or .../v1)"},
         {"model", EA_ARG_STR, &model, "NAME", "model name (default: the first of GET /v1/models)"},
-        {"concurrency", EA_ARG_INT, &concurrency, "N", "requests in flight (default 1 without --request-rate)"},
+        {"concurrency", EA_ARG_INT, &concurrency, "N", "requests in flight (default 1 without --request-rate)", 1, 100000},
         {"request-rate", EA_ARG_DOUBLE, &rate, "R", "Poisson arrivals at R requests/s (0 = as fast as concurrency allows)"},
-        {"num-prompts", EA_ARG_INT, &num_prompts, "N", "requests to send (default 100)"},
-        {"input-len", EA_ARG_INT, &input_len, "L", "random prompt length in tokens (default 128)"},
-        {"output-len", EA_ARG_INT, &output_len, "L", "max_tokens per request, with ignore_eos (default 128)"},
+        {"num-prompts", EA_ARG_INT, &num_prompts, "N", "requests to send (default 100)", 1, 10000000},
+        {"input-len", EA_ARG_INT, &input_len, "L", "random prompt length in tokens (default 128)", 1, 1 << 24},
+        {"output-len", EA_ARG_INT, &output_len, "L", "max_tokens per request, with ignore_eos (default 128)", 1, 1 << 24},
         {"dataset", EA_ARG_STR, &dataset, "FILE", "JSONL prompts: {\"prompt\": \"...\", \"output_len\": N?}"},
         {"seed", EA_ARG_LONG, &seed, "S", "seed for prompts and arrivals (default 0)"},
-        {"timeout", EA_ARG_DOUBLE, &timeout_s, "S", "socket timeout per request (default 600)"},
+        {"timeout", EA_ARG_DOUBLE, &timeout_s, "S", "socket timeout per request (default 600)", 0.001, 604800},
         {"json", EA_ARG_BOOL, &as_json, NULL, "print only the JSON line"},
         {0}};
     ea_args_rest rest;
-    if (ea_args_parse(spec, argc, argv, &rest) != EA_OK) {
-        fprintf(stderr, "eaas bench serve: %s\n", ea_errmsg());
-        return 2;
-    }
-    if (rest.help) {
-        printf("usage: eaas bench serve --url URL [flags]\n\nDrive an OpenAI-compatible server with streamed "
-               "/v1/completions and report\nrequests/s, output tokens/s, TTFT, TPOT, ITL, E2E (mean, p50, p90, p99).\n\n");
-        ea_args_usage(stdout, spec);
-        return 0;
-    }
+    int rc = ea_cli_parse("bench serve", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
     url_parts u;
-    if (!url || parse_url(url, &u) != 0) {
+    if (!url || parse_url(url, &u) != 0 || rest.n_pos) {
         fprintf(stderr, "eaas bench serve: --url http://HOST:PORT is required\n");
         return 2;
     }
-    if (num_prompts < 1 || input_len < 1 || output_len < 1 || concurrency < 0 || rate < 0 || timeout_s <= 0) {
-        fprintf(stderr, "eaas bench serve: --num-prompts, --input-len, --output-len must be >= 1; rates >= 0\n");
+    if (dataset && ea_args_given(spec, &rest, "input-len")) {
+        fprintf(stderr, "eaas bench serve: --input-len does not apply with --dataset (the prompts come from the file)\n");
         return 2;
     }
     if (concurrency == 0) concurrency = rate > 0 ? (num_prompts < 1024 ? num_prompts : 1024) : 1;
     if (concurrency > num_prompts) concurrency = num_prompts;
 
+    /* one connection first, so a wrong URL is one clear line, not N failed requests */
+    char why[256];
+    int probe = dial(&u, timeout_s, why, sizeof why);
+    if (probe < 0) {
+        fprintf(stderr, "eaas bench serve: cannot connect to %s: %s\n", url, why);
+        return 1;
+    }
+    close(probe);
     char *found = NULL;
     if (!model) {
-        if (!(found = first_model(&u, timeout_s))) {
-            fprintf(stderr, "eaas bench serve: GET %s/v1/models gave no model; pass --model\n", url);
+        if (!(found = first_model(&u, timeout_s, why, sizeof why))) {
+            fprintf(stderr, "eaas bench serve: %s\n", why);
             return 1;
         }
         model = found;
@@ -518,7 +548,7 @@ static int bench_serve(int argc, char **argv) {
     b.prompts = ea_calloc((size_t)num_prompts, sizeof *b.prompts);
     b.results = ea_calloc((size_t)num_prompts, sizeof *b.results);
     pthread_t *th = ea_calloc((size_t)concurrency, sizeof *th);
-    int rc = 1;
+    rc = 1;
     uint64_t rs = (uint64_t)seed;
     if (!b.prompts || !b.results || !th) goto out;
     if (dataset) {

@@ -18,15 +18,13 @@
 #include "tokenizer/builtin_templates.h"
 #include "tokenizer/chat_template.h"
 
-static void usage(const ea_arg *spec) {
-    printf("usage: eaas chat-template (--model MODEL | --builtin FAMILY) --messages FILE.json [options]\n\n"
-           "Render a conversation with the model's chat template (tokenizer_config.json\n"
-           "chat_template, or tokenizer.chat_template of a .gguf) and print the prompt.\n"
-           "FILE.json: an array of {role, content, ...} or an object {\"messages\": [...],\n"
-           "other template variables...}. A template that rejects the conversation\n"
-           "(raise_exception) exits 1 with its message.\n\noptions:\n");
-    ea_args_usage(stdout, spec);
-}
+static const char usage_text[] =
+    "usage: eaas chat-template (--model MODEL | --builtin FAMILY) --messages FILE.json [options]\n\n"
+    "Render a conversation with the model's chat template (tokenizer_config.json\n"
+    "chat_template, or tokenizer.chat_template of a .gguf) and print the prompt.\n"
+    "FILE.json: an array of {role, content, ...} or an object {\"messages\": [...],\n"
+    "other template variables...}. A template that rejects the conversation\n"
+    "(raise_exception) exits 1 with its message.\n\noptions:\n";
 
 static ea_status load_json(const char *path, json_t **out) { return ea_json_load_file(path, out); }
 
@@ -44,15 +42,9 @@ int ea_cmd_chat_template(int argc, char **argv) {
         {"print-config", EA_ARG_BOOL, &print_config, NULL, "print {chat_template, bos_token, eos_token} as JSON and exit"},
         {0}};
     ea_args_rest rest;
-    ea_status s = ea_args_parse(spec, argc, argv, &rest);
-    if (s != EA_OK) {
-        fprintf(stderr, "eaas chat-template: %s\n", ea_errmsg());
-        return 2;
-    }
-    if (rest.help) {
-        usage(spec);
-        return 0;
-    }
+    int rc = ea_cli_parse("chat-template", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
+    ea_status s;
     if ((!model && !builtin) || (model && builtin) || rest.n_pos > 0) {
         fprintf(stderr, "eaas chat-template: give exactly one of --model or --builtin (see --help)\n");
         return 2;
@@ -67,7 +59,7 @@ int ea_cmd_chat_template(int argc, char **argv) {
     ea_chat_template *t = NULL;
     char *out = NULL;
     size_t out_len = 0;
-    int rc = 1;
+    rc = 1;
 
     if (builtin) {
         const char *src = ea_builtin_chat_template(builtin);

@@ -19,14 +19,12 @@
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
 
-static void usage(FILE *f, const ea_arg *spec) {
-    fprintf(f, "usage: eaas detokenize --model MODEL [--skip-special] [--json] IDS...\n\n"
-               "Print the text of token IDS with MODEL's tokenizer. IDS are integers, or one\n"
-               "argument with a JSON array (\"[9707, 11]\") or comma-separated ids; \"-\" reads a\n"
-               "JSON array from standard input. MODEL is a model directory with tokenizer.json,\n"
-               "a tokenizer.json file, or a .gguf file.\n\nflags:\n");
-    ea_args_usage(f, spec);
-}
+static const char usage_text[] =
+    "usage: eaas detokenize --model MODEL [--skip-special] [--json] IDS...\n\n"
+    "Print the text of token IDS with MODEL's tokenizer. IDS are integers, or one\n"
+    "argument with a JSON array (\"[9707, 11]\") or comma-separated ids; \"-\" reads a\n"
+    "JSON array from standard input. MODEL is a model directory with tokenizer.json,\n"
+    "a tokenizer.json file, or a .gguf file.\n\nflags:\n";
 
 static ea_status parse_json_ids(const char *s, size_t n, ea_tokens *ids) {
     json_error_t err;
@@ -91,15 +89,9 @@ int ea_cmd_detokenize(int argc, char **argv) {
                      {"json", EA_ARG_BOOL, &json, NULL, "print the text as a JSON string"},
                      {0}};
     ea_args_rest rest;
-    ea_status s = ea_args_parse(spec, argc, argv, &rest);
-    if (s != EA_OK) {
-        fprintf(stderr, "eaas detokenize: %s (see --help)\n", ea_errmsg());
-        return 2;
-    }
-    if (rest.help) {
-        usage(stdout, spec);
-        return 0;
-    }
+    int rc = ea_cli_parse("detokenize", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
+    ea_status s;
     if (!model || rest.n_pos < 1) {
         fprintf(stderr, "eaas detokenize: needs --model MODEL and token ids; see --help\n");
         return 2;

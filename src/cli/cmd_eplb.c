@@ -28,13 +28,14 @@
 #include "eplb/meta.h"
 #include "eplb/textio.h"
 
-static void ea__usage(FILE *f) {
-    fprintf(f, "usage: eaas eplb place --workload FILE --physical P --groups G --nodes N --ranks R\n"
-               "                       [--algorithm deepseek|refined] [--case NAME] [--out FILE]\n"
-               "       eaas eplb score --workload FILE --placement FILE --ranks R [--nodes N] [--json]\n\n"
-               "place: compute an expert placement from token counts (format of ../shared/eplb/expected).\n"
-               "score: balancedness (mean/max rank load) of a placement and of the contiguous baseline.\n");
-}
+static const char usage_text[] =
+    "usage: eaas eplb place --workload FILE --physical P --groups G --nodes N --ranks R\n"
+    "                       [--algorithm deepseek|refined] [--case NAME] [--out FILE]\n"
+    "       eaas eplb score --workload FILE --placement FILE --ranks R [--nodes N] [--json]\n\n"
+    "place: compute an expert placement from token counts (format of ../shared/eplb/expected).\n"
+    "score: balancedness (mean/max rank load) of a placement and of the contiguous baseline.\n\n";
+
+static void ea__usage(FILE *f) { fputs(usage_text, f); }
 
 /* basename of path without `suffix` (if it ends with it) into buf. */
 static void ea__stem(char *buf, size_t n, const char *path, const char *suffix) {
@@ -50,22 +51,18 @@ static int ea__place(int argc, char **argv) {
     int P = 0, G = 1, N = 1, R = 0;
     ea_arg spec[] = {
         {"workload", EA_ARG_STR, &workload, "FILE", "token counts: 'L E' then L rows of E integers"},
-        {"physical", EA_ARG_INT, &P, "P", "physical expert slots per layer (E + redundant)"},
-        {"groups", EA_ARG_INT, &G, "G", "expert groups (1 = global policy)"},
-        {"nodes", EA_ARG_INT, &N, "N", "nodes (hierarchical policy iff groups % nodes == 0)"},
-        {"ranks", EA_ARG_INT, &R, "R", "EP ranks (GPUs in the reference)"},
+        {"physical", EA_ARG_INT, &P, "P", "physical expert slots per layer (E + redundant)", 1, 1 << 20},
+        {"groups", EA_ARG_INT, &G, "G", "expert groups (1 = global policy)", 1, 1 << 20},
+        {"nodes", EA_ARG_INT, &N, "N", "nodes (hierarchical policy iff groups % nodes == 0)", 1, 1 << 20},
+        {"ranks", EA_ARG_INT, &R, "R", "EP ranks (GPUs in the reference)", 1, 1 << 20},
         {"algorithm", EA_ARG_STR, &algo_s, "NAME", "deepseek (the reference) or refined"},
         {"case", EA_ARG_STR, &case_name, "NAME", "case name for the header comment"},
         {"out", EA_ARG_STR, &out, "FILE", "output file (default stdout)"},
         {0}};
     ea_args_rest rest;
-    ea_status st = ea_args_parse(spec, argc, argv, &rest);
-    if (st != EA_OK) return ea_cli_fail("eplb place", st) + 1;
-    if (rest.help) {
-        ea__usage(stdout);
-        ea_args_usage(stdout, spec);
-        return 0;
-    }
+    int rc = ea_cli_parse("eplb place", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
+    ea_status st;
     if (!workload || P <= 0 || R <= 0 || rest.n_pos) {
         fprintf(stderr, "eaas eplb place: --workload, --physical and --ranks are required\n");
         ea__usage(stderr);
@@ -78,7 +75,7 @@ static int ea__place(int argc, char **argv) {
     ea_eplb_ws *ws = NULL;
     ea_eplb_placement pl = {0};
     FILE *f = NULL;
-    int rc = 1;
+    rc = 1;
     if ((st = ea_eplb_workload_read(workload, &L, &E, &counts)) != EA_OK) goto fail;
     ea_eplb_shape shape = {L, E, P, G, N, R};
     ea_eplb_shape_policy(&shape); /* hierarchical iff groups % nodes == 0, else global */
@@ -124,24 +121,21 @@ static int ea__score(int argc, char **argv) {
     ea_arg spec[] = {
         {"workload", EA_ARG_STR, &workload, "FILE", "token counts: 'L E' then L rows of E integers"},
         {"placement", EA_ARG_STR, &placement, "FILE", "placement ('L E P M' format)"},
-        {"ranks", EA_ARG_INT, &R, "R", "EP ranks"},
-        {"nodes", EA_ARG_INT, &N, "N", "nodes (for the invariant check of the dispatch map)"},
+        {"ranks", EA_ARG_INT, &R, "R", "EP ranks", 1, 1 << 20},
+        {"nodes", EA_ARG_INT, &N, "N", "nodes (for the invariant check of the dispatch map)", 1, 1 << 20},
         {"json", EA_ARG_BOOL, &json, NULL, "print one JSON object"},
         {0}};
     ea_args_rest rest;
-    ea_status st = ea_args_parse(spec, argc, argv, &rest);
-    if (st != EA_OK) return ea_cli_fail("eplb score", st) + 1;
-    if (rest.help) {
-        ea__usage(stdout);
-        ea_args_usage(stdout, spec);
-        return 0;
-    }
+    int rc = ea_cli_parse("eplb score", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
+    ea_status st;
     if (!workload || !placement || R <= 0 || rest.n_pos) {
         fprintf(stderr, "eaas eplb score: --workload, --placement and --ranks are required\n");
         ea__usage(stderr);
         return 2;
     }
-    int L, E, rc = 1;
+    int L, E;
+    rc = 1;
     int64_t *counts = NULL;
     ea_eplb_placement pl = {0};
     ea_eplb_meta meta = {0};

@@ -45,40 +45,38 @@ static int is_eos(const ea_model_config *c, int32_t t) {
 
 int ea_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *system = NULL;
-    int chat = 0, max_tokens = 128, ignore_eos = 0, threads = 0, top_k = -1, ctx = 0;
-    double temperature = -1, top_p = -1, min_p = 0, seed = 0, dist_timeout = -1;
+    int chat = 0, max_tokens = 128, ignore_eos = 0, threads = 0, top_k = 0, ctx = 0, allow_long = 0;
+    long seed = 0;
+    double temperature = -1, top_p = -1, min_p = 0, dist_timeout = -1; /* -1: not given */
     const char *parallel = NULL;
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &model, "PATH", "model directory (HF) or .gguf file"},
         {"prompt", EA_ARG_STR, &prompt, "TEXT", "the prompt"},
         {"chat", EA_ARG_BOOL, &chat, NULL, "wrap the prompt as a user message with the chat template"},
-        {"system", EA_ARG_STR, &system, "TEXT", "system message (with --chat)"},
-        {"max-tokens", EA_ARG_INT, &max_tokens, "N", "tokens to generate (default 128)"},
+        {"system", EA_ARG_STR, &system, "TEXT", "system message", 0, 0, "chat"},
+        {"max-tokens", EA_ARG_INT, &max_tokens, "N", "tokens to generate (default 128)", 1, 1 << 24},
         {"ignore-eos", EA_ARG_BOOL, &ignore_eos, NULL, "do not stop at end-of-sequence tokens"},
-        {"threads", EA_ARG_INT, &threads, "N", "threads (default: CPU count)"},
-        {"ctx", EA_ARG_INT, &ctx, "N", "context length (default: min(model, 4096))"},
+        {"threads", EA_ARG_INT, &threads, "N", "threads (default 0: CPU count)", 0, 4096},
+        {"ctx", EA_ARG_INT, &ctx, "N", "context length (default 0: min(model, 4096))", 0, 1 << 24},
+        {"allow-long-max-ctx", EA_ARG_BOOL, &allow_long, NULL, "allow --ctx above the model's max_position_embeddings (also EAAS_ALLOW_LONG_MAX_CTX=1)"},
         {"temperature", EA_ARG_DOUBLE, &temperature, "T", "0 = greedy (default: generation_config, else 1)"},
-        {"top-p", EA_ARG_DOUBLE, &top_p, "P", "nucleus sampling (default: generation_config, else 1)"},
-        {"top-k", EA_ARG_INT, &top_k, "K", "top-k sampling (default: generation_config, else off)"},
-        {"min-p", EA_ARG_DOUBLE, &min_p, "P", "min-p sampling (default off)"},
-        {"seed", EA_ARG_DOUBLE, &seed, "S", "random seed (default 0)"},
+        {"top-p", EA_ARG_DOUBLE, &top_p, "P", "nucleus sampling (default: generation_config, else 1)", 0, 1},
+        {"top-k", EA_ARG_INT, &top_k, "K", "top-k sampling, 0 or -1 = off (default: generation_config, else off)", -1, 1 << 30},
+        {"min-p", EA_ARG_DOUBLE, &min_p, "P", "min-p sampling (default 0: off)", 0, 1},
+        {"seed", EA_ARG_LONG, &seed, "S", "random seed (default 0)"},
         {"parallel", EA_ARG_STR, &parallel, "MODE", "expert|tensor: split the model over the ranks of an mpirun launch"},
-        {"dist-timeout", EA_ARG_DOUBLE, &dist_timeout, "S", "deadline of every MPI collective in seconds (default 30)"},
+        {"dist-timeout", EA_ARG_DOUBLE, &dist_timeout, "S", "deadline of every MPI collective in seconds (default 30)", 0.001, 604800, "parallel"},
         {0}};
     ea_args_rest rest;
-    ea_status s = ea_args_parse(spec, argc, argv, &rest);
-    if (s != EA_OK || rest.help || !model || !prompt || rest.n_pos) {
-        FILE *f = rest.help ? stdout : stderr;
-        if (s != EA_OK) fprintf(stderr, "eaas generate: %s\n\n", ea_errmsg());
-        else if (!rest.help) fprintf(stderr, "eaas generate: --model and --prompt are required\n\n");
-        fputs(usage_text, f);
-        ea_args_usage(f, spec);
-        return rest.help && s == EA_OK ? 0 : 2;
-    }
-    if (max_tokens < 1) {
-        fprintf(stderr, "eaas generate: --max-tokens must be at least 1\n");
+    int rc = ea_cli_parse("generate", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
+    if (!model || !prompt || rest.n_pos) {
+        fprintf(stderr, "eaas generate: %s (see --help)\n",
+                rest.n_pos ? "unexpected argument; quote the prompt" : "--model and --prompt are required");
         return 2;
     }
+    if ((rc = ea_cli_check_model(argv[0], model, ctx, "--ctx", allow_long)) != 0) return rc;
+    ea_status s;
 
     ea_tokenizer *tok = NULL;
     ea_engine *e = NULL;
@@ -87,7 +85,7 @@ int ea_cmd_generate(int argc, char **argv) {
     ea_tokens ids = {0};
     float *logits = NULL;
     int32_t *chunk = NULL, *pos = NULL, *seq = NULL;
-    int rc = 1;
+    rc = 1;
     ea_dist *dist = NULL;
     ea_par_mode pmode = EA_PAR_NONE;
     if ((s = ea_par_launch(parallel, dist_timeout, &pmode, &dist)) != EA_OK) goto fail;
@@ -120,7 +118,7 @@ int ea_cmd_generate(int argc, char **argv) {
     ea_sampling_defaults(&sp);
     sp.temperature = temperature >= 0 ? (float)temperature : c->gen_temperature >= 0 ? c->gen_temperature : 1.0f;
     sp.top_p = top_p >= 0 ? (float)top_p : c->gen_top_p >= 0 ? c->gen_top_p : 1.0f;
-    sp.top_k = top_k >= 0 ? top_k : c->gen_top_k >= 0 ? c->gen_top_k : 0;
+    sp.top_k = ea_args_given(spec, &rest, "top-k") ? (top_k > 0 ? top_k : 0) : c->gen_top_k >= 0 ? c->gen_top_k : 0;
     sp.min_p = (float)min_p;
     sp.seed = (uint64_t)seed;
     ea_rng rng;
@@ -144,6 +142,7 @@ int ea_cmd_generate(int argc, char **argv) {
         int32_t last = n - 1;
         if ((s = ea_forward_run(e->fw, n, chunk, pos, seq, at + n == n_prompt ? 1 : 0, &last, logits)) != EA_OK)
             goto fail;
+        ea_moe_end_step(e->be);
     }
     double t1 = ea_now_s();
     ea_detok_stream ds;
@@ -163,6 +162,7 @@ int ea_cmd_generate(int argc, char **argv) {
         if (n_gen >= max_tokens) break;
         int32_t p = n_prompt + n_gen - 1, z = 0;
         if ((s = ea_forward_run(e->fw, 1, &t, &p, seq, 1, &z, logits)) != EA_OK) goto fail;
+        ea_moe_end_step(e->be);
     }
     out.len = 0;
     ea_detok_stream_flush(&ds, &out);

@@ -54,31 +54,23 @@ static const char *ea__human(char *buf, size_t n, double v, const char *unit) {
     return buf;
 }
 
-static void ea__usage(FILE *f, const ea_arg *spec) {
-    fprintf(f, "usage: eaas inspect [--json] MODEL\n\n"
-               "Open MODEL (an HF directory with config.json and *.safetensors, or a .gguf file),\n"
-               "check every tensor the config needs, and describe it: architecture, layers,\n"
-               "experts, parameter counts (total, active per token), dtypes, weight bytes read\n"
-               "per token, and file layout problems. Exit code 1 with a one-line error if the\n"
-               "model does not load.\n\nflags:\n");
-    ea_args_usage(f, spec);
-}
+static const char usage_text[] =
+    "usage: eaas inspect [--json] MODEL\n\n"
+    "Open MODEL (an HF directory with config.json and *.safetensors, or a .gguf file),\n"
+    "check every tensor the config needs, and describe it: architecture, layers,\n"
+    "experts, parameter counts (total, active per token), dtypes, weight bytes read\n"
+    "per token, and file layout problems. Exit code 1 with a one-line error if the\n"
+    "model does not load.\n\nflags:\n";
 
 int ea_cmd_inspect(int argc, char **argv) {
     int json = 0;
     ea_arg spec[] = {{"json", EA_ARG_BOOL, &json, NULL, "print one JSON object instead of text"}, {0}};
     ea_args_rest rest;
-    ea_status s = ea_args_parse(spec, argc, argv, &rest);
-    if (s != EA_OK) {
-        ea_cli_fail(argv[0], s);
-        return 2;
-    }
-    if (rest.help) {
-        ea__usage(stdout, spec);
-        return 0;
-    }
+    int rc = ea_cli_parse("inspect", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
+    ea_status s;
     if (rest.n_pos != 1) {
-        ea__usage(stderr, spec);
+        fprintf(stderr, "eaas inspect: needs one MODEL (see --help)\n");
         return 2;
     }
     ea_model *m;

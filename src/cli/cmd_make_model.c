@@ -17,16 +17,14 @@
 #include "cli/commands.h"
 #include "cli/make_model.h"
 
-static void usage(FILE *f, const ea_arg *spec) {
-    fprintf(f, "usage: eaas make-model --family F --preset P --format hf|gguf --out PATH [flags]\n\n"
-               "Writes a random-weight model (deterministic from --seed) with the family's real\n"
-               "config, tensor names and tokenizer: an HF directory (config.json, safetensors,\n"
-               "tokenizer files) or one GGUF v3 file as llama.cpp's converter writes it.\n"
-               "Families: qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3.\n"
-               "Presets: tiny (tests), bench (~2 B parameters; see docs/make-model.md).\n\n"
-               "flags:\n");
-    ea_args_usage(f, spec);
-}
+static const char usage_text[] =
+    "usage: eaas make-model --family F --preset P --format hf|gguf --out PATH [flags]\n\n"
+    "Writes a random-weight model (deterministic from --seed) with the family's real\n"
+    "config, tensor names and tokenizer: an HF directory (config.json, safetensors,\n"
+    "tokenizer files) or one GGUF v3 file as llama.cpp's converter writes it.\n"
+    "Families: qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3.\n"
+    "Presets: tiny (tests), bench (~2 B parameters; see docs/make-model.md).\n\n"
+    "flags:\n";
 
 int ea_cmd_make_model(int argc, char **argv) {
     const char *family = NULL, *preset = "tiny", *format = "hf", *dtype = "bf16", *out = NULL, *npm = NULL;
@@ -39,26 +37,19 @@ int ea_cmd_make_model(int argc, char **argv) {
         {"format", EA_ARG_STR, &format, "hf|gguf", "HF directory (default) or one GGUF file"},
         {"dtype", EA_ARG_STR, &dtype, "T", "f32 | f16 | bf16 (default) | q8_0 (GGUF only)"},
         {"out", EA_ARG_STR, &out, "PATH", "output directory (hf) or file (gguf)"},
-        {"shards", EA_ARG_INT, &shards, "N", "hf: split the weights into N safetensors files + index"},
+        {"shards", EA_ARG_INT, &shards, "N", "hf: split the weights into N safetensors files + index", 1, 10000},
         {"npm-cache", EA_ARG_STR, &npm, "DIR", "where the npm tokenizer packages are (default $EA_CACHE/npm)"},
         {"top-k", EA_ARG_INT, &top_k, "K", "experts per token instead of the preset's (e.g. 4 for a mixtral that sums more than 2)"},
         {"dry-run", EA_ARG_BOOL, &dry, NULL, "print the shape, counts and tensor list; write nothing"},
         {"legacy-mla", EA_ARG_BOOL, &legacy, NULL, "gguf deepseek: one attn_kv_b (older converters) instead of attn_k_b/attn_v_b"},
         {0}};
     ea_args_rest rest;
-    ea_status st = ea_args_parse(spec, argc, argv, &rest);
-    if (st != EA_OK) {
-        ea_cli_fail(argv[0], st);
-        usage(stderr, spec);
-        return 2;
-    }
-    if (rest.help) {
-        usage(stdout, spec);
-        return 0;
-    }
+    int rc = ea_cli_parse("make-model", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
+    ea_status st;
     if (rest.n_pos > 0 || !family || (!out && !dry)) {
-        fprintf(stderr, "eaas make-model: %s\n", rest.n_pos ? "unexpected positional argument" : "--family and --out are required");
-        usage(stderr, spec);
+        fprintf(stderr, "eaas make-model: %s (see --help)\n",
+                rest.n_pos ? "unexpected positional argument" : "--family and --out are required");
         return 2;
     }
     ea_mm_options o;

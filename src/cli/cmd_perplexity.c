@@ -27,31 +27,30 @@
 
 #define EA_PPL_ROWS 64 /* logits rows per forward call */
 
+static const char usage_text[] =
+    "usage: eaas perplexity --model M --file TEXT [--ctx N] [--chunks K] [--threads N]\n\n"
+    "Perplexity of the model on a text, with llama.cpp's method (windows of N tokens,\n"
+    "second half of each scored). The last line is 'PPL = <value> +/- <error>'.\n\n";
+
 int ea_cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL;
-    int ctx = 512, chunks = -1, threads = 0;
+    int ctx = 512, chunks = -1, threads = 0, allow_long = 0; /* chunks -1: all */
     ea_arg spec[] = {{"model", EA_ARG_STR, &model, "PATH", "model directory (HF) or .gguf file"},
                      {"file", EA_ARG_STR, &file, "TEXT", "text file to score"},
-                     {"ctx", EA_ARG_INT, &ctx, "N", "window length in tokens (default 512)"},
-                     {"chunks", EA_ARG_INT, &chunks, "K", "score at most K windows (default: all)"},
-                     {"threads", EA_ARG_INT, &threads, "N", "threads (default: CPU count)"},
+                     {"ctx", EA_ARG_INT, &ctx, "N", "window length in tokens (default 512)", 8, 1 << 24},
+                     {"allow-long-max-ctx", EA_ARG_BOOL, &allow_long, NULL, "allow --ctx above the model's max_position_embeddings (also EAAS_ALLOW_LONG_MAX_CTX=1)"},
+                     {"chunks", EA_ARG_INT, &chunks, "K", "score at most K windows (default: all)", 1, 1 << 30},
+                     {"threads", EA_ARG_INT, &threads, "N", "threads (default 0: CPU count)", 0, 4096},
                      {0}};
     ea_args_rest rest;
-    ea_status s = ea_args_parse(spec, argc, argv, &rest);
-    if (s != EA_OK || rest.help || !model || !file || rest.n_pos) {
-        FILE *f = rest.help ? stdout : stderr;
-        if (s != EA_OK) fprintf(stderr, "eaas perplexity: %s\n\n", ea_errmsg());
-        else if (!rest.help) fprintf(stderr, "eaas perplexity: --model and --file are required\n\n");
-        fputs("usage: eaas perplexity --model M --file TEXT [--ctx N] [--chunks K] [--threads N]\n\n"
-              "Perplexity of the model on a text, with llama.cpp's method (windows of N tokens,\n"
-              "second half of each scored). The last line is 'PPL = <value> +/- <error>'.\n\n", f);
-        ea_args_usage(f, spec);
-        return rest.help && s == EA_OK ? 0 : 2;
-    }
-    if (ctx < 8) {
-        fprintf(stderr, "eaas perplexity: --ctx must be at least 8\n");
+    int rc = ea_cli_parse("perplexity", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
+    if (!model || !file || rest.n_pos) {
+        fprintf(stderr, "eaas perplexity: --model and --file are required (see --help)\n");
         return 2;
     }
+    if ((rc = ea_cli_check_model(argv[0], model, ctx, "--ctx", allow_long)) != 0) return rc;
+    ea_status s;
     ea_tokenizer *tok = NULL;
     ea_engine *e = NULL;
     char *text = NULL;
@@ -59,7 +58,7 @@ int ea_cmd_perplexity(int argc, char **argv) {
     ea_tokens ids = {0}, bos = {0};
     float *logits = NULL;
     int32_t *pos = NULL, *seq = NULL, *rows = NULL;
-    int rc = 1;
+    rc = 1;
 
     if ((s = ea_read_file(file, &text, &n_text)) != EA_OK) goto fail;
     if ((s = ea_tokenizer_load(model, &tok)) != EA_OK) goto fail;
@@ -108,6 +107,7 @@ int ea_cmd_perplexity(int argc, char **argv) {
                 if (at + i >= first && at + i < ctx - 1) rows[n_out++] = i;
             }
             s = ea_forward_run(e->fw, lim, win + at, pos, seq, n_out, rows, logits);
+            ea_moe_end_step(e->be);
             for (int r = 0; r < n_out && s == EA_OK; r++) {
                 const float *l = logits + (size_t)r * V;
                 int j = at + rows[r];

@@ -1,9 +1,11 @@
 /*
  * cmd_serve.c — `eaas serve --model M`: an OpenAI-compatible HTTP server.
  *
- * Order of start-up: the HTTP port opens first (so /health can say 503 while
- * the model loads), then engine, tokenizer/chat template and scheduler; then
- * requests are accepted. Shutdown on SIGTERM/SIGINT (or after --max-requests
+ * Order of start-up: every flag is checked first, and the model path and its
+ * config (--max-ctx against max_position_embeddings), so a bad flag is
+ * reported before anything listens; then the HTTP port opens (so /health can
+ * say 503 while the model loads), then engine, tokenizer/chat template and
+ * scheduler; then requests are accepted. Shutdown on SIGTERM/SIGINT (or after --max-requests
  * generation requests, for tests): stop accepting connections, let in-flight
  * requests finish for up to --drain-seconds, cancel the rest, close, free.
  * The signal handler only sets a flag; the main thread polls it.
@@ -52,7 +54,8 @@ static const char *base_name(const char *p) {
 
 typedef struct {
     const char *model, *host, *api_key, *served_name;
-    int port, threads, max_running, max_queue, max_batch_tokens, kv_mib, max_ctx, no_prefix_cache, max_requests;
+    int port, threads, max_running, max_queue, max_batch_tokens, kv_mib, max_ctx, allow_long_ctx, no_prefix_cache,
+        max_requests;
     long max_body;
     double stall_s, request_timeout_s, drain_s, keepalive_s;
     /* EPLB */
@@ -66,6 +69,9 @@ typedef struct {
     const char *kv_disk_dir;
     int kv_disk_max_mib;
 } serve_flags;
+
+/* The EPLB tuning flags only make sense with EPLB on */
+#define EA_EPLB_NEEDS "eplb|init-expert-location"
 
 /* The control bus over MPI: rank 0's batch to every rank (scheduler.h ea_sched_bus). */
 typedef struct {
@@ -104,90 +110,79 @@ static void on_progress(void *ctx, double frac) {
     fflush(stderr);
 }
 
+/* What the flag table (ranges, needs) cannot say; before the port opens. */
 static int check_flags(const serve_flags *f) {
     const char *bad = NULL;
     if (!f->model) bad = "--model is required";
-    else if (f->port < 0 || f->port > 65535) bad = "--port must be in [0, 65535]";
-    else if (f->max_running < 1) bad = "--max-running must be >= 1";
-    else if (f->max_queue < 0) bad = "--max-queue must be >= 0";
-    else if (f->max_batch_tokens < 1) bad = "--max-batch-tokens must be >= 1";
-    else if (f->kv_mib < 0) bad = "--kv-cache-mib must be >= 0";
-    else if (f->kv_disk_max_mib < 0) bad = "--kv-disk-max-mib must be >= 0";
     else if (f->kv_disk_dir && f->no_prefix_cache) bad = "--kv-disk-dir needs the prefix cache (drop --no-prefix-cache)";
     else if (f->kv_disk_dir && !f->kv_disk_dir[0]) bad = "--kv-disk-dir must not be empty";
-    else if (f->max_ctx < 0) bad = "--max-ctx must be >= 0";
-    else if (f->max_body < 1024) bad = "--max-body-bytes must be >= 1024";
-    else if (f->stall_s < 0 || f->request_timeout_s < 0 || f->drain_s < 0 || f->keepalive_s < 0)
-        bad = "time limits must be >= 0";
-    else if (f->max_requests < 0) bad = "--max-requests must be >= 0";
-    else if (f->eplb_redundant < 0 || f->eplb_redundant > 128) bad = "--eplb-redundant must be in [0, 128]";
-    else if (f->eplb_ranks < 0) bad = "--eplb-ranks must be >= 1";
-    else if (f->eplb_min_bal < 0 || f->eplb_min_bal > 1) bad = "--eplb-min-balancedness must be in [0, 1]";
     else if (f->eplb_algorithm && strcmp(f->eplb_algorithm, "deepseek") && strcmp(f->eplb_algorithm, "refined"))
         bad = "--eplb-algorithm must be deepseek or refined";
-    else if (!f->eplb && (f->eplb_redundant || f->eplb_ranks || f->eplb_window || f->eplb_interval ||
-                          f->eplb_layers_per_step || f->eplb_min_bal > 0 || f->eplb_algorithm))
-        bad = "--eplb-* flags need --eplb (or --init-expert-location)";
-    if (!bad) return 0;
-    fprintf(stderr, "eaas serve: %s\n", bad);
-    return 2;
+    char why[300];
+    if (!bad && f->init_expert_location && !ea_file_exists(f->init_expert_location)) {
+        snprintf(why, sizeof why, "--init-expert-location %.200s: no such file", f->init_expert_location);
+        bad = why;
+    }
+    if (bad) {
+        if (ea_par_report_here(NULL)) fprintf(stderr, "eaas serve: %s\n", bad);
+        return 2;
+    }
+    return ea_cli_check_model("serve", f->model, f->max_ctx, "--max-ctx", f->allow_long_ctx);
 }
+
+#define EA_WEEK_S 604800.0 /* upper bound of the time flags */
+
+static const char usage_text[] =
+    "usage: eaas serve --model PATH [flags]\n\nServe a model over an OpenAI-compatible HTTP API:\n"
+    "/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health, /metrics.\n\n";
 
 int ea_cmd_serve(int argc, char **argv) {
     serve_flags f = {.dist_timeout = -1, .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
-                     .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .kv_disk_max_mib = 1024};
+                     .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .kv_disk_max_mib = 1024,
+                     .eplb_window = 1000, .eplb_interval = 1000, .eplb_min_bal = 0.9};
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &f.model, "PATH", "model directory (HF) or .gguf file"},
         {"host", EA_ARG_STR, &f.host, "ADDR", "address to listen on (default 127.0.0.1)"},
-        {"port", EA_ARG_INT, &f.port, "N", "port (default 8000; 0 = any free port, printed at start)"},
+        {"port", EA_ARG_INT, &f.port, "N", "port (default 8000; 0 = any free port, printed at start)", 0, 65535},
         {"api-key", EA_ARG_STR, &f.api_key, "KEY", "require 'Authorization: Bearer KEY' on /v1/* and /tokenize"},
         {"served-model-name", EA_ARG_STR, &f.served_name, "NAME", "model name in the API (default: the model's file name)"},
-        {"threads", EA_ARG_INT, &f.threads, "N", "compute threads (default: CPU count)"},
-        {"max-running", EA_ARG_INT, &f.max_running, "N", "sequences decoding at once (default 16)"},
-        {"max-queue", EA_ARG_INT, &f.max_queue, "N", "waiting requests before 503 (default 256)"},
-        {"max-batch-tokens", EA_ARG_INT, &f.max_batch_tokens, "N", "tokens per forward step (default 512)"},
-        {"kv-cache-mib", EA_ARG_INT, &f.kv_mib, "N", "KV cache size (default: full context for every running sequence)"},
-        {"max-ctx", EA_ARG_INT, &f.max_ctx, "N", "context length (default: the model's, at most 4096)"},
+        {"threads", EA_ARG_INT, &f.threads, "N", "compute threads (default 0: CPU count)", 0, 4096},
+        {"max-running", EA_ARG_INT, &f.max_running, "N", "sequences decoding at once (default 16)", 1, 4096},
+        {"max-queue", EA_ARG_INT, &f.max_queue, "N", "waiting requests before 503 (default 256)", 0, 1 << 20},
+        {"max-batch-tokens", EA_ARG_INT, &f.max_batch_tokens, "N", "tokens per forward step (default 512)", 1, 1 << 20},
+        {"kv-cache-mib", EA_ARG_INT, &f.kv_mib, "N", "KV cache size (default 0: full context for every running sequence)", 0, 1 << 24},
+        {"max-ctx", EA_ARG_INT, &f.max_ctx, "N", "context length (default 0: the model's, at most 4096)", 0, 1 << 24},
+        {"allow-long-max-ctx", EA_ARG_BOOL, &f.allow_long_ctx, NULL, "allow --max-ctx above the model's max_position_embeddings (also EAAS_ALLOW_LONG_MAX_CTX=1)"},
         {"no-prefix-cache", EA_ARG_BOOL, &f.no_prefix_cache, NULL, "turn the prefix cache off"},
         {"kv-disk-dir", EA_ARG_STR, &f.kv_disk_dir, "DIR", "prefix cache disk tier: evicted KV blocks kept under DIR (off by default)"},
-        {"kv-disk-max-mib", EA_ARG_INT, &f.kv_disk_max_mib, "N", "bound on this rank's disk tier files, oldest deleted first (1024; 0 = none)"},
-        {"stall-seconds", EA_ARG_DOUBLE, &f.stall_s, "S", "/health is 503 after S s without a step while work waits (30)"},
-        {"request-timeout", EA_ARG_DOUBLE, &f.request_timeout_s, "S", "cancel a request after S s with 504 (0 = never)"},
-        {"drain-seconds", EA_ARG_DOUBLE, &f.drain_s, "S", "on SIGTERM/SIGINT, let requests finish for S s (30)"},
-        {"keepalive-seconds", EA_ARG_DOUBLE, &f.keepalive_s, "S", "SSE keep-alive comment after S s of silence (10)"},
-        {"max-body-bytes", EA_ARG_LONG, &f.max_body, "N", "largest request body; larger gets 413 (1 MiB)"},
-        {"max-requests", EA_ARG_INT, &f.max_requests, "N", "exit after N generation requests (for tests)"},
+        {"kv-disk-max-mib", EA_ARG_INT, &f.kv_disk_max_mib, "N", "bound on this rank's disk tier files, oldest deleted first (1024; 0 = none)", 0, 1 << 30, "kv-disk-dir"},
+        {"stall-seconds", EA_ARG_DOUBLE, &f.stall_s, "S", "/health is 503 after S s without a step while work waits (30)", 0, EA_WEEK_S},
+        {"request-timeout", EA_ARG_DOUBLE, &f.request_timeout_s, "S", "cancel a request after S s with 504 (0 = never)", 0, EA_WEEK_S},
+        {"drain-seconds", EA_ARG_DOUBLE, &f.drain_s, "S", "on SIGTERM/SIGINT, let requests finish for S s (30)", 0, EA_WEEK_S},
+        {"keepalive-seconds", EA_ARG_DOUBLE, &f.keepalive_s, "S", "SSE keep-alive comment after S s of silence (10)", 0, EA_WEEK_S},
+        {"max-body-bytes", EA_ARG_LONG, &f.max_body, "N", "largest request body; larger gets 413 (1 MiB)", 1024, 1 << 30},
+        {"max-requests", EA_ARG_INT, &f.max_requests, "N", "exit after N generation requests (for tests; 0 = no limit)"},
         {"eplb", EA_ARG_BOOL, &f.eplb, NULL, "expert-placement load balancing (docs/eplb.md)"},
-        {"eplb-redundant", EA_ARG_INT, &f.eplb_redundant, "R", "redundant expert slots per layer (default 0)"},
-        {"eplb-ranks", EA_ARG_INT, &f.eplb_ranks, "N", "ranks the placement spreads over (default 1; the world size under EP)"},
-        {"eplb-window", EA_ARG_INT, &f.eplb_window, "W", "steps in the expert-load window (default 1000)"},
-        {"eplb-interval", EA_ARG_INT, &f.eplb_interval, "N", "check balance every N steps (default 1000; -1: only on request)"},
-        {"eplb-min-balancedness", EA_ARG_DOUBLE, &f.eplb_min_bal, "X", "rebalance below this mean/max load (default 0.9)"},
-        {"eplb-layers-per-step", EA_ARG_INT, &f.eplb_layers_per_step, "K", "layers switched per step (default: all)"},
-        {"eplb-algorithm", EA_ARG_STR, &f.eplb_algorithm, "NAME", "deepseek (default) or refined"},
+        {"eplb-redundant", EA_ARG_INT, &f.eplb_redundant, "R", "redundant expert slots per layer (default 0)", 0, 128, EA_EPLB_NEEDS},
+        {"eplb-ranks", EA_ARG_INT, &f.eplb_ranks, "N", "ranks the placement spreads over (default 1; the world size under EP)", 1, 4096, EA_EPLB_NEEDS},
+        {"eplb-window", EA_ARG_INT, &f.eplb_window, "W", "steps in the expert-load window (default 1000)", 1, 100000000, EA_EPLB_NEEDS},
+        {"eplb-interval", EA_ARG_INT, &f.eplb_interval, "N", "check balance every N steps (default 1000; 0 or -1: only on request)", -1, 1000000000, EA_EPLB_NEEDS},
+        {"eplb-min-balancedness", EA_ARG_DOUBLE, &f.eplb_min_bal, "X", "rebalance below this mean/max load (default 0.9; 0: only on request)", 0, 1, EA_EPLB_NEEDS},
+        {"eplb-layers-per-step", EA_ARG_INT, &f.eplb_layers_per_step, "K", "layers switched per step (default 0: all)", 0, 100000, EA_EPLB_NEEDS},
+        {"eplb-algorithm", EA_ARG_STR, &f.eplb_algorithm, "NAME", "deepseek (default) or refined", 0, 0, EA_EPLB_NEEDS},
         {"init-expert-location", EA_ARG_STR, &f.init_expert_location, "FILE", "initial placement (eplb place output); implies --eplb"},
         {"parallel", EA_ARG_STR, &f.parallel, "MODE", "expert|tensor over the ranks of an mpirun launch (rank 0 serves HTTP)"},
-        {"dist-timeout", EA_ARG_DOUBLE, &f.dist_timeout, "S", "deadline of every MPI collective and of the control bus (30)"},
+        {"dist-timeout", EA_ARG_DOUBLE, &f.dist_timeout, "S", "deadline of every MPI collective and of the control bus (30)", 0.001, EA_WEEK_S, "parallel"},
         {0}};
     ea_args_rest rest;
-    ea_status st = ea_args_parse(spec, argc, argv, &rest);
-    if (st != EA_OK) {
-        fprintf(stderr, "eaas serve: %s\n", ea_errmsg());
-        return 2;
-    }
-    if (rest.help) {
-        printf("usage: eaas serve --model PATH [flags]\n\nServe a model over an OpenAI-compatible HTTP API:\n"
-               "/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health, /metrics.\n\n");
-        ea_args_usage(stdout, spec);
-        return 0;
-    }
+    int rc = ea_cli_parse("serve", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
     if (rest.n_pos > 0) {
         fprintf(stderr, "eaas serve: unexpected argument '%s'\n", rest.pos[0]);
         return 2;
     }
     if (f.init_expert_location) f.eplb = 1;
-    int rc = check_flags(&f);
-    if (rc) return rc;
+    if ((rc = check_flags(&f)) != 0) return rc;
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -210,6 +205,7 @@ int ea_cmd_serve(int argc, char **argv) {
     bus_ctx bctx = {0};
     ea_sched_bus bus = {&bctx, 0, bus_bcast};
     int started = 0, rank = 0;
+    ea_status st = EA_OK;
     rc = 1;
     const char *name = f.served_name ? f.served_name : base_name(f.model);
     /* MPI first (seed 002: the backend is initialised before anything is loaded) */
@@ -234,10 +230,14 @@ int ea_cmd_serve(int argc, char **argv) {
                          .max_ctx = f.max_ctx, .max_seqs = f.max_running, .kv_mib = (size_t)f.kv_mib,
                          .progress = rank == 0 ? on_progress : NULL, .dist = dist, .parallel = pmode,
                          .eplb = f.eplb, .eplb_redundant = f.eplb_redundant, .eplb_ranks = f.eplb_ranks,
-                         .eplb_window = f.eplb_window, .eplb_interval = f.eplb_interval,
+                         .eplb_window = f.eplb_window,
+                         /* the engine reads interval -1 as "only on request"; min-balancedness 0 means the same here */
+                         .eplb_interval = f.eplb_interval > 0 && f.eplb_min_bal > 0 ? f.eplb_interval : -1,
                          .eplb_min_balancedness = f.eplb_min_bal, .eplb_layers_per_step = f.eplb_layers_per_step,
                          .eplb_algorithm = f.eplb_algorithm, .init_expert_location = f.init_expert_location};
     if ((st = ea_engine_create(&eo, &engine)) != EA_OK) goto fail;
+    /* each rank's resident memory against the plan, on rank 0's log (a collective: every rank calls it) */
+    if (engine->par && (st = ea_ep_engine_report_memory(engine->par, stderr)) != EA_OK) goto fail;
     /* every rank needs the tokenizer: stop strings end requests, and all ranks must agree when */
     if ((st = ea_serve_text_load(f.model, engine->m->cfg.vocab_size, &text, &ops)) != EA_OK) goto fail;
     ea_sched_opts so = {.bus = dist ? &bus : NULL, .max_running = f.max_running, .max_queue = f.max_queue,
@@ -254,7 +254,7 @@ int ea_cmd_serve(int argc, char **argv) {
         goto fail;
     }
     ext_ctx.eplb = engine->eplb;
-    ext_ctx.par = engine->par;
+    ext_ctx.be = engine->be;
     ea_serve_ext_init(&ext_ctx, &ext);
     ea_http_set_ext(http, &ext);
     if ((st = ea_sched_start(sched)) != EA_OK) goto fail;

@@ -21,17 +21,15 @@
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
 
-static void usage(FILE *f, const ea_arg *spec) {
-    fprintf(f, "usage: eaas tokenize --model MODEL [--json] [--no-special] [--split-special] TEXT\n"
-               "       eaas tokenize --model MODEL --input-jsonl FILE [--no-special] [--split-special]\n\n"
-               "Print the token ids of TEXT (\"-\" reads standard input) with MODEL's tokenizer.\n"
-               "MODEL is a model directory with tokenizer.json (and tokenizer_config.json),\n"
-               "a tokenizer.json file, or a .gguf file. By default BOS/EOS are added the way\n"
-               "the model's configuration says, and special tokens written in the text\n"
-               "(e.g. <|im_start|>) are recognized. Plain output is one \"id<TAB>piece\" line\n"
-               "per token; --json prints one JSON array.\n\nflags:\n");
-    ea_args_usage(f, spec);
-}
+static const char usage_text[] =
+    "usage: eaas tokenize --model MODEL [--json] [--no-special] [--split-special] TEXT\n"
+    "       eaas tokenize --model MODEL --input-jsonl FILE [--no-special] [--split-special]\n\n"
+    "Print the token ids of TEXT (\"-\" reads standard input) with MODEL's tokenizer.\n"
+    "MODEL is a model directory with tokenizer.json (and tokenizer_config.json),\n"
+    "a tokenizer.json file, or a .gguf file. By default BOS/EOS are added the way\n"
+    "the model's configuration says, and special tokens written in the text\n"
+    "(e.g. <|im_start|>) are recognized. Plain output is one \"id<TAB>piece\" line\n"
+    "per token; --json prints one JSON array.\n\nflags:\n";
 
 static ea_status print_ids(const ea_tokens *ids) {
     putchar('[');
@@ -98,15 +96,9 @@ int ea_cmd_tokenize(int argc, char **argv) {
         {"input-jsonl", EA_ARG_STR, &jsonl, "FILE", "tokenize each line (a JSON string); one array per line"},
         {0}};
     ea_args_rest rest;
-    ea_status s = ea_args_parse(spec, argc, argv, &rest);
-    if (s != EA_OK) {
-        fprintf(stderr, "eaas tokenize: %s (see --help)\n", ea_errmsg());
-        return 2;
-    }
-    if (rest.help) {
-        usage(stdout, spec);
-        return 0;
-    }
+    int rc = ea_cli_parse("tokenize", usage_text, spec, argc, argv, &rest);
+    if (rc >= 0) return rc;
+    ea_status s;
     if (!model || (!jsonl && rest.n_pos != 1) || (jsonl && rest.n_pos != 0)) {
         fprintf(stderr, "eaas tokenize: needs --model MODEL and one TEXT (or --input-jsonl FILE); see --help\n");
         return 2;

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 
+#include "base/args.h"
 #include "base/status.h"
 
 int ea_cmd_make_model(int argc, char **argv);
@@ -23,5 +24,22 @@ int ea_cmd_bench(int argc, char **argv);
 
 /* Print "eaas <cmd>: <status text>: <message>" to stderr and return 1. */
 int ea_cli_fail(const char *cmd, ea_status s);
+
+/* Flags (cli_args.c). Parse argv by spec (base/args.h has the rules): on a
+ * flag error print "eaas <cmd>: <message>" (on MPI rank 0 only) and return 2; on --help print
+ * usage then the flag table to stdout and return 0; otherwise return -1 and
+ * the caller goes on. */
+int ea_cli_parse(const char *cmd, const char *usage, const ea_arg *spec, int argc, char **argv, ea_args_rest *rest);
+/* 1 if a context longer than the model's max_position_embeddings is allowed:
+ * flag (--allow-long-max-ctx) or EAAS_ALLOW_LONG_MAX_CTX=1 in the environment
+ * (as vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN). */
+int ea_cli_allow_long_ctx(int flag);
+/* The checks of a command that loads a model, before it loads (or opens a
+ * port): path is a model directory or a GGUF file (ea_model_check_path), and
+ * ctx (0: the default, always fine) is at most the model's
+ * max_position_embeddings unless allowed. ctx_flag names the flag in the
+ * error ("--max-ctx"). Reads only the config. Returns 0, or 1 after printing
+ * the error (on MPI rank 0 only). */
+int ea_cli_check_model(const char *cmd, const char *path, int ctx, const char *ctx_flag, int allow_long);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * serve_ext.c — see serve_ext.h. Every call here is one the EPLB wrapper
- * allows from any thread.
+ * serve_ext.c — see serve_ext.h. Statistics come from the MoE backend chain
+ * (moe.h: each backend adds its own); the EPLB control calls go to the EPLB
+ * wrapper, and every call here is one it allows from any thread.
  */
 #include "cli/serve_ext.h"
 
@@ -8,23 +9,31 @@
 
 #include "base/alloc.h"
 #include "eplb/eplb_backend.h"
-#include "ep/ep.h"
-#include "ep/ep_engine.h"
+
+/* The chain's JSON statistics member `name` ("ep", "eplb"), or NULL when no backend in it has that name. */
+static int ea__chain_member(ea_moe_backend *be, const char *name, ea_sbuf *out) {
+    json_t *all = json_object();
+    if (be && all) ea_moe_backend_stats(be, all, NULL);
+    json_t *m = all ? json_object_get(all, name) : NULL;
+    if (m) ea_sbuf_json(out, m);
+    json_decref(all);
+    return m != NULL;
+}
+
+static void ea__not_on(ea_sbuf *out, int *status, const char *what) {
+    json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", what, "type", "invalid_request_error",
+                          "param", "code");
+    *status = 404;
+    ea_sbuf_json(out, e);
+    json_decref(e);
+}
 
 static int ea__ext_handle(void *vctx, const char *method, const char *url, int *status, const char **ctype,
                           ea_sbuf *out) {
     ea_serve_ext_ctx *x = vctx;
     if (!strcmp(url, "/ep/stats")) {
-        ea_ep_stats st;
-        char *json = NULL;
-        if (!x->par || !ea_ep_engine_stats(x->par, &st) || ea_ep_stats_json(&st, &json) != EA_OK) {
-            *status = 404;
-            ea_sbuf_puts(out, "{\"error\":{\"message\":\"expert parallelism is not on (start under mpirun with "
-                              "--parallel expert)\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}");
-            return 1;
-        }
-        ea_sbuf_puts(out, json);
-        ea_free(json);
+        if (!ea__chain_member(x->be, "ep", out))
+            ea__not_on(out, status, "expert parallelism is not on (start under mpirun with --parallel expert)");
         return 1;
     }
     if (strncmp(url, "/eplb/", 6) != 0) return 0;
@@ -34,9 +43,7 @@ static int ea__ext_handle(void *vctx, const char *method, const char *url, int *
                 !strcmp(what, "rebalance") || !strcmp(what, "stats");
     if (!known) return 0;
     if (!x->eplb) {
-        *status = 404;
-        ea_sbuf_puts(out, "{\"error\":{\"message\":\"EPLB is not enabled (start the server with --eplb)\","
-                          "\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}");
+        ea__not_on(out, status, "EPLB is not enabled (start the server with --eplb)");
         return 1;
     }
     int want_get = !strcmp(what, "record/dump") || !strcmp(what, "stats");
@@ -68,39 +75,15 @@ static int ea__ext_handle(void *vctx, const char *method, const char *url, int *
         *status = 202;
         ea_sbuf_puts(out, "{\"status\":\"rebalance requested\"}");
     } else {
-        ea_eplb_backend_stats st;
-        ea_eplb_backend_get_stats(x->eplb, &st);
-        ea_sbuf_printf(out,
-                       "{\"balancedness\":%.6f,\"rebalances_total\":%llu,\"failures\":%llu,\"layer_switches\":%llu,"
-                       "\"steps\":%llu,\"plan_in_progress\":%d,\"recording\":%d,\"layers\":%d,\"logical\":%d,"
-                       "\"physical\":%d,\"ranks\":%d,\"last_plan_before\":%.6f,\"last_plan_after\":%.6f}",
-                       st.balancedness, (unsigned long long)st.rebalances_total, (unsigned long long)st.failures,
-                       (unsigned long long)st.layer_switches, (unsigned long long)st.steps, st.plan_in_progress,
-                       st.recording, st.n_layers, st.n_logical, st.n_physical, st.n_ranks, st.last_plan_before,
-                       st.last_plan_after);
+        ea__chain_member(x->be, "eplb", out);
     }
     return 1;
 }
 
+/* every backend of the chain adds its own lines (eaas:ep_*, eaas:eplb_*) */
 static void ea__ext_metrics(void *vctx, ea_sbuf *out) {
     ea_serve_ext_ctx *x = vctx;
-    ea_ep_stats es;
-    char *prom = NULL;
-    if (x->par && ea_ep_engine_stats(x->par, &es) && ea_ep_stats_prometheus(&es, &prom) == EA_OK) {
-        ea_sbuf_puts(out, prom);
-        ea_free(prom);
-    }
-    if (!x->eplb) return;
-    ea_eplb_backend_stats st;
-    ea_eplb_backend_get_stats(x->eplb, &st);
-    ea_sbuf_printf(out,
-                   "# HELP eaas:eplb_balancedness Mean over MoE layers of mean/max rank load on the window.\n"
-                   "# TYPE eaas:eplb_balancedness gauge\neaas:eplb_balancedness %.6f\n"
-                   "# HELP eaas:eplb_rebalances_total Placements fully switched.\n"
-                   "# TYPE eaas:eplb_rebalances_total counter\neaas:eplb_rebalances_total %llu\n"
-                   "# HELP eaas:eplb_failures_total Rebalances that failed (old placement kept).\n"
-                   "# TYPE eaas:eplb_failures_total counter\neaas:eplb_failures_total %llu\n",
-                   st.balancedness, (unsigned long long)st.rebalances_total, (unsigned long long)st.failures);
+    if (x->be) ea_moe_backend_stats(x->be, NULL, out);
 }
 
 void ea_serve_ext_init(ea_serve_ext_ctx *ctx, ea_http_ext *ext) {

@@ -14,14 +14,14 @@
 #ifndef EA_SERVE_EXT_H
 #define EA_SERVE_EXT_H
 
+#include "moe/moe.h"
 #include "serve/http.h"
 
 struct ea_eplb_backend;
-struct ea_ep_engine;
 
 typedef struct {
-    struct ea_eplb_backend *eplb; /* borrows; NULL when off */
-    struct ea_ep_engine *par;     /* borrows; NULL without --parallel */
+    ea_moe_backend *be;           /* borrows: the engine's backend chain (statistics) */
+    struct ea_eplb_backend *eplb; /* borrows; NULL when off (the /eplb/ control calls) */
 } ea_serve_ext_ctx;
 
 void ea_serve_ext_init(ea_serve_ext_ctx *ctx, ea_http_ext *ext);

@@ -15,7 +15,6 @@
 #include "ep/ep.h"
 
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -157,16 +156,37 @@ static ea_status ea__ep_combine(ea__ep *E, int layer, int n, int k, const float 
     return EA_OK;
 }
 
-static ea_status ea__ep_forward(ea_moe_backend *be, int layer, const float *x, int n, int k, const int32_t *ids,
-                                const float *w, float *y) {
+/* dispatch, compute and combine are one lockstep exchange: all in submit */
+static ea_status ea__ep_submit(ea_moe_backend *be, const ea_moe_call *c) {
     ea__ep *E = (ea__ep *)be;
+    int n = c->n_tokens, k = c->k, layer = c->layer;
     if (n > E->o.max_tokens || k > E->o.max_k)
         return ea_err(EA_ERR_RANGE, "ep call of %d tokens x %d slots exceeds %d x %d", n, k, E->o.max_tokens, E->o.max_k);
     if (layer < 0 || layer >= E->place.n_layers) return ea_err(EA_ERR_RANGE, "ep: layer %d", layer);
     int m = 0;
-    EA_TRY(ea__ep_dispatch(E, layer, n, k, ids, &m));
-    EA_TRY(ea__ep_compute(E, layer, x, m));
-    return ea__ep_combine(E, layer, n, k, w, y);
+    EA_TRY(ea__ep_dispatch(E, layer, n, k, c->ids, &m));
+    EA_TRY(ea__ep_compute(E, layer, c->x, m));
+    return ea__ep_combine(E, layer, n, k, c->w, c->y);
+}
+
+static ea_status ea__ep_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
+    (void)be, (void)c, (void)out;
+    return EA_OK;
+}
+
+/* a rank that missed a deadline breaks the context: every later step would fail */
+static ea_moe_health ea__ep_health(ea_moe_backend *be, char *why, size_t n) {
+    ea__ep *E = (ea__ep *)be;
+    if (ea_dist_healthy(E->o.dist)) return EA_MOE_OK;
+    snprintf(why, n, "%s", ea_dist_error(E->o.dist));
+    return EA_MOE_FAILED;
+}
+
+static void ea__ep_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
+    ea_ep_stats st;
+    ea_ep_backend_stats(be, &st);
+    if (json) json_object_set_new(json, "ep", ea_ep_stats_to_json(&st));
+    if (prom) ea_ep_stats_prometheus(&st, prom);
 }
 
 static void ea__ep_end_step(ea_moe_backend *be) { ((ea__ep *)be)->st.steps++; }
@@ -190,7 +210,13 @@ static void ea__ep_destroy(ea_moe_backend *be) {
     ea_free(E);
 }
 
-static const ea_moe_backend_vtable ea__ep_vt = {ea__ep_forward, ea__ep_end_step, ea__ep_destroy, "ep"};
+static const ea_moe_backend_vtable ea__ep_vt = {.submit = ea__ep_submit,
+                                                .wait = ea__ep_wait,
+                                                .end_step = ea__ep_end_step,
+                                                .health = ea__ep_health,
+                                                .stats = ea__ep_stats,
+                                                .destroy = ea__ep_destroy,
+                                                .name = "ep"};
 
 ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out) {
     *out = NULL;
@@ -274,8 +300,7 @@ void ea_ep_backend_stats(ea_moe_backend *be, ea_ep_stats *out) {
 
 /* ------------------------------------------------------------ rendering */
 
-ea_status ea_ep_stats_json(const ea_ep_stats *s, char **out) {
-    *out = NULL;
+json_t *ea_ep_stats_to_json(const ea_ep_stats *s) {
     json_t *ex = json_array();
     for (int l = 0; ex && l < s->n_layers; l++)
         for (int e = 0; e < s->n_slots; e++) {
@@ -284,93 +309,57 @@ ea_status ea_ep_stats_json(const ea_ep_stats *s, char **out) {
             json_array_append_new(ex, json_pack("{s:i, s:i, s:I}", "layer", l, "slot", e, "tokens",
                                                 (json_int_t)s->slot_tokens[i]));
         }
-    json_t *o = json_pack("{s:i, s:i, s:I, s:{s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I}, s:{s:f, s:f}, s:o}",
-                          "rank", s->rank, "size", s->size, "steps", (json_int_t)s->steps,
-                          "dispatch", "calls", (json_int_t)s->dispatch_calls, "bytes", (json_int_t)s->dispatch_bytes,
-                          "combine", "calls", (json_int_t)s->combine_calls, "bytes_sent",
-                          (json_int_t)s->combine_bytes_sent, "bytes_recv", (json_int_t)s->combine_bytes_recv,
-                          "pairs", "local", (json_int_t)s->pairs_local, "total", (json_int_t)s->pairs_total,
-                          "seconds", "comm", s->comm_seconds, "compute", s->compute_seconds, "experts", ex);
-    if (!o) return ea_err(EA_ERR_NOMEM, "ep stats json");
-    char *txt = json_dumps(o, JSON_COMPACT);
+    return json_pack("{s:i, s:i, s:I, s:{s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I}, s:{s:f, s:f}, s:o}",
+                     "rank", s->rank, "size", s->size, "steps", (json_int_t)s->steps,
+                     "dispatch", "calls", (json_int_t)s->dispatch_calls, "bytes", (json_int_t)s->dispatch_bytes,
+                     "combine", "calls", (json_int_t)s->combine_calls, "bytes_sent",
+                     (json_int_t)s->combine_bytes_sent, "bytes_recv", (json_int_t)s->combine_bytes_recv,
+                     "pairs", "local", (json_int_t)s->pairs_local, "total", (json_int_t)s->pairs_total,
+                     "seconds", "comm", s->comm_seconds, "compute", s->compute_seconds, "experts", ex);
+}
+
+ea_status ea_ep_stats_json(const ea_ep_stats *s, char **out) {
+    *out = NULL;
+    ea_sbuf b = {0};
+    json_t *o = ea_ep_stats_to_json(s);
+    if (o) ea_sbuf_json(&b, o);
     json_decref(o);
-    if (!txt) return ea_err(EA_ERR_NOMEM, "ep stats json");
-    *out = ea_strdup(txt);
-    free(txt); /* jansson's allocator */
+    *out = o ? ea_sbuf_take(&b, NULL) : NULL;
+    ea_sbuf_deinit(&b);
     return *out ? EA_OK : ea_err(EA_ERR_NOMEM, "ep stats json");
 }
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} ea__txt;
-
-__attribute__((format(printf, 2, 3))) static void ea__tp(ea__txt *t, const char *fmt, ...) {
-    if (t->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->oom = 1;
-            return;
-        }
-        if (t->p && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = (t->cap ? t->cap * 2 : 1024) + (size_t)n;
-        char *q = ea_realloc(t->p, cap);
-        if (!q) {
-            t->oom = 1;
-            return;
-        }
-        t->p = q;
-        t->cap = cap;
-    }
-}
-
-ea_status ea_ep_stats_prometheus(const ea_ep_stats *s, char **out) {
-    *out = NULL;
-    ea__txt t = {0};
+void ea_ep_stats_prometheus(const ea_ep_stats *s, ea_sbuf *t) {
     int r = s->rank;
-    ea__tp(&t, "# HELP eaas:ep_dispatch_calls_total MoE dispatch steps of this rank\n"
+    ea_sbuf_printf(t, "# HELP eaas:ep_dispatch_calls_total MoE dispatch steps of this rank\n"
                "# TYPE eaas:ep_dispatch_calls_total counter\neaas:ep_dispatch_calls_total{rank=\"%d\"} %llu\n",
            r, (unsigned long long)s->dispatch_calls);
-    ea__tp(&t, "# HELP eaas:ep_combine_calls_total MoE combine collectives of this rank\n"
+    ea_sbuf_printf(t, "# HELP eaas:ep_combine_calls_total MoE combine collectives of this rank\n"
                "# TYPE eaas:ep_combine_calls_total counter\neaas:ep_combine_calls_total{rank=\"%d\"} %llu\n",
            r, (unsigned long long)s->combine_calls);
-    ea__tp(&t, "# HELP eaas:ep_combine_bytes_total combine payload bytes\n# TYPE eaas:ep_combine_bytes_total counter\n"
+    ea_sbuf_printf(t, "# HELP eaas:ep_combine_bytes_total combine payload bytes\n# TYPE eaas:ep_combine_bytes_total counter\n"
                "eaas:ep_combine_bytes_total{rank=\"%d\",dir=\"sent\"} %llu\n"
                "eaas:ep_combine_bytes_total{rank=\"%d\",dir=\"recv\"} %llu\n",
            r, (unsigned long long)s->combine_bytes_sent, r, (unsigned long long)s->combine_bytes_recv);
-    ea__tp(&t, "# HELP eaas:ep_dispatch_bytes_total rows moved to expert owners (0: attention replicated)\n"
+    ea_sbuf_printf(t, "# HELP eaas:ep_dispatch_bytes_total rows moved to expert owners (0: attention replicated)\n"
                "# TYPE eaas:ep_dispatch_bytes_total counter\neaas:ep_dispatch_bytes_total{rank=\"%d\"} %llu\n",
            r, (unsigned long long)s->dispatch_bytes);
-    ea__tp(&t, "# HELP eaas:ep_pairs_total (token, slot) pairs\n# TYPE eaas:ep_pairs_total counter\n"
+    ea_sbuf_printf(t, "# HELP eaas:ep_pairs_total (token, slot) pairs\n# TYPE eaas:ep_pairs_total counter\n"
                "eaas:ep_pairs_total{rank=\"%d\",where=\"local\"} %llu\neaas:ep_pairs_total{rank=\"%d\",where=\"all\"} %llu\n",
            r, (unsigned long long)s->pairs_local, r, (unsigned long long)s->pairs_total);
-    ea__tp(&t, "# HELP eaas:ep_comm_seconds_total seconds in combine collectives\n"
+    ea_sbuf_printf(t, "# HELP eaas:ep_comm_seconds_total seconds in combine collectives\n"
                "# TYPE eaas:ep_comm_seconds_total counter\neaas:ep_comm_seconds_total{rank=\"%d\"} %.6f\n",
            r, s->comm_seconds);
-    ea__tp(&t, "# HELP eaas:ep_compute_seconds_total seconds in this rank's experts\n"
+    ea_sbuf_printf(t, "# HELP eaas:ep_compute_seconds_total seconds in this rank's experts\n"
                "# TYPE eaas:ep_compute_seconds_total counter\neaas:ep_compute_seconds_total{rank=\"%d\"} %.6f\n",
            r, s->compute_seconds);
-    ea__tp(&t, "# HELP eaas:ep_expert_tokens_total tokens routed to each expert slot this rank owns\n"
+    ea_sbuf_printf(t, "# HELP eaas:ep_expert_tokens_total tokens routed to each expert slot this rank owns\n"
                "# TYPE eaas:ep_expert_tokens_total counter\n");
     for (int l = 0; l < s->n_layers; l++)
         for (int e = 0; e < s->n_slots; e++) {
             size_t i = (size_t)l * s->n_slots + e;
             if (s->owner[i] == r)
-                ea__tp(&t, "eaas:ep_expert_tokens_total{rank=\"%d\",layer=\"%d\",slot=\"%d\"} %llu\n", r, l, e,
+                ea_sbuf_printf(t, "eaas:ep_expert_tokens_total{rank=\"%d\",layer=\"%d\",slot=\"%d\"} %llu\n", r, l, e,
                        (unsigned long long)s->slot_tokens[i]);
         }
-    if (t.oom) {
-        ea_free(t.p);
-        return ea_err(EA_ERR_NOMEM, "ep metrics text");
-    }
-    *out = t.p;
-    return EA_OK;
 }

@@ -86,10 +86,12 @@ int ea_ep_backend_is(const ea_moe_backend *be);
  *    "seconds":{"comm":..,"compute":..},
  *    "experts":[{"layer":L,"slot":S,"tokens":N}, ...]}   (owned slots only) */
 ea_status ea_ep_stats_json(const ea_ep_stats *s, char **out);
+/* The same object as a new jansson reference (NULL when out of memory). */
+json_t *ea_ep_stats_to_json(const ea_ep_stats *s);
 /* /metrics lines (Prometheus text, with # HELP/# TYPE), labelled rank="r":
  *   eaas:ep_dispatch_calls_total, eaas:ep_combine_calls_total, eaas:ep_combine_bytes_total{dir},
  *   eaas:ep_pairs_total{where}, eaas:ep_comm_seconds_total, eaas:ep_compute_seconds_total,
  *   eaas:ep_expert_tokens_total{layer,slot} */
-ea_status ea_ep_stats_prometheus(const ea_ep_stats *s, char **out);
+void ea_ep_stats_prometheus(const ea_ep_stats *s, ea_sbuf *out);
 
 #endif

@@ -158,14 +158,10 @@ static ea_status ea__setup_expert(ea_ep_engine *pe, ea_model *m, ea_kctx *kctx, 
     }
     ea_free(mask);
     if (s != EA_OK) return s;
-    ea_ffn_weights **per_layer = ea_calloc((size_t)c->n_layers, sizeof *per_layer);
-    if (!per_layer) return ea_err(EA_ERR_NOMEM, "ep expert table");
-    for (int l = 0; l < c->n_layers; l++) per_layer[l] = c->layer_is_moe[l] ? m->layers[l].experts : NULL;
     ea_ep_opts o = {.dist = pe->d, .place = &pe->place, .n_layers = c->n_layers, .hidden = c->hidden_size,
                     .ff = c->moe_intermediate_size, .max_tokens = max_tokens, .max_k = c->n_experts_per_tok,
-                    .experts = (ea_ffn_weights *const *)per_layer, .kctx = kctx};
+                    .experts = (ea_ffn_weights *const *)m->experts, .kctx = kctx};
     s = ea_ep_backend_create(&o, &pe->be);
-    ea_free(per_layer);
     pe->be_view = pe->be;
     return s;
 }

@@ -38,13 +38,25 @@ typedef struct {
     int hidden;
 } ea__tp_moe;
 
-static ea_status ea__tp_moe_forward(ea_moe_backend *be, int layer, const float *x, int n, int k, const int32_t *ids,
-                                    const float *w, float *y) {
+/* this rank's column slices of every expert, then the sum over ranks: all in submit */
+static ea_status ea__tp_moe_submit(ea_moe_backend *be, const ea_moe_call *c) {
     ea__tp_moe *T = (ea__tp_moe *)be;
-    EA_TRY(ea_moe_backend_forward(T->local, layer, x, n, k, ids, w, y));
+    EA_TRY(ea_moe_forward(T->local, c, NULL));
     char what[48];
-    snprintf(what, sizeof what, "layer %d moe all-reduce", layer);
-    return ea_dist_allreduce_sum_f32(T->d, y, (size_t)n * T->hidden, what);
+    snprintf(what, sizeof what, "layer %d moe all-reduce", c->layer);
+    return ea_dist_allreduce_sum_f32(T->d, c->y, (size_t)c->n_tokens * T->hidden, what);
+}
+
+static ea_status ea__tp_moe_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
+    (void)be, (void)c, (void)out;
+    return EA_OK;
+}
+
+static ea_moe_health ea__tp_moe_health(ea_moe_backend *be, char *why, size_t n) {
+    ea__tp_moe *T = (ea__tp_moe *)be;
+    if (ea_dist_healthy(T->d)) return EA_MOE_OK;
+    snprintf(why, n, "%s", ea_dist_error(T->d));
+    return EA_MOE_FAILED;
 }
 
 static void ea__tp_moe_destroy(ea_moe_backend *be) {
@@ -54,7 +66,11 @@ static void ea__tp_moe_destroy(ea_moe_backend *be) {
     ea_free(T);
 }
 
-static const ea_moe_backend_vtable ea__tp_moe_vt = {ea__tp_moe_forward, NULL, ea__tp_moe_destroy, "tensor"};
+static const ea_moe_backend_vtable ea__tp_moe_vt = {.submit = ea__tp_moe_submit,
+                                                    .wait = ea__tp_moe_wait,
+                                                    .health = ea__tp_moe_health,
+                                                    .destroy = ea__tp_moe_destroy,
+                                                    .name = "tensor"};
 
 static ea_status ea__tp_allreduce(void *ctx, float *buf, size_t n, int layer) {
     char what[48];

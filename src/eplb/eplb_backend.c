@@ -48,6 +48,7 @@ struct ea_eplb_backend {
     ea_ffn_weights *stage;        /* owns [n_moe][P] */
     int32_t *src;                 /* owns [P] move plan of one layer */
     int32_t *phys;                /* owns [max_tokens * max_k] physical ids of a call */
+    ea_moe_call call;             /* the inner call in flight (ids = phys), from submit to wait */
     ea_ffn_weights **logical;     /* owns the array [n_layers]; borrows the views (opts.experts) */
     ea_eplb_meta meta;            /* owns */
     ea_eplb_recorder win, rec;    /* own */
@@ -82,9 +83,10 @@ static uint64_t ea__done(const ea_eplb_manager *m) {
 
 /* ---------------------------------------------------------------- data path */
 
-static ea_status ea__be_forward(ea_moe_backend *be, int layer, const float *x, int n, int k, const int32_t *ids,
-                                  const float *w, float *y) {
+static ea_status ea__be_submit(ea_moe_backend *be, const ea_moe_call *c) {
     ea_eplb_backend *b = (ea_eplb_backend *)be;
+    int layer = c->layer, n = c->n_tokens, k = c->k;
+    const int32_t *ids = c->ids;
     if (layer < 0 || layer >= b->o.n_layers || b->moe_of[layer] < 0)
         return ea_err(EA_ERR_INVALID_ARG, "EPLB: layer %d has no routed experts", layer);
     if (n < 0 || k < 0 || n > b->o.max_tokens || k > b->o.max_k)
@@ -106,7 +108,51 @@ static ea_status ea__be_forward(ea_moe_backend *be, int layer, const float *x, i
         if (b->phys[i] < 0)
             return ea_err(EA_ERR_RANGE, "EPLB: layer %d token %d slot %d: logical expert %d not in [0, %d)", layer,
                           i / k, i % k, ids[i], b->o.n_logical);
-    return ea_moe_backend_forward(b->inner, layer, x, n, k, b->phys, w, y);
+    b->call = *c;
+    b->call.ids = b->phys;
+    return b->inner->vt->submit(b->inner, &b->call);
+}
+
+/* The inner backend names PHYSICAL slots in its failures; the outcome speaks of logical experts. */
+static ea_status ea__be_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
+    ea_eplb_backend *b = (ea_eplb_backend *)be;
+    (void)c;
+    int before = out ? out->n_fail : 0;
+    EA_TRY(b->inner->vt->wait(b->inner, &b->call, out));
+    const int32_t *p2l = b->meta.phy2log + (size_t)b->moe_of[b->call.layer] * (size_t)b->P;
+    for (int i = before; out && i < out->n_fail; i++)
+        if (out->fail[i].layer == b->call.layer && out->fail[i].expert >= 0 && out->fail[i].expert < b->P)
+            out->fail[i].expert = p2l[out->fail[i].expert];
+    return EA_OK;
+}
+
+static ea_moe_health ea__be_health(ea_moe_backend *be, char *why, size_t n) {
+    return ea_moe_backend_health(((ea_eplb_backend *)be)->inner, why, n);
+}
+
+static void ea__be_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
+    ea_eplb_backend *b = (ea_eplb_backend *)be;
+    ea_eplb_backend_stats st;
+    ea_eplb_backend_get_stats(b, &st);
+    if (json)
+        json_object_set_new(
+            json, "eplb",
+            json_pack("{s:f, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f}", "balancedness",
+                      st.balancedness, "rebalances_total", (json_int_t)st.rebalances_total, "failures",
+                      (json_int_t)st.failures, "layer_switches", (json_int_t)st.layer_switches, "steps",
+                      (json_int_t)st.steps, "plan_in_progress", st.plan_in_progress, "recording", st.recording,
+                      "layers", st.n_layers, "logical", st.n_logical, "physical", st.n_physical, "ranks", st.n_ranks,
+                      "last_plan_before", st.last_plan_before, "last_plan_after", st.last_plan_after));
+    if (prom)
+        ea_sbuf_printf(prom,
+                       "# HELP eaas:eplb_balancedness Mean over MoE layers of mean/max rank load on the window.\n"
+                       "# TYPE eaas:eplb_balancedness gauge\neaas:eplb_balancedness %.6f\n"
+                       "# HELP eaas:eplb_rebalances_total Placements fully switched.\n"
+                       "# TYPE eaas:eplb_rebalances_total counter\neaas:eplb_rebalances_total %llu\n"
+                       "# HELP eaas:eplb_failures_total Rebalances that failed (old placement kept).\n"
+                       "# TYPE eaas:eplb_failures_total counter\neaas:eplb_failures_total %llu\n",
+                       st.balancedness, (unsigned long long)st.rebalances_total, (unsigned long long)st.failures);
+    ea_moe_backend_stats(b->inner, json, prom);
 }
 
 /* Local weight move of a chunk: stage every layer's new views from the old slots
@@ -149,7 +195,7 @@ static void ea__note_failures(ea_eplb_backend *b, const ea_eplb_manager *m) {
 
 static void ea__be_end_step(ea_moe_backend *be) {
     ea_eplb_backend *b = (ea_eplb_backend *)be;
-    if (b->inner->vt->end_step) b->inner->vt->end_step(b->inner);
+    ea_moe_end_step(b->inner);
     pthread_mutex_lock(&b->mu);
     ea_eplb_recorder_end_step(&b->win);
     ea_eplb_recorder_end_step(&b->rec);
@@ -214,7 +260,14 @@ void ea_eplb_backend_destroy(ea_eplb_backend *b) {
 
 static void ea__be_destroy(ea_moe_backend *be) { ea_eplb_backend_destroy((ea_eplb_backend *)be); }
 
-static const ea_moe_backend_vtable ea__be_vt = {ea__be_forward, ea__be_end_step, ea__be_destroy, "eplb"};
+static const ea_moe_backend_vtable ea__be_vt = {.submit = ea__be_submit,
+                                                .wait = ea__be_wait,
+                                                .end_step = ea__be_end_step,
+                                                .health = ea__be_health,
+                                                .stats = ea__be_stats,
+                                                .destroy = ea__be_destroy,
+                                                .name = "eplb",
+                                                .fails = EA_MOE_FAILS_TOKENS /* whatever the inner backend reports */};
 
 ea_moe_backend *ea_eplb_backend_moe(ea_eplb_backend *b) { return b ? &b->base : NULL; }
 

@@ -137,6 +137,7 @@ void ea_forward_destroy(ea_forward *f) {
                      f->u, f->sgate, f->route_scratch, f->scores, f->lm_x};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ea_aligned_free(bufs[i]);
     ea_free(f->ids);
+    ea_free(f->outcome.tok_fail);
     ea_free(f->tiles);
     ea_free(f);
 }
@@ -236,7 +237,8 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     f->lm_x = ea__buf(T * H, &ok);
     f->rope = ea__buf((size_t)o->max_ctx * f->rot, &ok);
     f->ids = ea_calloc(T * K, sizeof(int32_t));
-    if (s == EA_OK && (!ok || !f->ids || !f->tiles)) s = ea_err(EA_ERR_NOMEM, "forward buffers for %zu tokens", T);
+    f->outcome.tok_fail = ea_calloc(T, sizeof(int16_t));
+    if (s == EA_OK && (!ok || !f->ids || !f->outcome.tok_fail || !f->tiles)) s = ea_err(EA_ERR_NOMEM, "forward buffers for %zu tokens", T);
     if (s != EA_OK) {
         ea_forward_destroy(f);
         return s;
@@ -448,7 +450,8 @@ static void ea__route_task(ea_forward *f, int t0, int t1, const void *arg) {
                        f->route_scratch + (size_t)t * 2 * E);
 }
 
-/* moe: y = backend(route(router · xn)) (+ shared expert, gated for qwen2_moe) */
+/* moe: y = backend(route(router · xn)) (+ shared expert, gated for qwen2_moe).
+ * Tokens whose experts could not run are marked in f->outcome (moe.h). */
 static ea_status ea__moe(ea_forward *f, int l, int n) {
     const ea_model_config *c = f->c;
     const ea_layer_weights *L = &f->m->layers[l];
@@ -457,7 +460,8 @@ static ea_status ea__moe(ea_forward *f, int l, int n) {
     ea_router r = f->router;
     r.bias = f->lv[l].router_bias;
     ea__over_tokens(f, n, ea__route_task, &r);
-    EA_TRY(ea_moe_backend_forward(f->be, l, f->xn, n, K, f->ids, f->w, f->y));
+    ea_moe_call call = {.layer = l, .x = f->xn, .n_tokens = n, .k = K, .ids = f->ids, .w = f->w, .y = f->y};
+    EA_TRY(ea_moe_forward(f->be, &call, &f->outcome));
     if (L->shared.gate.data) {
         /* the shared expert's output goes to att (free at this point), then adds in */
         ea__ffn(f, &L->shared, n, f->att);
@@ -493,6 +497,7 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
     f->run_n = n;
     f->run_pos = pos;
     f->run_seq = seq;
+    ea_moe_outcome_clear(&f->outcome, n);
 
     EA_TRY(ea__embed(f, n, tokens));
     for (int l = 0; l < c->n_layers; l++) {
@@ -506,7 +511,6 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
             ea__ffn(f, &f->m->layers[l].dense, n, f->y);
         ea__residual(f, n);
     }
-    if (f->be->vt->end_step) f->be->vt->end_step(f->be);
 
     for (int i = 0; i < n_out; i++) {
         if (out_rows[i] < 0 || out_rows[i] >= n) return ea_err(EA_ERR_RANGE, "logits row %d of %d", out_rows[i], n);
@@ -516,21 +520,17 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
     return EA_OK;
 }
 
+const ea_moe_outcome *ea_forward_outcome(const ea_forward *f) { return &f->outcome; }
+
 ea_status ea_forward_local_backend(const ea_model *m, ea_kctx *kctx, int max_tokens, ea_moe_backend **out) {
     const ea_model_config *c = &m->cfg;
-    static ea_ffn_weights *const none = NULL;
-    ea_ffn_weights **per_layer = ea_calloc((size_t)c->n_layers, sizeof *per_layer);
-    if (!per_layer) return ea_err(EA_ERR_NOMEM, "backend");
-    for (int l = 0; l < c->n_layers; l++) per_layer[l] = c->layer_is_moe[l] ? m->layers[l].experts : none;
     ea_moe_local_opts o = {.n_layers = c->n_layers,
                            .hidden = c->hidden_size,
                            .ff = c->moe_intermediate_size,
                            .n_experts = c->n_experts,
                            .max_tokens = max_tokens,
                            .max_k = c->n_experts_per_tok,
-                           .experts = (ea_ffn_weights *const *)per_layer,
+                           .experts = (ea_ffn_weights *const *)m->experts,
                            .kctx = kctx};
-    ea_status s = ea_moe_local_create(&o, out);
-    ea_free(per_layer);
-    return s;
+    return ea_moe_local_create(&o, out);
 }

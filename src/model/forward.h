@@ -68,9 +68,14 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
 void ea_forward_destroy(ea_forward *f);
 
 /* Run n tokens. out_rows (n_out indices into 0..n-1) say which rows' logits
- * to write into logits (n_out, vocab). */
+ * to write into logits (n_out, vocab). The backend's end of step is the
+ * caller's: call ea_moe_end_step(backend) after each run (EPLB rebalances
+ * there). A token whose experts could not run (a partial failure, moe.h) is
+ * marked in ea_forward_outcome; the other rows are exact. */
 ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int32_t *pos,
                          const int32_t *seq, int n_out, const int32_t *out_rows, float *logits);
+/* The last run's per-token MoE outcome (valid until the next run). */
+const ea_moe_outcome *ea_forward_outcome(const ea_forward *f);
 
 /* The KV widths this model needs per token per layer (k_dim, v_dim). */
 void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim);

@@ -54,6 +54,7 @@ struct ea_forward {
     /* per-run scratch, owns (see the header comment) */
     float *h, *xn, *y, *q, *k, *v, *att, *rl, *w, *g, *u, *sgate, *route_scratch, *scores, *lm_x;
     int32_t *ids;
+    ea_moe_outcome outcome; /* per-token MoE failures of the current run; tok_fail owns (T) */
     int n_threads;
     size_t scores_per_thread; /* floats of attention scratch per thread (kernels/attn.h) */
     ea__attn_tile *tiles;     /* owns: max_tiles */

@@ -379,6 +379,15 @@ void ea_gguf_deinit(ea_gguf *g) {
     memset(g, 0, sizeof *g);
 }
 
+int ea_gguf_file_has_magic(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char m[4] = {0};
+    size_t got = fread(m, 1, 4, f);
+    fclose(f);
+    return got == 4 && memcmp(m, "GGUF", 4) == 0;
+}
+
 ea_status ea_gguf_open(const char *path, ea_gguf **out) {
     *out = NULL;
     ea_gguf *g = ea_calloc(1, sizeof *g);

@@ -135,6 +135,8 @@ ea_status ea_gguf_parse(const uint8_t *data, size_t size, const char *what, ea_g
 ea_status ea_gguf_open(const char *path, ea_gguf **out);
 void ea_gguf_deinit(ea_gguf *g); /* for ea_gguf_parse */
 void ea_gguf_close(ea_gguf *g);  /* for ea_gguf_open; NULL is fine */
+/* 1 if the file at path starts with the magic "GGUF" (0 if not, or unreadable). */
+int ea_gguf_file_has_magic(const char *path);
 
 /* ---- key/values ---- */
 int ea_gguf_find_kv(const ea_gguf *g, const char *key); /* index or -1 */

@@ -476,8 +476,44 @@ static ea_status ea__map_all(ea__ld *ld) {
     return EA_OK;
 }
 
+int ea_model_dir_of_file(const char *path, char *dir, size_t n) {
+    snprintf(dir, n, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, n, ".");
+    char cfg[4200];
+    ea_path_join(cfg, sizeof cfg, dir, "config.json");
+    return ea_file_exists(cfg);
+}
+
+ea_status ea_model_check_path(const char *path) {
+    if (ea_is_dir(path)) return EA_OK;
+    if (!ea_file_exists(path)) return ea_err(EA_ERR_NOT_FOUND, "%s: no such model directory or .gguf file", path);
+    if (ea_gguf_file_has_magic(path)) return EA_OK;
+    /* a file of an HF model directory (config.json, *.safetensors, ...): name the directory */
+    char dir[4096];
+    if (ea_model_dir_of_file(path, dir, sizeof dir))
+        return ea_err(EA_ERR_INVALID_ARG,
+                      "%s: expected a model directory or a .gguf file, got a file of the model directory %s (pass "
+                      "the directory)", path, dir);
+    return ea_err(EA_ERR_FORMAT,
+                  "%s: expected a model directory or a .gguf file; this file is neither (bad magic at offset 0, "
+                  "not GGUF)", path);
+}
+
+ea_status ea_model_read_config(const char *path, ea_model_config *cfg) {
+    EA_TRY(ea_model_check_path(path));
+    if (ea_is_dir(path)) return ea_config_from_hf_dir(path, cfg);
+    ea_gguf *g = NULL;
+    EA_TRY(ea_gguf_open(path, &g));
+    ea_status s = ea_config_from_gguf(g, cfg);
+    ea_gguf_close(g);
+    return s;
+}
+
 ea_status ea_model_open(const char *path, ea_model **out) {
     *out = NULL;
+    EA_TRY(ea_model_check_path(path));
     ea_model *m = ea_calloc(1, sizeof *m);
     ea__files *f = ea_calloc(1, sizeof *f);
     ea__owned *own = ea_calloc(1, sizeof *own);
@@ -519,6 +555,11 @@ ea_status ea_model_open(const char *path, ea_model **out) {
     }
     ea__ld ld = {m, f, own, path};
     if ((s = ea__map_all(&ld)) != EA_OK) goto fail;
+    if (!(m->experts = ea_calloc((size_t)m->cfg.n_layers, sizeof *m->experts))) {
+        s = ea_err(EA_ERR_NOMEM, "%s: no memory", path);
+        goto fail;
+    }
+    for (int l = 0; l < m->cfg.n_layers; l++) m->experts[l] = m->cfg.layer_is_moe[l] ? m->layers[l].experts : NULL;
     ea__layout(m, f);
     *out = m;
     return EA_OK;
@@ -532,6 +573,7 @@ void ea_model_close(ea_model *m) {
     if (m->layers)
         for (int l = 0; l < m->cfg.n_layers; l++) ea_free(m->layers[l].experts);
     ea_free(m->layers);
+    ea_free(m->experts);
     ea__files *f = m->files;
     if (f) {
         ea_st_set_close(f->st);

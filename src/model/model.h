@@ -64,6 +64,8 @@ typedef struct ea_model {
     char *path;              /* owns */
     ea_tensor tok_embd, out_norm, lm_head;
     ea_layer_weights *layers; /* owns: cfg.n_layers */
+    ea_ffn_weights **experts; /* owns the array: [n_layers] -> layers[l].experts, NULL for dense layers —
+                                 the per-layer expert table the MoE backends take */
     int64_t weight_bytes;     /* all tensors */
     void *files;              /* owns: the open safetensors set or GGUF file (reader-private) */
     void *owned;              /* owns: buffers the loader had to write (reader-private) */
@@ -77,6 +79,20 @@ typedef struct ea_model {
  * headers: weights are paged in on first use or by the load functions below. */
 ea_status ea_model_open(const char *path, ea_model **out);
 void ea_model_close(ea_model *m);
+
+/* What ea_model_open checks first, for callers that must refuse a bad path
+ * before doing anything else (serve, before it opens its port): path is a
+ * directory, or a file that starts with the GGUF magic. Otherwise one error
+ * naming path: "no such model directory or .gguf file", or "expected a model
+ * directory or a .gguf file" (with the directory to pass instead when path is
+ * a file inside a model directory, e.g. dir/config.json). */
+ea_status ea_model_check_path(const char *path);
+/* 1 if the file path lies in an HF model directory (one with config.json),
+ * which is written to dir (n bytes). */
+int ea_model_dir_of_file(const char *path, char *dir, size_t n);
+/* The config only (config.json, or the GGUF metadata), without the tensors:
+ * cheap, for checks before the load. */
+ea_status ea_model_read_config(const char *path, ea_model_config *cfg);
 
 /* Load (copy into huge-page memory, pointing the tensors at the copies) the
  * non-expert weights, and the routed experts of `layer` whose mask byte is

@@ -126,19 +126,25 @@ static ea_status ea__run_pairs(ea__local *L, int layer, const float *x, int n_pa
     return EA_OK;
 }
 
-static ea_status ea__local_forward(ea_moe_backend *be, int layer, const float *x, int n, int k,
-                                   const int32_t *ids, const float *w, float *y) {
+/* The whole call runs in submit; wait has nothing left to do. */
+static ea_status ea__local_submit(ea_moe_backend *be, const ea_moe_call *c) {
     ea__local *L = (ea__local *)be;
+    int n = c->n_tokens, k = c->k;
     if (n > L->o.max_tokens || k > L->o.max_k)
         return ea_err(EA_ERR_RANGE, "moe call of %d tokens x %d slots exceeds %d x %d", n, k,
                       L->o.max_tokens, L->o.max_k);
     int P = n * k;
     for (int p = 0; p < P; p++) {
         L->prow[p] = p / k;
-        L->pe[p] = ids[p];
+        L->pe[p] = c->ids[p];
     }
-    EA_TRY(ea__run_pairs(L, layer, x, P, L->prow, L->pe, NULL));
-    ea__rowwise(L, &(ea__rowjob){.op = EA__COMBINE, .n_rows = n, .out = y, .k = k, .w = w});
+    EA_TRY(ea__run_pairs(L, c->layer, c->x, P, L->prow, L->pe, NULL));
+    ea__rowwise(L, &(ea__rowjob){.op = EA__COMBINE, .n_rows = n, .out = c->y, .k = k, .w = c->w});
+    return EA_OK;
+}
+
+static ea_status ea__local_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
+    (void)be, (void)c, (void)out;
     return EA_OK;
 }
 
@@ -167,7 +173,8 @@ static void ea__local_destroy(ea_moe_backend *be) {
     ea_free(L);
 }
 
-static const ea_moe_backend_vtable ea__local_vt = {ea__local_forward, NULL, ea__local_destroy, "local"};
+static const ea_moe_backend_vtable ea__local_vt = {
+    .submit = ea__local_submit, .wait = ea__local_wait, .destroy = ea__local_destroy, .name = "local"};
 
 ea_status ea_moe_local_create(const ea_moe_local_opts *o, ea_moe_backend **out) {
     *out = NULL;

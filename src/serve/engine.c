@@ -52,9 +52,6 @@ static ea_status ea__test_router_bias(ea_engine *e) {
 static ea_status ea__eplb_backend(ea_engine *e) {
     const ea_model_config *c = &e->m->cfg;
     const ea_engine_opts *eo = &e->o;
-    ea_ffn_weights **per_layer = ea_calloc((size_t)c->n_layers, sizeof *per_layer);
-    if (!per_layer) return ea_err(EA_ERR_NOMEM, "EPLB backend");
-    for (int l = 0; l < c->n_layers; l++) per_layer[l] = c->layer_is_moe[l] ? e->m->layers[l].experts : NULL;
     ea_eplb_backend_opts o;
     ea_eplb_backend_opts_default(&o);
     o.n_layers = c->n_layers;
@@ -63,7 +60,7 @@ static ea_status ea__eplb_backend(ea_engine *e) {
     o.n_logical = c->n_experts;
     o.max_tokens = eo->max_tokens;
     o.max_k = c->n_experts_per_tok;
-    o.experts = (ea_ffn_weights *const *)per_layer;
+    o.experts = (ea_ffn_weights *const *)e->m->experts;
     o.kctx = e->kctx;
     o.n_redundant = eo->eplb_redundant;
     if (eo->eplb_ranks > 0) o.n_ranks = eo->eplb_ranks;
@@ -79,7 +76,6 @@ static ea_status ea__eplb_backend(ea_engine *e) {
     o.record_window = eo->eplb_record_window;
     ea_status s = eo->eplb_algorithm ? ea_eplb_algo_parse(eo->eplb_algorithm, &o.algo) : EA_OK;
     if (s == EA_OK) s = ea_eplb_backend_create(&o, &e->eplb);
-    ea_free(per_layer);
     if (s != EA_OK) return s;
     e->be = ea_eplb_backend_moe(e->eplb);
     return EA_OK;
@@ -95,9 +91,9 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     if (s != EA_OK) goto fail;
     const ea_model_config *c = &e->m->cfg;
     /* Read every weight now, layer by layer (into huge-page memory, see
-     * model.c), and say how far it got; the parallel modes load each rank's
-     * share themselves (ep_engine.c). */
-    if (o->progress || o->parallel == EA_PAR_NONE) {
+     * model.c), and say how far it got. The parallel modes load only each
+     * rank's share, in ea_ep_engine_setup (ep_engine.c), rank 0 included. */
+    if (o->parallel == EA_PAR_NONE) {
         if ((s = ea_model_load_dense(e->m)) != EA_OK) goto fail;
         if (o->progress) o->progress(o->progress_ctx, 0.0);
         for (int l = 0; l < c->n_layers; l++) {
@@ -131,7 +127,9 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
             s = ea_err(EA_ERR_UNSUPPORTED, "--eplb with --parallel is not supported yet");
             goto fail;
         }
+        if (o->progress) o->progress(o->progress_ctx, 0.0);
         if ((s = ea_ep_engine_setup(eo->dist, eo->parallel, e->m, e->kctx, eo->max_tokens, &e->par)) != EA_OK) goto fail;
+        if (o->progress) o->progress(o->progress_ctx, 1.0);
         e->be = ea_ep_engine_take_backend(e->par);
         ea_ep_engine_print_plan(e->par, stderr);
     } else if ((s = eo->eplb ? ea__eplb_backend(e) : ea_forward_local_backend(e->m, e->kctx, eo->max_tokens, &e->be)) != EA_OK) {

@@ -427,6 +427,7 @@ fail:
 
 static enum MHD_Result handle_health(ea_http *h, struct MHD_Connection *c) {
     const char *why = NULL;
+    char moe_why[256];
     ea_sched_stats st;
     if (!atomic_load_explicit(&h->ready, memory_order_acquire)) why = "loading";
     else if (atomic_load(&h->draining)) why = "draining";
@@ -437,6 +438,14 @@ static enum MHD_Result handle_health(ea_http *h, struct MHD_Connection *c) {
         else if (st.running + st.waiting > 0 && h->o.stall_seconds > 0 &&
                  ea_now_s() - st.last_step_time > h->o.stall_seconds)
             why = "stalled: the step loop made no progress while requests wait";
+        else {
+            char r[200];
+            ea_moe_health mh = ea_sched_moe_health(h->sched, r, sizeof r);
+            if (mh != EA_MOE_OK) {
+                snprintf(moe_why, sizeof moe_why, "%s: %s", mh == EA_MOE_DEGRADED ? "degraded" : "failed", r);
+                why = moe_why;
+            }
+        }
     }
     ea_sbuf b = {0};
     json_t *o = json_pack("{s:s}", "status", why ? why : "ok");

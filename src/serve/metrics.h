@@ -18,7 +18,7 @@
 #define EA_METRICS_H
 
 #include "base/status.h"
-#include "serve/sbuf.h"
+#include "base/sbuf.h"
 #include "serve/scheduler.h"
 
 typedef struct ea_metrics ea_metrics;

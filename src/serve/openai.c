@@ -120,6 +120,9 @@ void ea_oai_error_from_status(ea_status s, const char *msg, ea_oai_error *e) {
     case EA_ERR_CANCELLED:
         ea_oai_fail(e, 503, "server_error", NULL, "cancelled", "%s", m);
         break;
+    case EA_ERR_UNAVAILABLE: /* an expert with no live replica (moe.h partial failure) */
+        ea_oai_fail(e, 503, "server_error", NULL, "expert_unavailable", "%s", m);
+        break;
     default:
         ea_oai_fail(e, 500, "server_error", NULL, NULL, "%s", m);
         break;

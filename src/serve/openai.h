@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
-#include "serve/sbuf.h"
+#include "base/sbuf.h"
 #include "serve/scheduler.h"
 
 /* What openai.c and http.c need from the tokenizer and chat template, as a

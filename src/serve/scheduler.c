@@ -656,6 +656,28 @@ static int ea__plan(ea_sched *s, ea_request **pr, int *pcnt) {
     }
 }
 
+/* A partial MoE failure (moe.h): only the requests with a token whose
+ * experts could not run end, with an error naming the layer and expert; the
+ * rows of the others are exact. The planned requests' tokens lie in plan
+ * order, p_cnt[k] each. */
+static void ea__fail_partial(ea_sched *s, int np) {
+    const ea_moe_outcome *oc = ea_forward_outcome(s->e->fw);
+    for (int k = 0, t0 = 0; oc->n_failed_tokens > 0 && k < np; t0 += s->p_cnt[k++]) {
+        int f = -1;
+        for (int t = t0; t < t0 + s->p_cnt[k] && f < 0; t++) f = oc->tok_fail[t];
+        if (f < 0) continue;
+        const ea_moe_failure *x = &oc->fail[f];
+        char msg[256];
+        if (x->peer >= 0)
+            snprintf(msg, sizeof msg, "layer %d expert %d is unavailable (peer %d): %s", x->layer, x->expert, x->peer,
+                     x->why);
+        else
+            snprintf(msg, sizeof msg, "layer %d expert %d is unavailable: %s", x->layer, x->expert, x->why);
+        EA_LOGW("request %llu: %s", (unsigned long long)s->p_req[k]->id, msg);
+        ea__finish(s, s->p_req[k], EA_FINISH_NONE, EA_ERR_UNAVAILABLE, msg);
+    }
+}
+
 /* Build and run one batch. Returns 1 if it ran anything. */
 static int ea__step(ea_sched *s) {
     int np = ea__plan(s, s->p_req, s->p_cnt);
@@ -694,9 +716,12 @@ static int ea__step(ea_sched *s) {
             pthread_mutex_unlock(&s->mu);
         }
     } else {
+        ea__fail_partial(s, np);
         for (int i = 0; i < n_out; i++)
             if (!s->b_req[i]->finished) ea__after_logits(s, s->b_req[i], s->logits + (size_t)i * s->vocab);
     }
+    /* statistics; under EPLB a rebalance moves expert weights here, between steps */
+    ea_moe_end_step(s->e->be);
     pthread_mutex_lock(&s->mu);
     s->st.steps++;
     s->st.last_step_time = ea_now_s();
@@ -1083,6 +1108,8 @@ void ea_sched_destroy(ea_sched *s) {
 }
 
 int ea_sched_context_len(const ea_sched *s) { return s->e->o.max_ctx; }
+
+ea_moe_health ea_sched_moe_health(ea_sched *s, char *why, size_t n) { return ea_moe_backend_health(s->e->be, why, n); }
 
 /* Validate p and make a request (refs 2: client and scheduler; 1 when headless). */
 static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, ea_request **out) {

@@ -140,5 +140,8 @@ void ea_req_times(const ea_request *r, double *arrival, double *first_token, dou
 
 void ea_sched_get_stats(ea_sched *s, ea_sched_stats *st);
 int ea_sched_context_len(const ea_sched *s);
+/* The MoE backend chain's health (moe.h), from any thread: degraded while an
+ * expert cannot run, failed when a lockstep peer is gone. */
+ea_moe_health ea_sched_moe_health(ea_sched *s, char *why, size_t n);
 
 #endif

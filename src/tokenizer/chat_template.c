@@ -15,6 +15,7 @@
 #include "base/alloc.h"
 #include "base/util.h"
 #include "model/gguf.h"
+#include "model/model.h"
 #include "tokenizer/jinja_internal.h"
 
 struct ea_chat_template {
@@ -172,6 +173,7 @@ static ea_status load_gguf(const char *path, ea_chat_config *cfg) {
 
 ea_status ea_chat_config_load(const char *model, int want_tools, ea_chat_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
+    EA_TRY(ea_model_check_path(model)); /* a model directory or a .gguf file; the same words in every command */
     ea_status s = ea_is_dir(model) ? load_hf(model, want_tools, cfg) : load_gguf(model, cfg);
     if (s != EA_OK) ea_chat_config_deinit(cfg);
     return s;

@@ -17,6 +17,8 @@
 
 #include "base/alloc.h"
 #include "base/util.h"
+#include "model/gguf.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer_internal.h"
 
 #define GPT2_REGEX "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
@@ -345,26 +347,34 @@ ea_status ea_tokenizer_from_json(const char *json, size_t json_len, const char *
     return EA_OK;
 }
 
-/* 1 if the file starts with the GGUF magic (the model loader also takes any
- * non-directory as GGUF, whatever its name). */
-static int is_gguf(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char m[4] = {0};
-    size_t got = fread(m, 1, 4, f);
-    fclose(f);
-    return got == 4 && memcmp(m, "GGUF", 4) == 0;
+/* A file of an HF model directory other than the tokenizer (config.json,
+ * *.safetensors, ...): the user meant the directory; say so, in the words of
+ * ea_model_check_path. */
+static ea_status not_the_tokenizer(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    int other = !strcmp(base, "config.json") || !strcmp(base, "tokenizer_config.json") ||
+                !strcmp(base, "generation_config.json") || (n > 12 && !strcmp(base + n - 12, ".safetensors")) ||
+                (n > 23 && !strcmp(base + n - 23, ".safetensors.index.json"));
+    char dir[4096];
+    if (other && ea_model_dir_of_file(path, dir, sizeof dir))
+        return ea_err(EA_ERR_INVALID_ARG,
+                      "%s: expected a model directory, a tokenizer.json or a .gguf file, got a file of the model "
+                      "directory %s (pass the directory)", path, dir);
+    return EA_OK;
 }
 
 ea_status ea_tokenizer_load(const char *path, ea_tokenizer **out) {
     *out = NULL;
-    if (!ea_is_dir(path) && is_gguf(path)) return ea__tok_load_gguf(path, out);
+    if (!ea_is_dir(path) && ea_gguf_file_has_magic(path)) return ea__tok_load_gguf(path, out);
     char tj[4096], tc[4096], dir[4096];
     if (ea_is_dir(path)) {
         snprintf(dir, sizeof dir, "%s", path);
         ea_path_join(tj, sizeof tj, path, "tokenizer.json");
         if (!ea_file_exists(tj)) return ea_err(EA_ERR_NOT_FOUND, "%s: no tokenizer.json in this directory", path);
     } else {
+        EA_TRY(not_the_tokenizer(path));
         snprintf(tj, sizeof tj, "%s", path);
         snprintf(dir, sizeof dir, "%s", path);
         char *slash = strrchr(dir, '/');

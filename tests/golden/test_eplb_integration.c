@@ -50,17 +50,21 @@ typedef struct {
     uint64_t rebal[MAX_STEPS];
 } counter;
 
-static ea_status counter_forward(ea_moe_backend *be, int layer, const float *x, int n, int k, const int32_t *ids,
-                                 const float *w, float *y) {
+static ea_status counter_submit(ea_moe_backend *be, const ea_moe_call *call) {
     counter *c = (counter *)be;
-    for (int i = 0; i < n * k; i++)
-        if (layer < MAX_L && ids[i] >= 0 && ids[i] < c->E) c->cur[layer][ids[i]]++;
-    return ea_moe_backend_forward(c->inner, layer, x, n, k, ids, w, y);
+    for (int i = 0; i < call->n_tokens * call->k; i++)
+        if (call->layer < MAX_L && call->ids[i] >= 0 && call->ids[i] < c->E) c->cur[call->layer][call->ids[i]]++;
+    return c->inner->vt->submit(c->inner, call);
+}
+
+static ea_status counter_wait(ea_moe_backend *be, const ea_moe_call *call, ea_moe_outcome *out) {
+    counter *c = (counter *)be;
+    return c->inner->vt->wait(c->inner, call, out);
 }
 
 static void counter_end_step(ea_moe_backend *be) {
     counter *c = (counter *)be;
-    if (c->inner->vt->end_step) c->inner->vt->end_step(c->inner);
+    ea_moe_end_step(c->inner);
     if (c->steps < MAX_STEPS) {
         memcpy(c->hist[c->steps], c->cur, sizeof c->cur);
         if (c->eplb) {
@@ -80,7 +84,8 @@ static void counter_destroy(ea_moe_backend *be) {
     c->inner = NULL;
 }
 
-static const ea_moe_backend_vtable counter_vt = {counter_forward, counter_end_step, counter_destroy, "counter"};
+static const ea_moe_backend_vtable counter_vt = {
+    .submit = counter_submit, .wait = counter_wait, .end_step = counter_end_step, .destroy = counter_destroy, .name = "counter"};
 
 static ea_status counter_wrap(void *ctx, ea_moe_backend *inner, ea_moe_backend **out) {
     counter *c = ctx;
@@ -141,7 +146,9 @@ static ea_status run_step(ea_engine *e, int seq, int pos0, int n, const int32_t 
     int32_t pos[64], sq[64], rows[64];
     for (int i = 0; i < n; i++) pos[i] = pos0 + i, sq[i] = seq, rows[i] = i;
     EA_TRY(ea_kv_seq_reserve(&e->kv, seq, pos0 + n));
-    return ea_forward_run(e->fw, n, tok, pos, sq, n, rows, logits);
+    ea_status s = ea_forward_run(e->fw, n, tok, pos, sq, n, rows, logits);
+    ea_moe_end_step(e->be); /* EPLB rebalances here */
+    return s;
 }
 
 

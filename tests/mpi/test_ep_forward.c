@@ -73,11 +73,13 @@ static ea_status run(ea_engine *g, const int32_t *tokens_in, int32_t *tokens_out
     for (int i = 0; i < N_PROMPT; i++) tok[i] = 1000 + 37 * i, pos[i] = i;
     int32_t last = N_PROMPT - 1;
     EA_TRY(ea_forward_run(g->fw, N_PROMPT, tok, pos, seq, 1, &last, logits));
+    ea_moe_end_step(g->be);
     for (int s = 1; s < N_STEPS; s++) {
         int32_t t = tokens_in ? tokens_in[s - 1] : argmax(logits + (size_t)(s - 1) * V, V);
         if (tokens_out) tokens_out[s - 1] = t;
         int32_t p = N_PROMPT + s - 1, z = 0, sq = 0;
         EA_TRY(ea_forward_run(g->fw, 1, &t, &p, &sq, 1, &z, logits + (size_t)s * V));
+        ea_moe_end_step(g->be);
     }
     return EA_OK;
 }

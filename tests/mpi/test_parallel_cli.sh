@@ -94,7 +94,7 @@ one_line "tensor on a full q/k norm family" "use --parallel expert" $MPI -n 2 "$
 one_line "tensor on MLA" "uses MLA" $MPI -n 2 "$B" $GEN --model "$W/deepseek_v3" --parallel tensor
 one_line "--dist-timeout without --parallel" "needs --parallel" "$B" $GEN --model "$M" --dist-timeout 5
 one_line "unknown mode" "not one of expert, tensor" "$B" $GEN --model "$M" --parallel pipeline
-one_line "bad deadline" "must be > 0" $MPI -n 2 "$B" $GEN --model "$M" --parallel expert --dist-timeout 0
+one_line "bad deadline" "dist-timeout: 0 is out of range" $MPI -n 2 "$B" $GEN --model "$M" --parallel expert --dist-timeout 0
 
 # ---- fault: SIGKILL rank 1 of 4 mid-generation
 fault() { # extra mpirun flags; sets ELAPSED, RC

@@ -85,6 +85,60 @@ TEST(args) {
     CHECK_EQ(ea_args_parse(spec, 3, bad, &rest), EA_ERR_INVALID_ARG);
     char *unk[] = {"cmd", "--nope"};
     CHECK_EQ(ea_args_parse(spec, 2, unk, &rest), EA_ERR_INVALID_ARG);
+    /* no range in the table: [0, type max], so a negative number is refused, naming the flag */
+    char *neg[] = {"cmd", "--n", "-5"};
+    CHECK_EQ(ea_args_parse(spec, 3, neg, &rest), EA_ERR_INVALID_ARG);
+    CHECK(strstr(ea_errmsg(), "--n: -5 is out of range: expected an integer >= 0") != NULL);
+    CHECK_EQ(n, 7); /* unchanged */
+}
+
+TEST(args_ranges_and_needs) {
+    int w = 1000, iv = 1000, cap = 1024, on = 0;
+    long big = 0;
+    double x = 0.9;
+    const char *dir = NULL;
+    ea_arg spec[] = {{"window", EA_ARG_INT, &w, "W", "", 1, 100},
+                     {"interval", EA_ARG_INT, &iv, "N", "", -1, EA_ARG_NO_MAX},
+                     {"bal", EA_ARG_DOUBLE, &x, "X", "", 0, 1},
+                     {"big", EA_ARG_LONG, &big, "N", ""},
+                     {"on", EA_ARG_BOOL, &on, NULL, ""},
+                     {"dir", EA_ARG_STR, &dir, "D", ""},
+                     {"cap", EA_ARG_INT, &cap, "N", "", 0, 0, "dir"},
+                     {"tune", EA_ARG_INT, &w, "N", "", 0, 0, "on|dir"},
+                     {0}};
+    ea_args_rest rest;
+    struct {
+        const char *a, *b, *msg; /* NULL msg: accepted */
+    } cases[] = {
+        {"--window", "-5", "--window: -5 is out of range: expected an integer in [1, 100]"},
+        {"--window", "101", "--window: 101 is out of range: expected an integer in [1, 100]"},
+        {"--window", "100", NULL},
+        {"--interval", "-1", NULL},
+        {"--interval", "-2", "--interval: -2 is out of range: expected an integer >= -1"},
+        {"--interval", "2147483647", NULL},
+        {"--interval", "2147483648", "out of range"},
+        {"--bal", "1.5", "--bal: 1.5 is out of range: expected a number in [0, 1]"},
+        {"--bal", "nan", "out of range"},
+        {"--bal", "1", NULL},
+        {"--big", "-1", "expected an integer >= 0"},
+        {"--big", "99999999999999999999", "out of range"},
+        {"--cap", "5", "--cap needs --dir"},
+        {"--tune", "5", "--tune needs --on or --dir"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[] = {"cmd", (char *)cases[i].a, (char *)cases[i].b};
+        ea_status s = ea_args_parse(spec, 3, argv, &rest);
+        if (!cases[i].msg) {
+            CHECK_EQ(s, EA_OK);
+        } else {
+            CHECK_EQ(s, EA_ERR_INVALID_ARG);
+            CHECK(strstr(ea_errmsg(), cases[i].msg) != NULL);
+        }
+    }
+    char *with[] = {"cmd", "--dir", "d", "--cap=5", "--on", "--tune", "3"};
+    CHECK_EQ(ea_args_parse(spec, 7, with, &rest), EA_OK);
+    CHECK_EQ(cap, 5);
+    CHECK(ea_args_given(spec, &rest, "cap") && !ea_args_given(spec, &rest, "window"));
 }
 
 TEST(dtype_roundtrip) {
@@ -118,6 +172,7 @@ int main(void) {
     RUN(arena);
     RUN(pool_runs_all_tasks);
     RUN(args);
+    RUN(args_ranges_and_needs);
     RUN(dtype_roundtrip);
     return TEST_SUMMARY();
 }

@@ -3,7 +3,7 @@
  * ea_realloc; a failed growth sets `failed` and turns later appends into
  * no-ops, so the data is always a prefix of what was asked and never torn.
  */
-#include "serve/sbuf.h"
+#include "base/sbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,0 +1,52 @@
+/*
+ * moe.c — the backend seam's shared calls (see moe.h): per-token outcomes,
+ * submit+wait, and the chain-wide end_step, health and statistics.
+ */
+#include "moe/moe.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void ea_moe_outcome_clear(ea_moe_outcome *o, int n_tokens) {
+    for (int t = 0; t < n_tokens; t++) o->tok_fail[t] = -1;
+    o->n_tokens = n_tokens;
+    o->n_failed_tokens = 0;
+    o->n_fail = 0;
+}
+
+ea_status ea_moe_outcome_fail(ea_moe_outcome *o, int t, int layer, int expert, int peer, const char *why) {
+    if (!why) why = "failed";
+    if (!o)
+        return peer >= 0 ? ea_err(EA_ERR_UNAVAILABLE, "layer %d expert %d (peer %d): %s", layer, expert, peer, why)
+                         : ea_err(EA_ERR_UNAVAILABLE, "layer %d expert %d: %s", layer, expert, why);
+    if (t < 0 || t >= o->n_tokens || o->tok_fail[t] >= 0) return EA_OK;
+    int i = 0;
+    while (i < o->n_fail && !(o->fail[i].layer == layer && o->fail[i].expert == expert && o->fail[i].peer == peer)) i++;
+    if (i == o->n_fail) {
+        if (o->n_fail < EA_MOE_MAX_FAILURES) o->n_fail++;
+        i = o->n_fail - 1;
+        o->fail[i] = (ea_moe_failure){.layer = layer, .expert = expert, .peer = peer};
+        snprintf(o->fail[i].why, sizeof o->fail[i].why, "%s", why);
+    }
+    o->tok_fail[t] = (int16_t)i;
+    o->n_failed_tokens++;
+    return EA_OK;
+}
+
+ea_status ea_moe_forward(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
+    EA_TRY(be->vt->submit(be, c));
+    return be->vt->wait(be, c, out);
+}
+
+void ea_moe_end_step(ea_moe_backend *be) {
+    if (be->vt->end_step) be->vt->end_step(be);
+}
+
+ea_moe_health ea_moe_backend_health(ea_moe_backend *be, char *why, size_t n) {
+    if (n) why[0] = 0;
+    return be->vt->health ? be->vt->health(be, why, n) : EA_MOE_OK;
+}
+
+void ea_moe_backend_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
+    if (be->vt->stats) be->vt->stats(be, json, prom);
+}
