@@ -2,7 +2,7 @@
  * cmd_make_model.c — `eaas make-model`: flag parsing for make_model.c.
  *
  *   eaas make-model --family F --preset tiny|bench --seed S --format hf|gguf
- *                   --dtype f32|f16|bf16|q8_0 --out PATH [--shards N] [--dry-run]
+ *                   --dtype f32|f16|bf16|q8_0 --out PATH [--shards N] [--top-k K] [--dry-run]
  *
  * The tokenizer files come from the npm cache: --npm-cache DIR, else
  * $EA_CACHE/npm, else ./.cache/npm (where tools/fetch-npm.sh puts them).
@@ -29,7 +29,7 @@ static const char usage_text[] =
 int ea_cmd_make_model(int argc, char **argv) {
     const char *family = NULL, *preset = "tiny", *format = "hf", *dtype = "bf16", *out = NULL, *npm = NULL;
     long seed = 1;
-    int shards = 1, dry = 0, legacy = 0;
+    int shards = 1, dry = 0, legacy = 0, top_k = 0;
     ea_arg spec[] = {
         {"family", EA_ARG_STR, &family, "F", "qwen3_moe | qwen2_moe | mixtral | olmoe | deepseek_v2 | deepseek_v3"},
         {"preset", EA_ARG_STR, &preset, "P", "tiny (default) | bench"},
@@ -39,6 +39,7 @@ int ea_cmd_make_model(int argc, char **argv) {
         {"out", EA_ARG_STR, &out, "PATH", "output directory (hf) or file (gguf)"},
         {"shards", EA_ARG_INT, &shards, "N", "hf: split the weights into N safetensors files + index", 1, 10000},
         {"npm-cache", EA_ARG_STR, &npm, "DIR", "where the npm tokenizer packages are (default $EA_CACHE/npm)"},
+        {"top-k", EA_ARG_INT, &top_k, "K", "experts per token instead of the preset's (e.g. 4 for a mixtral that sums more than 2)"},
         {"dry-run", EA_ARG_BOOL, &dry, NULL, "print the shape, counts and tensor list; write nothing"},
         {"legacy-mla", EA_ARG_BOOL, &legacy, NULL, "gguf deepseek: one attn_kv_b (older converters) instead of attn_k_b/attn_v_b"},
         {0}};
@@ -60,6 +61,7 @@ int ea_cmd_make_model(int argc, char **argv) {
     o.n_shards = shards;
     o.dry_run = dry;
     o.legacy_mla = legacy;
+    o.top_k = top_k;
     if (strcmp(format, "hf") == 0)
         o.format = EA_MM_HF;
     else if (strcmp(format, "gguf") == 0)

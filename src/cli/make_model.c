@@ -81,8 +81,11 @@ static void ea__mm_common(ea_mm_shape *s, ea_mm_family f, int bench) {
         s->head_dim = 16;
         s->intermediate = 128;
         s->moe_intermediate = 32;
-        s->n_experts = 8;
-        s->top_k = 2;
+        /* top-8 of 16 as Qwen3 and OLMoE route (families override): a token's
+         * sum has enough terms that its order shows in the bits, and 2 or 4
+         * EP ranks each own several experts */
+        s->n_experts = 16;
+        s->top_k = 8;
     }
     /* Qwen3 tokenizer (qwen3_moe's config.json vocab_size, ids from its tokenizer_config) */
     s->vocab = 151936;
@@ -114,7 +117,7 @@ ea_status ea_mm_shape_get(const char *family, const char *preset, ea_mm_shape *s
         s->qkv_bias = 1;
         s->norm_topk_prob = 0;
         s->shared_intermediate = bench ? 1536 : 64;
-        if (bench) s->top_k = 4;
+        s->top_k = 4; /* Qwen1.5-MoE-A2.7B: 4 of 60 */
         s->max_pos = 32768;
         break;
     case EA_MM_MIXTRAL: /* Mixtral-8x7B layout: 8 experts, top-2, intermediate_size is the expert FFN */
@@ -168,8 +171,12 @@ ea_status ea_mm_shape_get(const char *family, const char *preset, ea_mm_shape *s
             s->qk_nope = 16;
             s->qk_rope = 8;
             s->v_head = 16;
-            s->n_group = 4;
-            s->topk_group = 2;
+            /* as the bench (and the real routers): 8 groups, V3 keeps 4 and routes
+             * 8 of their 16 experts, V2 keeps 3 and routes 6 of 12 */
+            s->n_experts = 32;
+            s->n_group = 8;
+            s->topk_group = v3 ? 4 : 3;
+            s->top_k = v3 ? 8 : 6;
         }
         s->n_shared = v3 ? 1 : 2;
         s->norm_topk_prob = v3;
@@ -180,6 +187,17 @@ ea_status ea_mm_shape_get(const char *family, const char *preset, ea_mm_shape *s
     }
     default: break;
     }
+    return EA_OK;
+}
+
+ea_status ea_mm_set_top_k(ea_mm_shape *s, int top_k) {
+    if (top_k == 0) return EA_OK;
+    int reach = s->n_group > 1 ? s->topk_group * (s->n_experts / s->n_group) : s->n_experts;
+    if (top_k < 1 || top_k > reach)
+        return ea_err(EA_ERR_INVALID_ARG, "--top-k %d: %s %s routes to 1..%d experts%s", top_k,
+                      ea_mm_family_names[s->family], s->preset, reach,
+                      s->n_group > 1 ? " (its kept groups)" : "");
+    s->top_k = top_k;
     return EA_OK;
 }
 
@@ -691,6 +709,7 @@ static ea_status ea__mm_write_gguf(const ea_mm_shape *s, const ea_mm_options *o,
 ea_status ea_make_model(const ea_mm_options *o, FILE *rep) {
     ea_mm_shape s;
     EA_TRY(ea_mm_shape_get(o->family, o->preset, &s));
+    EA_TRY(ea_mm_set_top_k(&s, o->top_k));
     if (o->dtype == EA_Q8_0 && o->format == EA_MM_HF)
         return ea_err(EA_ERR_INVALID_ARG, "q8_0 is a GGUF type; HF safetensors take f32, f16 or bf16");
     if ((unsigned)o->dtype >= EA_N_DTYPES) return ea_err(EA_ERR_INVALID_ARG, "bad dtype");

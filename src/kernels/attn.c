@@ -354,10 +354,6 @@ EA__T256 static void ea__attend_avx2(const ea_k_attn_kv *kv, int n_rows, const f
 
 /* ---- dispatch ----------------------------------------------------------------- */
 
-typedef void (*ea__attend_fn)(const ea_k_attn_kv *, int, const float *const *, const int32_t *, float *const *,
-                              float *);
-static ea__attend_fn ea__attend_impl;
-
 void ea_k_attend_prefetch(const ea_k_attn_kv *kv, int n_rows, const int32_t *last) {
     int n_keys = ea__n_keys(n_rows, last);
     if (n_keys > 64) n_keys = 64;
@@ -372,15 +368,9 @@ void ea_k_attend_prefetch(const ea_k_attn_kv *kv, int n_rows, const int32_t *las
 
 void ea_k_attend(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last, float *const *out,
                  float *scratch) {
-    ea__attend_fn fn = __atomic_load_n(&ea__attend_impl, __ATOMIC_RELAXED);
-    if (!fn) {
-        __builtin_cpu_init();
-        int on = !getenv("EAAS_OPS_REF");
-        int v = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-        int v2 = on && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        fn = v ? ea__attend_avx512 : v2 ? ea__attend_avx2 : ea_k_attend_ref;
-        __atomic_store_n(&ea__attend_impl, fn, __ATOMIC_RELAXED);
+    switch (ea__ops_level()) { /* kernels/ops.h: EAAS_ISA, the CPU, or ea_k_ops_set_isa */
+    case EA__OPS_AVX512: ea__attend_avx512(kv, n_rows, q, last, out, scratch); break;
+    case EA__OPS_AVX2: ea__attend_avx2(kv, n_rows, q, last, out, scratch); break;
+    default: ea_k_attend_ref(kv, n_rows, q, last, out, scratch); break;
     }
-    fn(kv, n_rows, q, last, out, scratch);
 }

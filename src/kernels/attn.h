@@ -49,8 +49,8 @@ size_t ea_k_attend_scratch(int dk, int max_keys);
 
 /* Attention of n_rows (1..16) query rows: q[r] (dk floats) over positions
  * 0..last[r] into out[r] (dv floats). scratch: ea_k_attend_scratch floats,
- * 64-byte aligned. Picks the AVX-512 variant when the CPU has it, else AVX2 +
- * FMA, else the twin (also when EAAS_OPS_REF is set). */
+ * 64-byte aligned. Runs the variant of kernels/ops.h (ea_k_ops_isa: AVX-512,
+ * AVX2 + FMA, or the twin), all with the twin's bits. */
 void ea_k_attend(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last, float *const *out,
                  float *scratch);
 void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,

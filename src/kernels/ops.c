@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "kernels/exp_impl.h"
+#include "kernels/matmul.h"
 
 void ea_k_rmsnorm(const float *x, const float *w, float eps, int n, float *y) {
     float ss = ea_k_dot_f32(x, x, n);
@@ -103,8 +105,9 @@ EA__T256 static void ea__silu_mul_avx2(float *g, const float *u, int n) {
  * twin (_ref) and AVX-512 and AVX2 variants that perform the same operations
  * in the same order (separate multiply and add, no FMA — the build is ISO C,
  * so GCC does not contract them either; the same 16 lanes and the same
- * reduction tree), so all give the same bits. The variant is picked once from
- * the CPU's features. */
+ * reduction tree), so all give the same bits. The variant is picked at first
+ * use from EAAS_ISA or the CPU's features, or set by ea_k_ops_set_isa (tests
+ * run every variant the CPU has against the twins). */
 void ea_k_axpy_ref(float a, const float *x, float *y, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
@@ -190,32 +193,73 @@ typedef void (*ea__silu_fn)(float *, const float *, int);
 static ea__dot_fn ea__dot_impl;
 static ea__axpy_fn ea__axpy_impl;
 static ea__silu_fn ea__silu_impl;
+static int ea__level = -1; /* ea__ops_level; -1 until the first call picks */
 
-/* AVX-512 if the CPU has it, else AVX2 + FMA, else the twins (also under EAAS_OPS_REF). */
-static void ea__ops_pick(void) {
-    __builtin_cpu_init();
-    int on = !getenv("EAAS_OPS_REF");
-    int v = on && __builtin_cpu_supports("avx512f");
-    int v5 = v && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl");
-    int v2 = on && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    ea__dot_impl = v ? ea__dot_avx512 : v2 ? ea__dot_avx2 : ea_k_dot_f32_ref;
-    ea__axpy_impl = v ? ea__axpy_avx512 : v2 ? ea__axpy_avx2 : ea_k_axpy_ref;
-    ea__silu_impl = v5 ? ea__silu_mul_avx512 : v2 ? ea__silu_mul_avx2 : ea_k_silu_mul_ref;
+/* "scalar" 0, "avx2" 1, "avx512" / "avx512_bf16" / "amx" 2 (the row-wise
+ * kernels have no bf16 or AMX form: those contexts run the AVX-512 ones). */
+static int ea__level_of(const char *isa) {
+    if (!strcmp(isa, "scalar")) return EA__OPS_SCALAR;
+    if (!strcmp(isa, "avx2")) return EA__OPS_AVX2;
+    if (!strcmp(isa, "avx512") || !strcmp(isa, "avx512_bf16") || !strcmp(isa, "amx")) return EA__OPS_AVX512;
+    return -1;
+}
+
+static void ea__install(int level) {
+    ea__dot_impl = level == EA__OPS_AVX512 ? ea__dot_avx512 : level == EA__OPS_AVX2 ? ea__dot_avx2 : ea_k_dot_f32_ref;
+    ea__axpy_impl = level == EA__OPS_AVX512 ? ea__axpy_avx512 : level == EA__OPS_AVX2 ? ea__axpy_avx2 : ea_k_axpy_ref;
+    ea__silu_impl = level == EA__OPS_AVX512 ? ea__silu_mul_avx512
+                    : level == EA__OPS_AVX2 ? ea__silu_mul_avx2
+                                            : ea_k_silu_mul_ref;
+    __atomic_store_n(&ea__level, level, __ATOMIC_RELEASE);
+}
+
+/* First use: EAAS_OPS_REF -> the twins; else EAAS_ISA (the matmul contexts'
+ * switch) if this CPU runs it; else the CPU's best (AVX-512 > AVX2 + FMA > scalar). */
+static int ea__pick(void) {
+    const char *env = getenv("EAAS_ISA");
+    int level = ea__level_of(ea_k_isa_best());
+    if (getenv("EAAS_OPS_REF"))
+        level = EA__OPS_SCALAR;
+    else if (env && ea__level_of(env) >= 0 && ea_k_isa_supported(env))
+        level = ea__level_of(env);
+    ea__install(level);
+    return level;
+}
+
+int ea__ops_level(void) {
+    int level = __atomic_load_n(&ea__level, __ATOMIC_ACQUIRE);
+    return level >= 0 ? level : ea__pick();
+}
+
+ea_status ea_k_ops_set_isa(const char *isa) {
+    if (!isa) {
+        ea__pick();
+        return EA_OK;
+    }
+    int level = ea__level_of(isa);
+    if (level < 0) return ea_err(EA_ERR_INVALID_ARG, "unknown ISA '%s' (scalar, avx2, avx512, avx512_bf16, amx)", isa);
+    if (!ea_k_isa_supported(isa)) return ea_err(EA_ERR_UNSUPPORTED, "ISA '%s' is not supported by this CPU", isa);
+    ea__install(level);
+    return EA_OK;
+}
+
+const char *ea_k_ops_isa(void) {
+    static const char *const names[] = {"scalar", "avx2", "avx512"};
+    return names[ea__ops_level()];
 }
 
 void ea_k_silu_mul(float *g, const float *u, int n) {
-    if (!ea__silu_impl) ea__ops_pick();
+    if (!ea__silu_impl) ea__ops_level();
     ea__silu_impl(g, u, n);
 }
 
 void ea_k_axpy(float a, const float *x, float *y, int n) {
-    if (!ea__axpy_impl) ea__ops_pick();
+    if (!ea__axpy_impl) ea__ops_level();
     ea__axpy_impl(a, x, y, n);
 }
 
 float ea_k_dot_f32(const float *a, const float *b, int n) {
-    if (!ea__dot_impl) ea__ops_pick();
+    if (!ea__dot_impl) ea__ops_level();
     return ea__dot_impl(a, b, n);
 }
 

@@ -12,6 +12,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/status.h"
+
+/* Which variant of dot, axpy, SiLU and attention (kernels/attn.h) runs: the
+ * ISA names of kernels/matmul.h. "scalar" runs the _ref twins, "avx2" the
+ * AVX2 + FMA forms, "avx512" (and "avx512_bf16", "amx", which have no row-wise
+ * forms of their own) the AVX-512 ones. At first use: the twins under
+ * EAAS_OPS_REF, else EAAS_ISA when this CPU runs it (the switch the matmul
+ * contexts read), else the CPU's best. Every variant gives the twin's bits, so
+ * this is for tests and benchmarks: process-wide, set it before threads run
+ * kernels. NULL: back to the first-use choice. EA_ERR_UNSUPPORTED if this CPU
+ * cannot run it. */
+ea_status ea_k_ops_set_isa(const char *isa);
+/* "scalar", "avx2" or "avx512": the variant running now. */
+const char *ea_k_ops_isa(void);
+
+/* Module-internal (kernels/): the running variant as a level, for attn.c. */
+enum { EA__OPS_SCALAR = 0, EA__OPS_AVX2 = 1, EA__OPS_AVX512 = 2 };
+int ea__ops_level(void);
+
 /* y = x * rsqrt(mean(x²) + eps) * w          x, y, w: (n); y may alias x */
 void ea_k_rmsnorm(const float *x, const float *w, float eps, int n, float *y);
 

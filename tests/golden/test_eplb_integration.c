@@ -14,8 +14,9 @@
  *     numbers, keeps the old placement when a weight move fails, and the window's
  *     balancedness rises after the rebalance;
  *   - --init-expert-location loads a placement file (and rejects a wrong one).
- * Models: `eaas make-model --preset tiny` qwen3_moe (2 MoE layers, 8 experts,
- * top-2) and deepseek_v3 (a dense first layer, groups, its own score bias).
+ * Models: `eaas make-model --preset tiny` qwen3_moe (2 MoE layers, 16 experts,
+ * top-8) and deepseek_v3 (a dense first layer, 32 experts in 8 groups, top-8,
+ * its own score bias): sums of 8 terms, whose order shows in the bits.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -320,7 +321,7 @@ static void forward_identity(const char *model, int n_ranks, int redundant, cons
 
 TEST(qwen3_forward_identical_through_rebalance) {
     memset(g_bias, 0, sizeof g_bias);
-    g_bias[0] = 0.5f; /* expert 0 is always chosen; the second choice follows the router */
+    g_bias[0] = 0.5f; /* expert 0 is always chosen; the other 7 follow the router */
     forward_identity(qwen, 4, 4, "deepseek");
 }
 
@@ -457,7 +458,7 @@ TEST(generation_identical_manager_rebalances) {
     CHECK(cb->steps < MAX_STEPS);
     int64_t tokens;
     CHECK(dump_matches(b, cb, MAX_STEPS, &tokens));
-    int64_t routed = 0; /* every token of every step routed to k = 2 experts in each of 2 MoE layers */
+    int64_t routed = 0; /* layer 0's (token, expert) pairs; layer 1 has as many (2 MoE layers) */
     for (int s = 0; s < cb->steps; s++)
         for (int e = 0; e < cb->E; e++) routed += cb->hist[s][0][e];
     CHECK(tokens > 0 && tokens == 2 * routed);
@@ -478,15 +479,17 @@ TEST(generation_identical_manager_rebalances) {
 TEST(init_expert_location) {
     memset(g_bias, 0, sizeof g_bias);
     g_bias[0] = 0.5f;
-    /* a placement for 2 layers x 8 experts over 12 slots: expert 0 thrice, 3 and 6 twice */
+    /* a placement for 2 layers x 16 experts over 20 slots (5 on each of 4 ranks):
+     * expert 0 thrice, 3 and 6 twice */
+    enum { NE = 16, NP = 20 };
     ea_eplb_placement pl;
-    CHECK_EQ(ea_eplb_placement_init(&pl, 2, 8, 12), EA_OK);
-    static const int32_t p2l[12] = {0, 1, 2, 0, 3, 4, 5, 0, 6, 7, 3, 6};
-    for (int l = 0; l < 2; l++) memcpy(pl.phy2log + l * 12, p2l, sizeof p2l);
+    CHECK_EQ(ea_eplb_placement_init(&pl, 2, NE, NP), EA_OK);
+    static const int32_t p2l[NP] = {0, 1, 2, 0, 3, 4, 5, 0, 6, 7, 3, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+    for (int l = 0; l < 2; l++) memcpy(pl.phy2log + l * NP, p2l, sizeof p2l);
     for (int l = 0; l < 2; l++) {
-        int seen[8] = {0};
-        for (int p = 0; p < 12; p++) pl.phyrank[l * 12 + p] = seen[p2l[p]]++;
-        for (int e = 0; e < 8; e++) pl.logcnt[l * 8 + e] = seen[e];
+        int seen[NE] = {0};
+        for (int p = 0; p < NP; p++) pl.phyrank[l * NP + p] = seen[p2l[p]]++;
+        for (int e = 0; e < NE; e++) pl.logcnt[l * NE + e] = seen[e];
     }
     char path[1100], bad[1100];
     snprintf(path, sizeof path, "%s/eplb-init.txt", work);
@@ -503,8 +506,8 @@ TEST(init_expert_location) {
     CHECK_EQ(engine(qwen, NULL, ca, 1, &a), EA_OK);
     if (engine(qwen, &ec, cb, 1, &b) != EA_OK) FAIL_("engine with --init-expert-location: %s", ea_errmsg());
     const ea_eplb_meta *m = ea_eplb_backend_meta(b->eplb);
-    CHECK_EQ(m->n_physical, 12);
-    CHECK(memcmp(m->phy2log, p2l, sizeof p2l) == 0 && memcmp(m->phy2log + 12, p2l, sizeof p2l) == 0);
+    CHECK_EQ(m->n_physical, NP);
+    CHECK(memcmp(m->phy2log, p2l, sizeof p2l) == 0 && memcmp(m->phy2log + NP, p2l, sizeof p2l) == 0);
     int V = a->m->cfg.vocab_size;
     size_t sz = sizeof(float) * (size_t)V * 24;
     float *la = malloc(sz), *lb = malloc(sz);
@@ -534,7 +537,7 @@ TEST(init_expert_location) {
     ec.redundant = 0;
     ec.init = bad;
     CHECK_EQ(engine(qwen, &ec, cb, 1, &x), EA_ERR_INVALID_ARG);
-    CHECK(strstr(ea_errmsg(), "4 experts") != NULL && strstr(ea_errmsg(), "8 experts") != NULL);
+    CHECK(strstr(ea_errmsg(), "4 experts") != NULL && strstr(ea_errmsg(), "16 experts") != NULL);
     fprintf(stderr, "  mismatch reported: %s\n", ea_errmsg());
     counter_free(ca);
     counter_free(cb);

@@ -2,7 +2,8 @@
  * test_forward.c — the forward pass against the NumPy reference, and its
  * determinism guarantees, on tiny random models made by `eaas make-model`.
  *
- * For each family:
+ * For each family (tiny presets route top-4..8 of 16 or 32 experts; Mixtral
+ * top-2 of 8, and once more with --top-k 4 against the reference):
  *   1. f32: logits of a 64-token prompt (every position) within 1e-4 of the
  *      reference, relative to the largest |logit| of that row; 32 greedy tokens
  *      identical to the reference's.
@@ -52,11 +53,14 @@ static void prompt(int32_t *tok, int n, int vocab, uint64_t seed) {
     }
 }
 
+/* fam: a family, or "mixtral_k4": Mixtral's tiny routing 4 of its 8 experts (--top-k 4),
+ * so the one top-2 family is also checked with a sum whose order shows in the bits. */
 static int make_model(const char *fam, const char *dtype, const char *fmt, char *out, size_t outsz) {
     snprintf(out, outsz, "%s/%s-%s%s", work, fam, dtype, strcmp(fmt, "gguf") == 0 ? ".gguf" : "");
     if (ea_file_exists(out) || ea_is_dir(out)) return 0;
-    return sh("\"%s\" make-model --family %s --preset tiny --seed 3 --format %s --dtype %s --out %s >/dev/null",
-              getenv("EAAS_BIN"), fam, fmt, dtype, out);
+    int k4 = strcmp(fam, "mixtral_k4") == 0;
+    return sh("\"%s\" make-model --family %s%s --preset tiny --seed 3 --format %s --dtype %s --out %s >/dev/null",
+              getenv("EAAS_BIN"), k4 ? "mixtral" : fam, k4 ? " --top-k 4" : "", fmt, dtype, out);
 }
 
 /* Logits of every prompt position, and greedy continuation, from the C engine. */
@@ -188,6 +192,7 @@ static void check_vs_reference(const char *fam, const char *fmt, const char *dty
     TEST(F##_bf16_within_bound) { check_vs_reference(#F, "hf", "bf16", "bf16", 1e-2, 2, 0.15, 0); }       \
     TEST(F##_q8_0_within_bound) { check_vs_reference(#F, "gguf", "q8_0", "f32", 5e-2, 4, 0.3, 0); }
 FAMILY_TESTS(DEF)
+TEST(mixtral_k4_f32_matches_reference) { check_vs_reference("mixtral_k4", "hf", "f32", "f32", 1e-4, 0, 1e-4, 1); }
 
 static void check_hf_gguf_identical(const char *fam, const char *dtype) {
     char hf[1200], gg[1200];
@@ -348,6 +353,7 @@ int main(void) {
     sh("mkdir -p %s", work);
 #define RUNF(F) RUN(F##_f32_matches_reference); RUN(F##_f16_matches_reference); RUN(F##_bf16_within_bound); RUN(F##_q8_0_within_bound);
     FAMILY_TESTS(RUNF)
+    RUN(mixtral_k4_f32_matches_reference);
     RUN(mla_absorbed_matches_expanded);
     RUN(decode_loop_allocates_nothing);
     RUN(hf_and_gguf_bit_identical);

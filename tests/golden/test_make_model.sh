@@ -13,7 +13,8 @@
 #   * `eaas inspect` loads both outputs and reports the same parameter count;
 # plus: q8_0 GGUF against an f32 HF of the same seed, f16, legacy MLA layout,
 # sharded HF (index + shards hold the same values), refusals (q8_0 in HF,
-# unknown family), and the bench preset's exact shape and counts (dry run).
+# unknown family), the tiny presets' routing and --top-k, and the bench
+# preset's exact shape and counts (dry run).
 # Env: EAAS_BIN, EA_SRC, EA_CACHE (set by CTest). Prints "N passed, N failed".
 set -u
 BIN=${EAAS_BIN:?EAAS_BIN not set}
@@ -106,6 +107,15 @@ echo "$out" | grep -q '^tensor lm_head.weight BF16 \[151936, 1024\]$' && ok || b
 cfg=$("$BIN" make-model --family qwen3_moe --preset bench --dry-run --format gguf)
 echo "$cfg" | grep -q '^tensor blk.0.ffn_gate_exps.weight BF16 \[1024, 384, 64\]$' && ok || bad "bench stacked experts"
 echo "$cfg" | grep -q '^tensor blk.0.ffn_gate_inp.weight F32 \[1024, 64\]$' && ok || bad "bench router in F32"
+# the tiny presets route as the real families (k >= 4, Mixtral 2) over enough experts
+# for several per EP rank; --top-k overrides (a Mixtral summing 4), within reach
+for fk in qwen3_moe:16:8 qwen2_moe:16:4 mixtral:8:2 olmoe:16:8 deepseek_v2:32:6 deepseek_v3:32:8; do
+  IFS=: read -r f e k <<<"$fk"
+  "$BIN" make-model --family $f --dry-run | grep -q "experts $e top-$k," && ok || bad "$f tiny: not $e experts top-$k"
+done
+"$BIN" make-model --family mixtral --top-k 4 --dry-run | grep -q 'experts 8 top-4,' && ok || bad "mixtral --top-k 4"
+expect_not "$BIN" make-model --family deepseek_v3 --top-k 17 --dry-run
+expect_not "$BIN" make-model --family mixtral --top-k 9 --dry-run
 for f in qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3; do
   tot=$("$BIN" make-model --family $f --preset bench --dry-run | awk '/^params:/{print $3}')
   [ -n "$tot" ] && [ "$tot" -gt 2000000000 ] && [ "$tot" -lt 2400000000 ] && ok || bad "$f bench total $tot not ~2 B"

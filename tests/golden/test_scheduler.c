@@ -2,8 +2,10 @@
  * test_scheduler.c — continuous batching keeps every request's output exactly
  * what it is alone: under concurrency, under preemption (a KV cache too small
  * for everyone), with prefix-cache hits, greedy and seeded sampling. Also
- * cancel, queue bound, length limits. A block shared at two different
- * prefixes is not reused (the prefix-cache key chains the previous block). Uses a tiny model from `eaas make-model`.
+ * cancel, queue bound, length limits; a seeded request's tokens replayed from its
+ * seed outside the scheduler. A block shared at two different prefixes is not
+ * reused (the prefix-cache key chains the previous block). Uses a tiny model
+ * from `eaas make-model` (top-8).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@
 
 #include "base/util.h"
 #include "harness.h"
+#include "serve/engine.h"
+#include "serve/sampler.h"
 #include "serve/scheduler.h"
 #include "sched_util.h"
 
@@ -159,6 +163,47 @@ TEST(prefix_cache_chains_blocks) {
     CHECK(memcmp(second.toks, ref.toks, sizeof(int32_t) * (size_t)ref.n) == 0);
     CHECK_EQ(second.cached, 0);
     stop(s, e);
+}
+
+/* A seeded request draws from the RNG seeded with its own seed: replaying the
+ * request outside the scheduler (the engine's forward pass, ea_sample with an RNG
+ * seeded with the request's seed) gives the scheduler's tokens exactly. (Same
+ * logits: the forward pass is batch-invariant.) */
+TEST(seeded_tokens_replay_from_the_seed) {
+    ea_engine *e;
+    ea_engine_opts o = {.model_path = model, .threads = 2, .max_tokens = 64, .max_ctx = 256, .max_seqs = 1};
+    CHECK_EQ(ea_engine_create(&o, &e), EA_OK);
+    if (ea_t_cur_failed) return;
+    int V = e->m->cfg.vocab_size;
+    float *lg = malloc(sizeof(float) * (size_t)V * 64);
+    ea_sampler *smp;
+    CHECK_EQ(ea_sampler_create(V, &smp), EA_OK);
+    for (int i = 0; i < 2; i++) { /* prompts of 20 and 29 tokens: one prefill call */
+        int32_t p[100], pos[100], seq[100] = {0}, rows[1];
+        int n = 20 + i * 9;
+        prompt_of(i, p, n);
+        for (int k = 0; k < n; k++) pos[k] = k;
+        ea_req_params rp;
+        params(&rp, p, n, 24, 1, 42 + (uint64_t)i);
+        ea_rng rng;
+        ea_rng_seed(&rng, rp.sp.seed);
+        ea_kv_seq_release(&e->kv, 0);
+        CHECK_EQ(ea_kv_seq_reserve(&e->kv, 0, n + 24), EA_OK);
+        rows[0] = n - 1;
+        CHECK_EQ(ea_forward_run(e->fw, n, p, pos, seq, 1, rows, lg), EA_OK);
+        const result *want = &alone[1][i];
+        CHECK_EQ(want->n, 24);
+        for (int t = 0; t < want->n && !ea_t_cur_failed; t++) {
+            int32_t tok = ea_sample(smp, &rp.sp, &rng, lg, NULL, NULL);
+            if (tok != want->toks[t]) FAIL_("request %d (seed %d) token %d: replay %d, scheduler %d", i, 42 + i, t,
+                                            (int)tok, (int)want->toks[t]);
+            int32_t ps = n + t, sq = 0, r0 = 0;
+            CHECK_EQ(ea_forward_run(e->fw, 1, &tok, &ps, &sq, 1, &r0, lg), EA_OK);
+        }
+    }
+    ea_sampler_destroy(smp);
+    free(lg);
+    ea_engine_destroy(e);
 }
 
 TEST(cancel_and_limits) {
@@ -344,6 +389,7 @@ int main(void) {
     RUN(preemption_keeps_outputs);
     RUN(prefix_cache_hit_same_output);
     RUN(prefix_cache_chains_blocks);
+    RUN(seeded_tokens_replay_from_the_seed);
     RUN(cancel_and_limits);
     RUN(control_bus_lockstep);
     return TEST_SUMMARY();

@@ -24,11 +24,11 @@ dump=$(curl -s "$U/eplb/record/dump")
 shape=$(echo "$dump" | grep -v '^#' | head -1)
 rows=$(echo "$dump" | grep -v '^#' | tail -n +2 | wc -l)
 total=$(echo "$dump" | grep -v '^#' | tail -n +2 | tr ' ' '\n' | grep -c . || true)
-[ "$shape" = "2 8" ] && [ "$rows" = 2 ] && [ "$total" = 16 ] && ok "dump is a workload file (2 layers x 8 experts)" || bad "dump shape '$shape' rows $rows values $total"
+[ "$shape" = "2 16" ] && [ "$rows" = 2 ] && [ "$total" = 32 ] && ok "dump is a workload file (2 layers x 16 experts)" || bad "dump shape '$shape' rows $rows values $total"
 sum=$(echo "$dump" | grep -v '^#' | tail -n +2 | tr ' ' '\n' | awk '{s+=$1} END {print s}')
 [ "$sum" -gt 0 ] && ok "dump counted $sum routed tokens" || bad "dump is empty"
 echo "$dump" | grep -v '^#' > "$W/workload.txt"
-"$EAAS_BIN" eplb place --workload "$W/workload.txt" --physical 10 --groups 1 --nodes 1 --ranks 2 --out "$W/place.txt" >/dev/null \
+"$EAAS_BIN" eplb place --workload "$W/workload.txt" --physical 18 --groups 1 --nodes 1 --ranks 2 --out "$W/place.txt" >/dev/null \
   && ok "eplb place runs on the server's dump" || bad "eplb place on the dump"
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "$U/eplb/rebalance")
 [ "$code" = 202 ] && ok "rebalance accepted (202)" || bad "rebalance status $code"

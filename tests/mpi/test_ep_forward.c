@@ -15,6 +15,8 @@
  *   - tensor mode where the family splits (qwen3_moe, qwen2_moe, mixtral;
  *     heads and KV heads divisible by N): same greedy token at every step and
  *     logits within 1e-3 absolute (the split reorders two sums)
+ *   - the combine on its own: agreeing routing gives the local backend's bits
+ *     (k = 4), routing the ranks disagree on is an error on every rank
  * A third job checks the deadline: the last rank stays out of a barrier and
  * every other rank must fail with EA_ERR_TIMEOUT naming it.
  */
@@ -28,15 +30,19 @@
 #include "base/alloc.h"
 #include "base/pool.h"
 #include "ep/dist.h"
+#include "ep/ep.h"
 #include "ep/ep_engine.h"
 #include "harness.h"
 #include "kernels/matmul.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
+#include "moe/moe_local.h"
 #include "serve/engine.h"
 
-static const char *families[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v2", "deepseek_v3"};
-#define N_FAM 6
+/* tiny presets route top-4..8 of 16 or 32 experts; "mixtral_k4" is Mixtral's
+ * tiny (8 experts, top-2) made with --top-k 4 */
+static const char *families[] = {"qwen3_moe", "qwen2_moe", "mixtral", "mixtral_k4", "olmoe", "deepseek_v2", "deepseek_v3"};
+#define N_FAM 7
 #define N_PROMPT 6
 #define N_DECODE 5
 #define N_STEPS (1 + N_DECODE)
@@ -220,6 +226,64 @@ TEST(families_ep_bit_identical_tp_close) {
     if (ea_dist_size(g_d) == 2) CHECK(tp_checked >= 3); /* qwen3_moe, qwen2_moe, mixtral split over 2 */
 }
 
+/* The ep backend on its own, 8 synthetic experts over the ranks (contiguous):
+ * routing every rank agrees on gives the local backend's bits (k = 4 slots);
+ * routing the ranks disagree on, with pair counts per rank that still agree
+ * (rank 1 swaps token 0's two slots), makes ranks 0 and 1 both send pair 0:
+ * every rank's combine reports it ("twice") instead of adding a wrong sum. */
+enum { C_H = 16, C_F = 8, C_S = 8 };
+static float c_wb[C_S][3][C_H * C_F];
+
+TEST(combine_rejects_disagreeing_routing) {
+    int r = ea_dist_rank(g_d), N = ea_dist_size(g_d);
+    ea_ffn_weights ex[C_S];
+    uint64_t st = 5;
+    for (int e = 0; e < C_S; e++) {
+        ea_tensor *t[3] = {&ex[e].gate, &ex[e].up, &ex[e].down};
+        for (int m = 0; m < 3; m++) {
+            for (int i = 0; i < C_H * C_F; i++) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                c_wb[e][m][i] = ((float)(st >> 40) / 16777216.0f - 0.5f) * 0.5f;
+            }
+            *t[m] = (ea_tensor){.name = "w", .dtype = EA_F32, .n_dims = 2, .shape = {m == 2 ? C_H : C_F, m == 2 ? C_F : C_H},
+                                .data = c_wb[e][m], .nbytes = sizeof(float) * C_H * C_F};
+        }
+    }
+    ea_ffn_weights *layers[1] = {ex};
+    ea_ep_placement pl;
+    CHECK_EQ(ea_ep_placement_contiguous(1, C_S, N, &pl), EA_OK);
+    ea_kctx *kc;
+    CHECK_EQ(ea_kctx_create(NULL, 8, 64, &kc), EA_OK);
+    ea_ep_opts o = {.dist = g_d, .place = &pl, .n_layers = 1, .hidden = C_H, .ff = C_F, .max_tokens = 2, .max_k = 4,
+                    .experts = (ea_ffn_weights *const *)layers, .kctx = kc};
+    ea_moe_local_opts lo = {.n_layers = 1, .hidden = C_H, .ff = C_F, .n_experts = C_S, .max_tokens = 2, .max_k = 4,
+                            .experts = (ea_ffn_weights *const *)layers, .kctx = kc};
+    ea_moe_backend *ep = NULL, *loc = NULL;
+    CHECK_EQ(ea_ep_backend_create(&o, &ep), EA_OK);
+    CHECK_EQ(ea_moe_local_create(&lo, &loc), EA_OK);
+    float x[2 * C_H], y[2 * C_H], yl[2 * C_H], w[8] = {0.53f, 0.29f, 0.11f, 0.07f, 0.41f, 0.33f, 0.17f, 0.09f};
+    for (int i = 0; i < 2 * C_H; i++) x[i] = sinf((float)i * 0.7f);
+    int32_t agree[8] = {0, 3, 5, 7, 6, 1, 2, 4};
+    CHECK_EQ(ea_moe_backend_forward(ep, 0, x, 2, 4, agree, w, y), EA_OK);
+    CHECK_EQ(ea_moe_backend_forward(loc, 0, x, 2, 4, agree, w, yl), EA_OK);
+    CHECK(memcmp(y, yl, sizeof y) == 0);
+    /* slot 0 is rank 0's, slot C_S/N rank 1's: every rank counts one pair for each */
+    int32_t a = 0, b = C_S / N, ids[2] = {r == 1 ? b : a, r == 1 ? a : b};
+    ea_status s = ea_moe_backend_forward(ep, 0, x, 1, 2, ids, w, y);
+    if (s != EA_ERR_PEER || !strstr(ea_errmsg(), "twice"))
+        FAIL_("rank %d: disagreeing routing gave %s (%s), want EA_ERR_PEER naming a pair sent twice", r,
+              ea_status_name(s), ea_errmsg());
+    else if (r == 0)
+        fprintf(stderr, "  disagreement reported: %s\n", ea_errmsg());
+    /* and the backend still works for agreeing routing afterwards */
+    CHECK_EQ(ea_moe_backend_forward(ep, 0, x, 2, 4, agree, w, y), EA_OK);
+    CHECK(memcmp(y, yl, sizeof y) == 0);
+    ea_moe_backend_destroy(ep);
+    ea_moe_backend_destroy(loc);
+    ea_kctx_destroy(kc);
+    ea_ep_placement_deinit(&pl);
+}
+
 static int worker(int timeout_mode) {
     ea_status s = ea_dist_create(NULL, NULL, timeout_mode ? 1.0 : 30.0, &g_d);
     if (s != EA_OK) {
@@ -242,6 +306,7 @@ static int worker(int timeout_mode) {
     }
     if (r != 0 && !freopen("/dev/null", "w", stderr)) return 1; /* one rank's narration is enough */
     RUN(dist_collectives);
+    RUN(combine_rejects_disagreeing_routing);
     RUN(families_ep_bit_identical_tp_close);
     int bad = ea_t_failed;
     int64_t v[1] = {bad};
@@ -258,8 +323,9 @@ static const char *mpirun_flags(void) {
 static int make_models(const char *eaas) {
     for (int f = 0; f < N_FAM; f++) {
         char cmd[4096];
-        snprintf(cmd, sizeof cmd, "test -f '%s/%s/config.json' || '%s' make-model --family %s --preset tiny --seed 11 --format hf --out '%s/%s' >/dev/null",
-                 g_models, families[f], eaas, families[f], g_models, families[f]);
+        int k4 = strcmp(families[f], "mixtral_k4") == 0;
+        snprintf(cmd, sizeof cmd, "test -f '%s/%s/config.json' || '%s' make-model --family %s%s --preset tiny --seed 11 --format hf --out '%s/%s' >/dev/null",
+                 g_models, families[f], eaas, k4 ? "mixtral" : families[f], k4 ? " --top-k 4" : "", g_models, families[f]);
         if (system(cmd) != 0) {
             fprintf(stderr, "make-model %s failed\n", families[f]);
             return 1;

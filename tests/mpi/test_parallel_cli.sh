@@ -59,8 +59,8 @@ for f in qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3; do
         fi
     done
 done
-# the start-up table and plan (from the last 2-rank run: deepseek_v3, 8 experts)
-if grep -q "rank 1: routed experts 4-7 of 8" "$W/ep2.err" && grep -q "memory plan per rank" "$W/ep2.err"; then
+# the start-up table and plan (from the last 2-rank run: deepseek_v3, 32 experts)
+if grep -q "rank 1: routed experts 16-31 of 32" "$W/ep2.err" && grep -q "memory plan per rank" "$W/ep2.err"; then
     ok "start-up expert table and memory plan"
 else
     bad "start-up expert table and memory plan"; cat "$W/ep2.err" >&2
@@ -88,7 +88,7 @@ one_line() { # name, pattern, command...
 M="$W/qwen3_moe"
 one_line "--parallel without mpirun" "needs an MPI launch" "$B" $GEN --model "$M" --parallel expert
 one_line "mpirun without --parallel" "without --parallel" $MPI -n 2 "$B" $GEN --model "$M"
-one_line "experts not divisible" "8 routed experts do not split evenly over 3 ranks" $MPI -n 3 "$B" $GEN --model "$M" --parallel expert
+one_line "experts not divisible" "16 routed experts do not split evenly over 3 ranks" $MPI -n 3 "$B" $GEN --model "$M" --parallel expert
 one_line "heads not divisible" "do not split over 4 ranks" $MPI -n 4 "$B" $GEN --model "$M" --parallel tensor
 one_line "tensor on a full q/k norm family" "use --parallel expert" $MPI -n 2 "$B" $GEN --model "$W/olmoe" --parallel tensor
 one_line "tensor on MLA" "uses MLA" $MPI -n 2 "$B" $GEN --model "$W/deepseek_v3" --parallel tensor

@@ -124,6 +124,10 @@ TEST(no_replica_fails_only_its_tokens) {
     int lower = 0, upper = 0;
     for (uint64_t seed = 3; seed < 40 && !(lower && upper); seed++) { /* a routing with tokens of both kinds */
         routing(seed, x, ids, w);
+        /* with top-8 of 16 a random token almost never misses the lower half:
+         * odd tokens take K distinct upper-half experts (K <= NE / 2) */
+        for (int t = 1; t < NT && K <= NE / 2; t += 2)
+            for (int j = 0; j < K; j++) ids[t * K + j] = NE / 2 + (j + t) % (NE / 2);
         lower = upper = 0;
         for (int t = 0; t < NT; t++) {
             int any_lower = 0;

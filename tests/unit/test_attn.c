@@ -1,17 +1,19 @@
-/* test_attn.c — the attention tile kernel (kernels/attn.h): the dispatched
- * variant (AVX-512 or AVX2, whichever the CPU runs) gives the bits of the
- * plain twin; a row's output never depends on the other rows of its tile
+/* test_attn.c — the attention tile kernel (kernels/attn.h): every variant this
+ * CPU runs (scalar, AVX2, AVX-512, selected with ea_k_ops_set_isa; absent ISAs
+ * skipped) gives the bits of the plain twin; a row's output never depends on the other rows of its tile
  * (tiles of 1, 3, 8, 9 and 16 rows: one or two AVX2 halves); both agree with
  * a double-precision softmax attention. Paged caches with odd block sizes and
  * shuffled blocks, key/value widths with and without 8- and 16-element tails,
  * MLA's values inside the keys. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
 #include "kernels/attn.h"
+#include "ops_variants.h"
 
 static float rnd(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -132,6 +134,10 @@ TEST(tile_matches_ref_alone_and_exact) {
 }
 
 int main(void) {
-    RUN(tile_matches_ref_alone_and_exact);
+    for (int i = 0; i < OPS_N_VARIANTS; i++) {
+        int sel = ops_variant_select(i);
+        if (sel < 0) return 1;
+        if (sel) RUN(tile_matches_ref_alone_and_exact);
+    }
     return TEST_SUMMARY();
 }

@@ -313,6 +313,21 @@ TEST(dispatch_remote_spread_round_robin) {
     ea_eplb_meta_deinit(&m);
 }
 
+TEST(dispatch_same_node_ascending_slots) {
+    /* 8 ranks of one slot, one node; expert 0 on slots 1, 3, 4, listed in replica
+     * (phyrank) order 4, 3, 1. Ranks 0, 2, 5, 6, 7 have no replica: in ascending
+     * rank order they are dealt the node's slots in ascending slot order (meta.h),
+     * not in replica order and not descending: 1, 3, 4, 1, 3. */
+    ea_eplb_meta m;
+    CHECK_EQ(ea_eplb_meta_init(&m, 1, 6, 8, 8, 1), EA_OK);
+    int32_t p2l[8] = {1, 0, 2, 0, 0, 3, 4, 5}, prk[8] = {0, 2, 0, 1, 0, 0, 0, 0};
+    CHECK_EQ(ea_eplb_meta_set_layer(&m, 0, p2l, prk), EA_OK);
+    CHECK_EQ(m.log2all[0], 4); /* replica order kept in log2all */
+    int32_t want[8] = {1, 1, 3, 3, 4, 4, 1, 3};
+    for (int r = 0; r < 8; r++) CHECK_EQ(m.dispatch[0 * 8 + r], want[r]);
+    ea_eplb_meta_deinit(&m);
+}
+
 /* Property test on random placements: the choice holds the expert; if the rank
  * has a replica the choice is on it, else if its node has one the choice is in
  * the node; and within each tier the candidates' use counts differ by <= 1. */
@@ -702,6 +717,7 @@ int main(void) {
     RUN(set_layer_rejects_bad_rows_and_keeps_the_old_layer);
     RUN(dispatch_hand_example);
     RUN(dispatch_remote_spread_round_robin);
+    RUN(dispatch_same_node_ascending_slots);
     RUN(dispatch_properties_random);
     RUN(metadata_from_file_and_algorithm_agree);
     RUN(move_plan_sources_hold_the_expert);

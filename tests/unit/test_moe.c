@@ -40,18 +40,22 @@ TEST(ties_pick_lower_id) {
     CHECK_EQ(ids[1], 2);
 }
 
+/* Route lg with r; the ids must be want (r->k of them, <= 8). */
+static void check_ids(const ea_router *r, const float *lg, const int32_t *want) {
+    int32_t ids[8];
+    float w[8];
+    ea_route_token(r, lg, ids, w, sc);
+    for (int j = 0; j < r->k; j++)
+        if (ids[j] != want[j]) FAIL_("slot %d: expert %d, expected %d", j, (int)ids[j], (int)want[j]);
+}
+
 TEST(group_limited_max) {
     /* groups {0,1} {2,3} {4,5} {6,7}; group max 5, 4.4, 4.5, 1 -> keep groups 0 and 2.
      * expert 3 (4.4) beats expert 1 (3.9) but its group is out. */
     ea_router r = {.n_experts = 8, .k = 3, .scoring = EA_ROUTE_SOFTMAX, .method = EA_ROUTE_GROUP_MAX,
                    .n_group = 4, .topk_group = 2, .scale = 1.0f};
     float lg[8] = {5, 3.9f, 0, 4.4f, 4.5f, 0, 1, 0};
-    int32_t ids[3];
-    float w[3];
-    ea_route_token(&r, lg, ids, w, sc);
-    CHECK_EQ(ids[0], 0);
-    CHECK_EQ(ids[1], 4);
-    CHECK_EQ(ids[2], 1);
+    check_ids(&r, lg, (const int32_t[]){0, 4, 1});
 }
 
 TEST(noaux_bias_selects_but_does_not_weigh) {
@@ -74,6 +78,27 @@ TEST(noaux_bias_selects_but_does_not_weigh) {
     ea_route_token(&r, lg, ids, w, sc);
     CHECK_EQ(ids[0], 2);
     CHECK_EQ(ids[1], 3);
+}
+
+/* Tied group scores keep the lower group index, as the reference does
+ * (tests/reference/ref_forward.py: a stable sort of -score; DeepSeek-V3's
+ * torch.topk(group_scores) on CPU returns equal values lowest index first). */
+TEST(group_ties_keep_lower_group) {
+    /* groups {0,1} {2,3} {4,5} {6,7}, all with max 1: keep groups 0 and 1 ->
+     * the top 3 of experts 0..3 are 0, 2 (1.0, lower id first) and 3 (0.5);
+     * keeping the higher groups would give 4, 6, 7. */
+    ea_router r = {.n_experts = 8, .k = 3, .scoring = EA_ROUTE_SOFTMAX, .method = EA_ROUTE_GROUP_MAX,
+                   .n_group = 4, .topk_group = 2, .scale = 1.0f};
+    float lg[8] = {1, 0, 1, 0.5f, 1, 0.2f, 1, 0.9f};
+    check_ids(&r, lg, (const int32_t[]){0, 2, 3});
+    /* noaux_tc (sum of the top 2): groups 1 and 2 tie at 0.4 + 0.2 above groups 0
+     * and 3; one group kept -> group 1 (experts 2, 3), not group 2 */
+    float bias[8] = {0.1f, 0, 0.4f, 0.2f, 0.2f, 0.4f, 0, 0};
+    ea_router r2 = {.n_experts = 8, .k = 2, .scoring = EA_ROUTE_SIGMOID, .method = EA_ROUTE_GROUP_TOP2,
+                    .n_group = 4, .topk_group = 1, .norm_topk_prob = 1, .denom_eps = 1e-20f, .scale = 1.0f,
+                    .bias = bias};
+    float z[8] = {0};
+    check_ids(&r2, z, (const int32_t[]){2, 3});
 }
 
 /* ---- local backend */
@@ -142,11 +167,69 @@ TEST(local_backend_matches_per_token) {
     ea_kctx_destroy(kc);
 }
 
+/* The combine is the sum of w[j] * expert_j(x) added in slot order j = 0..k-1,
+ * starting from 0.0f (DESIGN.md principle 1), bit for bit: k = 4 terms chosen
+ * so that adding them in another order gives other bits for some elements. */
+TEST(combine_adds_slots_in_order_exactly) {
+    make_experts();
+    ea_kctx *kc;
+    CHECK_EQ(ea_kctx_create(NULL, NT, 64, &kc), EA_OK);
+    ea_ffn_weights *layers[1] = {ex};
+    enum { K4 = 4 };
+    ea_moe_local_opts o = {.n_layers = 1, .hidden = H, .ff = F, .n_experts = E, .max_tokens = NT, .max_k = K4,
+                           .experts = (ea_ffn_weights *const *)layers, .kctx = kc};
+    ea_moe_backend *be;
+    CHECK_EQ(ea_moe_local_create(&o, &be), EA_OK);
+    float x[NT * H], y[NT * H], part[K4][H];
+    int32_t ids[NT * K4];
+    float w[NT * K4];
+    static const float wk[K4] = {0.61f, 0.23f, 0.0917f, 0.0683f};
+    for (int i = 0; i < NT * H; i++) x[i] = sinf((float)i * 0.91f) * 1.7f;
+    for (int t = 0; t < NT; t++)
+        for (int j = 0; j < K4; j++) {
+            ids[t * K4 + j] = (t + j * 2 + (j > 1)) % E; /* 4 distinct experts */
+            w[t * K4 + j] = wk[j] * (1.0f + 0.013f * (float)t);
+        }
+    CHECK_EQ(ea_moe_backend_forward(be, 0, x, NT, K4, ids, w, y), EA_OK);
+    int order_shows = 0;
+    for (int t = 0; t < NT; t++) {
+        /* each expert's output alone: k = 1, weight 1 gives 0 + 1 * out = out exactly */
+        for (int j = 0; j < K4; j++) {
+            float one = 1.0f;
+            CHECK_EQ(ea_moe_backend_forward(be, 0, x + t * H, 1, 1, ids + t * K4 + j, &one, part[j]), EA_OK);
+        }
+        for (int i = 0; i < H; i++) {
+            volatile float fwd = 0.0f, rev = 0.0f, p;
+            for (int j = 0; j < K4; j++) {
+                p = w[t * K4 + j] * part[j][i];
+                fwd = fwd + p;
+            }
+            for (int j = K4 - 1; j >= 0; j--) {
+                p = w[t * K4 + j] * part[j][i];
+                rev = rev + p;
+            }
+            order_shows += fwd != rev;
+            if (memcmp((const void *)&fwd, &y[t * H + i], sizeof(float)) != 0) {
+                FAIL_("token %d element %d: %.9g, slot-order sum %.9g (reverse order %.9g)", t, i, y[t * H + i],
+                      (double)fwd, (double)rev);
+                t = NT;
+                break;
+            }
+        }
+    }
+    fprintf(stderr, "  %d of %d elements change with the order of the %d terms\n", order_shows, NT * H, K4);
+    CHECK(order_shows >= 10); /* the inputs make the contract observable */
+    ea_moe_backend_destroy(be);
+    ea_kctx_destroy(kc);
+}
+
 int main(void) {
     RUN(softmax_greedy_topk);
     RUN(ties_pick_lower_id);
     RUN(group_limited_max);
     RUN(noaux_bias_selects_but_does_not_weigh);
+    RUN(group_ties_keep_lower_group);
     RUN(local_backend_matches_per_token);
+    RUN(combine_adds_slots_in_order_exactly);
     return TEST_SUMMARY();
 }

@@ -1,13 +1,18 @@
-/* test_ops.c — the row-wise kernels: the dispatched dot, axpy and SiLU (the
- * AVX-512 or AVX2 variant, whichever the CPU runs) give the same bits as their
- * plain twins on every length (every tail of 8 and 16); rmsnorm, softmax and
- * RoPE against direct formulas; the kernels' exp against libm. */
+/* test_ops.c — the row-wise kernels: every variant of dot, axpy and SiLU this
+ * CPU runs (scalar, AVX2, AVX-512, each selected with ea_k_ops_set_isa; absent
+ * ISAs skipped) gives the same bits as the plain twins on every length (every
+ * tail of 8 and 16); EAAS_ISA picks the variant at first use; rmsnorm, softmax
+ * and RoPE against direct formulas; the kernels' exp against libm. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "ops_variants.h"
 
 static float rnd(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -85,10 +90,32 @@ TEST(silu_matches_ref_bits) {
     CHECK_NEAR(g, 1.5 / (1 + exp(-1.5)), 2e-7);
 }
 
+/* Before any kernel ran: EAAS_ISA (the matmul contexts' switch) picks the variant too. */
+TEST(eaas_isa_picks_the_variant_at_first_use) {
+    CHECK_STREQ(ea_k_ops_isa(), "scalar");
+    CHECK_EQ(ea_k_ops_set_isa("avx3"), EA_ERR_INVALID_ARG);
+    if (!ea_k_isa_supported("avx512")) CHECK_EQ(ea_k_ops_set_isa("avx512"), EA_ERR_UNSUPPORTED);
+    CHECK_EQ(ea_k_ops_set_isa(NULL), EA_OK); /* back to the first-use choice */
+    CHECK_STREQ(ea_k_ops_isa(), "scalar");
+    unsetenv("EAAS_ISA");
+    CHECK_EQ(ea_k_ops_set_isa(NULL), EA_OK);
+    const char *best = ea_k_isa_best();
+    CHECK_STREQ(ea_k_ops_isa(), !strcmp(best, "amx") || !strcmp(best, "avx512_bf16") ? "avx512" : best);
+}
+
 int main(void) {
-    RUN(dot_and_axpy_match_ref_bits);
+    if (!getenv("EAAS_ISA") && !getenv("EAAS_OPS_REF")) {
+        setenv("EAAS_ISA", "scalar", 1);
+        RUN(eaas_isa_picks_the_variant_at_first_use);
+    }
+    for (int i = 0; i < OPS_N_VARIANTS; i++) {
+        int sel = ops_variant_select(i);
+        if (sel < 0) return 1;
+        if (!sel) continue;
+        RUN(dot_and_axpy_match_ref_bits);
+        RUN(silu_matches_ref_bits);
+    }
     RUN(rmsnorm_softmax_rope);
     RUN(expf_accuracy);
-    RUN(silu_matches_ref_bits);
     return TEST_SUMMARY();
 }
