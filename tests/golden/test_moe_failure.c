@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tiny_model.h"
 #include "serve/http.h"
 #include "serve/scheduler.h"
 #include "sched_util.h"
@@ -261,17 +262,7 @@ TEST(only_requests_using_the_missing_expert_fail) {
 }
 
 int main(void) {
-    const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
-    snprintf(model, sizeof model, "%s/golden-models/moe-failure-qwen3", b ? b : ".");
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/golden-models && [ -d %s ] || \"%s\" make-model --family qwen3_moe --preset tiny --seed 6 "
-             "--format hf --out %s >/dev/null",
-             b ? b : ".", model, bin, model);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "make-model failed\n");
-        return 1;
-    }
+    if (tiny_model("moe-failure-qwen3", "--family qwen3_moe --preset tiny --seed 6 --format hf", model, sizeof model)) return 1;
     RUN(only_requests_using_the_missing_expert_fail);
     return TEST_SUMMARY();
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "tiny_model.h"
 #include "sched_util.h"
 #include "serve/engine.h"
 #include "serve/scheduler.h"
@@ -102,17 +103,7 @@ TEST(padding_ids_never_sampled) {
 }
 
 int main(void) {
-    const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
-    snprintf(model, sizeof model, "%s/golden-models/padding-qwen3", b ? b : ".");
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/golden-models && { [ -d %s ] || \"%s\" make-model --family qwen3_moe --preset tiny --seed 1 "
-             "--format hf --out %s >/dev/null; }",
-             b ? b : ".", model, bin, model);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "make-model failed\n");
-        return 1;
-    }
+    if (tiny_model("padding-qwen3", "--family qwen3_moe --preset tiny --seed 1 --format hf", model, sizeof model)) return 1;
     RUN(padding_ids_never_sampled);
     return TEST_SUMMARY();
 }

@@ -21,7 +21,9 @@
 
 #include "base/util.h"
 #include "eaas/server.h"
+#include "eaas_rig.h"
 #include "harness.h"
+#include "tiny_model.h"
 #include "kernels/ops.h"
 #include "serve/engine.h"
 
@@ -29,9 +31,7 @@
 
 static char model[1024];
 static ea_engine *E;        /* the reference: its local backend, on the main thread */
-static ea_pool *srv_pool;   /* the servers' own backend, pool and kernel context (their thread) */
-static ea_kctx *srv_kctx;
-static ea_moe_backend *srv_be;
+static rig_backend srv; /* the servers' backend (their thread) */
 static int H, K, NE, L0; /* hidden, top-k, experts, first MoE layer */
 
 typedef struct {
@@ -131,25 +131,7 @@ static void combine(client *c, int layer, const int32_t *ids, const float *w, fl
     }
 }
 
-static void routing(uint64_t seed, float *x, int32_t *ids, float *w) {
-    uint64_t r = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (int i = 0; i < NT * H; i++) {
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((int)(r >> 40) % 2001 - 1000) / 500.0f;
-    }
-    for (int t = 0; t < NT; t++)
-        for (int j = 0; j < K; j++) {
-            int e, dup;
-            do {
-                r = r * 6364136223846793005ull + 1442695040888963407ull;
-                e = (int)((r >> 33) % (uint64_t)NE);
-                dup = 0;
-                for (int q = 0; q < j; q++) dup |= ids[t * K + q] == e;
-            } while (dup);
-            ids[t * K + j] = e;
-            w[t * K + j] = 0.1f + (float)((r >> 20) % 1000) / 997.0f;
-        }
-}
+static void routing(uint64_t seed, float *x, int32_t *ids, float *w) { rig_routing(seed, NT, H, K, NE, x, ids, w); }
 
 TEST(remote_equals_local_bit_for_bit) {
     float *x = malloc(sizeof(float) * NT * H), *w = malloc(sizeof(float) * NT * K);
@@ -231,14 +213,7 @@ TEST(malformed_header_refused_then_served) {
 }
 
 int main(void) {
-    const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
-    snprintf(model, sizeof model, "%s/golden-models/expert-server-qwen3", b ? b : ".");
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/golden-models && [ -d %s ] || \"%s\" make-model --family qwen3_moe --preset tiny --seed 8 "
-             "--format hf --out %s >/dev/null",
-             b ? b : ".", model, bin, model);
-    if (system(cmd) != 0) return 1;
+    if (tiny_model("expert-server-qwen3", "--family qwen3_moe --preset tiny --seed 8 --format hf", model, sizeof model)) return 1;
     ea_engine_opts eo = {.model_path = model, .threads = 2, .max_tokens = 64, .max_ctx = 64, .max_seqs = 1};
     if (ea_engine_create(&eo, &E) != EA_OK) {
         fprintf(stderr, "engine: %s\n", ea_errmsg());
@@ -248,9 +223,7 @@ int main(void) {
     H = cfg->hidden_size, K = cfg->n_experts_per_tok, NE = cfg->n_experts;
     for (L0 = 0; !cfg->layer_is_moe[L0]; L0++) {
     }
-    int kmax = H > cfg->moe_intermediate_size ? H : cfg->moe_intermediate_size;
-    if (ea_pool_create(1, &srv_pool) != EA_OK || ea_kctx_create(srv_pool, 64 * K, kmax, &srv_kctx) != EA_OK ||
-        ea_forward_local_backend(E->m, srv_kctx, 64, &srv_be) != EA_OK) {
+    if (rig_backend_create(E, 64, &srv) != EA_OK) {
         fprintf(stderr, "server backend: %s\n", ea_errmsg());
         return 1;
     }
@@ -258,7 +231,7 @@ int main(void) {
         S[i].hosted = calloc((size_t)cfg->n_layers * NE, 1);
         for (int l = 0; l < cfg->n_layers; l++)
             for (int e = 0; e < NE; e++) S[i].hosted[(size_t)l * NE + e] = (e < NE / 2) == (i == 0);
-        ea_xsrv_opts o = {.experts = srv_be,
+        ea_xsrv_opts o = {.experts = srv.be,
                           .lim = {.n_layers = cfg->n_layers, .n_experts = NE, .hidden = H, .max_tokens = NT,
                                   .max_k = K, .hosted = S[i].hosted},
                           .max_clients = 4,
@@ -295,9 +268,7 @@ int main(void) {
         ea_ucx_destroy(S[i].u);
         free(S[i].hosted);
     }
-    ea_moe_backend_destroy(srv_be);
-    ea_kctx_destroy(srv_kctx);
-    ea_pool_destroy(srv_pool);
+    rig_backend_destroy(&srv);
     ea_engine_destroy(E);
     return TEST_SUMMARY();
 }

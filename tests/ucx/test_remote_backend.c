@@ -20,7 +20,9 @@
 #include <string.h>
 
 #include "eaas/remote.h"
+#include "eaas_rig.h"
 #include "harness.h"
+#include "tiny_model.h"
 #include "serve/engine.h"
 
 #define NT 8
@@ -29,9 +31,8 @@
 static char model[1024];
 static ea_engine *E;
 static int H, K, NE;
-static ea_pool *srv_pool;
-static ea_kctx *srv_kctx;
-static ea_moe_backend *srv_be, *RB;
+static rig_backend srv; /* the servers' backend (their thread) */
+static ea_moe_backend *RB;
 
 typedef struct {
     ea_ucx *u;
@@ -56,25 +57,7 @@ static ea_status connect_cb(void *ctx, int i, const ea_remote_hello *me, ea_xsrv
                               me->rkey_len, out);
 }
 
-static void routing(uint64_t seed, float *x, int32_t *ids, float *w) {
-    uint64_t r = seed * 0x9e3779b97f4a7c15ull + 3;
-    for (int i = 0; i < NT * H; i++) {
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((int)(r >> 40) % 2001 - 1000) / 500.0f;
-    }
-    for (int t = 0; t < NT; t++)
-        for (int j = 0; j < K; j++) {
-            int e, dup;
-            do {
-                r = r * 6364136223846793005ull + 1442695040888963407ull;
-                e = (int)((r >> 33) % (uint64_t)NE);
-                dup = 0;
-                for (int q = 0; q < j; q++) dup |= ids[t * K + q] == e;
-            } while (dup);
-            ids[t * K + j] = e;
-            w[t * K + j] = 0.1f + (float)((r >> 20) % 1000) / 997.0f;
-        }
-}
+static void routing(uint64_t seed, float *x, int32_t *ids, float *w) { rig_routing(seed, NT, H, K, NE, x, ids, w); }
 
 /* remote vs local on every MoE layer; returns the number of layers that differ */
 static int compare_all(uint64_t seed) {
@@ -160,29 +143,22 @@ TEST(no_replica_fails_only_its_tokens) {
 }
 
 int main(void) {
-    const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
-    snprintf(model, sizeof model, "%s/golden-models/remote-qwen3", b ? b : ".");
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/golden-models && [ -d %s ] || \"%s\" make-model --family qwen3_moe --preset tiny --seed 9 "
-             "--format hf --out %s >/dev/null",
-             b ? b : ".", model, bin, model);
-    if (system(cmd) != 0) return 1;
+    if (tiny_model("remote-qwen3", "--family qwen3_moe --preset tiny --seed 9 --format hf", model, sizeof model)) return 1;
     ea_engine_opts eo = {.model_path = model, .threads = 2, .max_tokens = 64, .max_ctx = 64, .max_seqs = 1};
     if (ea_engine_create(&eo, &E) != EA_OK) return 1;
     const ea_model_config *cfg = &E->m->cfg;
     H = cfg->hidden_size, K = cfg->n_experts_per_tok, NE = cfg->n_experts;
-    int kmax = H > cfg->moe_intermediate_size ? H : cfg->moe_intermediate_size;
-    if (ea_pool_create(1, &srv_pool) != EA_OK || ea_kctx_create(srv_pool, 64 * K, kmax, &srv_kctx) != EA_OK ||
-        ea_forward_local_backend(E->m, srv_kctx, 64, &srv_be) != EA_OK)
+    if (rig_backend_create(E, 64, &srv) != EA_OK) {
+        fprintf(stderr, "server backend: %s\n", ea_errmsg());
         return 1;
+    }
     const uint8_t *hosted[NS];
     for (int i = 0; i < NS; i++) {
         S[i].hosted = calloc((size_t)cfg->n_layers * NE, 1);
         for (int l = 0; l < cfg->n_layers; l++)
             for (int e = 0; e < NE; e++) S[i].hosted[(size_t)l * NE + e] = i == 2 || (e < NE / 2) == (i == 0);
         hosted[i] = S[i].hosted;
-        ea_xsrv_opts o = {.experts = srv_be,
+        ea_xsrv_opts o = {.experts = srv.be,
                           .lim = {.n_layers = cfg->n_layers, .n_experts = NE, .hidden = H, .max_tokens = NT,
                                   .max_k = K, .hosted = S[i].hosted},
                           .max_clients = 2,
@@ -209,9 +185,7 @@ int main(void) {
         ea_ucx_destroy(S[i].u);
         free(S[i].hosted);
     }
-    ea_moe_backend_destroy(srv_be);
-    ea_kctx_destroy(srv_kctx);
-    ea_pool_destroy(srv_pool);
+    rig_backend_destroy(&srv);
     ea_engine_destroy(E);
     return TEST_SUMMARY();
 }

@@ -38,6 +38,7 @@
 
 #include "base/util.h"
 #include "harness.h"
+#include "tiny_model.h"
 #include "serve/engine.h"
 #include "serve/http.h"
 #include "serve/metrics.h"
@@ -283,17 +284,7 @@ TEST(idle_connections_time_out_health_stays_up) {
 }
 
 int main(void) {
-    const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
-    snprintf(model, sizeof model, "%s/golden-models/http-qwen3", b ? b : ".");
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/golden-models && [ -d %s ] || \"%s\" make-model --family qwen3_moe --preset tiny --seed 5 "
-             "--format hf --out %s >/dev/null",
-             b ? b : ".", model, bin, model);
-    if (!bin || system(cmd) != 0) {
-        fprintf(stderr, "make-model failed (EAAS_BIN must name the eaas binary)\n");
-        return 1;
-    }
+    if (tiny_model("http-qwen3", "--family qwen3_moe --preset tiny --seed 5 --format hf", model, sizeof model)) return 1;
     RUN(drain_expiry_completes_every_response);
     RUN(idle_connections_time_out_health_stays_up);
     return TEST_SUMMARY();
