@@ -100,3 +100,32 @@ char *ea_sbuf_take(ea_sbuf *b, size_t *len) {
     memset(b, 0, sizeof *b);
     return p;
 }
+
+/* Append s[0..n) to out with every byte that does not start a valid UTF-8
+ * sequence (overlongs, surrogates and > U+10FFFF included) replaced by U+FFFD. */
+void ea_sbuf_append_utf8(ea_sbuf *out, const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t len = 0;
+        unsigned cp = 0, min = 0;
+        if (c < 0x80) len = 1, cp = c;
+        else if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
+        else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
+        else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) ok = 0;
+            else cp = (cp << 6) | (p[i + k] & 0x3F);
+        }
+        if (ok && len > 1 && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) ok = 0;
+        if (ok) {
+            ea_sbuf_append(out, p + i, len);
+            i += len;
+        } else {
+            ea_sbuf_append(out, "\xEF\xBF\xBD", 3);
+            i++;
+        }
+    }
+}

@@ -27,6 +27,10 @@ void ea_sbuf_deinit(ea_sbuf *b);
 void ea_sbuf_reset(ea_sbuf *b); /* len = 0, keeps the storage */
 void ea_sbuf_append(ea_sbuf *b, const void *data, size_t n);
 void ea_sbuf_puts(ea_sbuf *b, const char *s);
+/* Append s[0..n) as valid UTF-8: each byte that starts no valid sequence (overlongs,
+ * surrogates and > U+10FFFF included) becomes U+FFFD — the one rule for text that
+ * leaves eaas (API responses, `eaas generate`). */
+void ea_sbuf_append_utf8(ea_sbuf *b, const char *s, size_t n);
 void ea_sbuf_printf(ea_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Compact JSON of v (keys in insertion order). */
 void ea_sbuf_json(ea_sbuf *b, const json_t *v);

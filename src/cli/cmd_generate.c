@@ -1,12 +1,15 @@
 /*
  * cmd_generate.c — `eaas generate`: one prompt, streamed to stdout.
  *
- * The prompt is tokenized (with the chat template when --chat), prefilled in
- * chunks of up to 512 tokens, then decoded one token per step until EOS,
- * --max-tokens, or the context end. Sampling defaults come from the model's
- * generation_config.json (as vLLM does) unless given; --temperature 0 is
- * greedy. Text is streamed as whole UTF-8 characters. Timing goes to stderr:
- * prompt tokens/s (prefill) and decode tokens/s.
+ * The prompt is tokenized (with the chat template when --chat) and submitted
+ * to the same scheduler the server runs (serve/scheduler.h), so prefill,
+ * sampling, the ids that are never sampled, EOS, stop strings and the text
+ * (whole UTF-8 characters, invalid bytes as U+FFFD) are the server's: the same
+ * model, prompt, seed and sampling fields give the same text as a request to
+ * `eaas serve`. Sampling defaults come from the model's generation_config.json
+ * for what is not given (vLLM's --generation-config auto; `vllm` turns that
+ * off), as in the server. Under mpirun the other ranks follow rank 0's control
+ * bus. Timing goes to stderr: prompt tokens/s (prefill) and decode tokens/s.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -15,11 +18,14 @@
 
 #include "base/alloc.h"
 #include "base/args.h"
+#include "base/sbuf.h"
 #include "base/util.h"
 #include "cli/commands.h"
+#include "ep/bus.h"
 #include "ep/ep_engine.h"
 #include "serve/engine.h"
-#include "serve/sampler.h"
+#include "serve/scheduler.h"
+#include "serve/stop_text.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,18 +43,12 @@ static ea_status render_chat(const char *model, const char *system, const char *
     return s;
 }
 
-static int is_eos(const ea_model_config *c, int32_t t) {
-    for (int i = 0; i < c->n_eos; i++)
-        if (c->eos_token_ids[i] == t) return 1;
-    return 0;
-}
-
 int ea_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *system = NULL;
     int chat = 0, max_tokens = 128, ignore_eos = 0, threads = 0, top_k = 0, ctx = 0, allow_long = 0;
     long seed = 0;
     double temperature = -1, top_p = -1, min_p = 0, dist_timeout = -1; /* -1: not given */
-    const char *parallel = NULL;
+    const char *parallel = NULL, *stop = NULL, *gen_config = "auto";
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &model, "PATH", "model directory (HF) or .gguf file"},
         {"prompt", EA_ARG_STR, &prompt, "TEXT", "the prompt"},
@@ -64,6 +64,9 @@ int ea_cmd_generate(int argc, char **argv) {
         {"top-k", EA_ARG_INT, &top_k, "K", "top-k sampling, 0 or -1 = off (default: generation_config, else off)", -1, 1 << 30},
         {"min-p", EA_ARG_DOUBLE, &min_p, "P", "min-p sampling (default 0: off)", 0, 1},
         {"seed", EA_ARG_LONG, &seed, "S", "random seed (default 0)"},
+        {"stop", EA_ARG_STR, &stop, "TEXT", "stop when the output contains TEXT (not printed), as the API's stop"},
+        {"generation-config", EA_ARG_STR, &gen_config, "auto|vllm",
+         "auto: sampling fields not given take generation_config.json's values (default); vllm: they do not"},
         {"parallel", EA_ARG_STR, &parallel, "MODE", "expert|tensor: split the model over the ranks of an mpirun launch"},
         {"dist-timeout", EA_ARG_DOUBLE, &dist_timeout, "S", "deadline of every MPI collective in seconds (default 30)", 0.001, 604800, "parallel"},
         {0}};
@@ -76,26 +79,49 @@ int ea_cmd_generate(int argc, char **argv) {
         return 2;
     }
     if ((rc = ea_cli_check_model(argv[0], model, ctx, "--ctx", allow_long)) != 0) return rc;
+    if (strcmp(gen_config, "auto") && strcmp(gen_config, "vllm")) {
+        fprintf(stderr, "eaas generate: --generation-config: '%s', expected auto or vllm\n", gen_config);
+        return 2;
+    }
+    if (stop && (!stop[0] || strlen(stop) >= EA_STOP_TEXT_HOLD / 2)) {
+        fprintf(stderr, "eaas generate: --stop: 1 to %d bytes\n", EA_STOP_TEXT_HOLD / 2 - 1);
+        return 2;
+    }
     ea_status s;
 
     ea_tokenizer *tok = NULL;
     ea_engine *e = NULL;
-    ea_sampler *sm = NULL;
+    ea_sched *sched = NULL;
+    ea_request *req = NULL;
     char *text = NULL;
     ea_tokens ids = {0};
-    float *logits = NULL;
-    int32_t *chunk = NULL, *pos = NULL, *seq = NULL;
+    ea_sbuf out = {0};
     rc = 1;
     ea_dist *dist = NULL;
+    ea_dist_bus bctx = {0};
+    ea_sched_bus bus = {&bctx, 0, ea_dist_bus_bcast};
     ea_par_mode pmode = EA_PAR_NONE;
+    int started = 0;
     if ((s = ea_par_launch(parallel, dist_timeout, &pmode, &dist)) != EA_OK) goto fail;
     ea_par_quiet_stdout(dist); /* only rank 0 prints the text */
+    int rank = dist ? ea_dist_rank(dist) : 0;
+    bctx.d = dist;
+    bus.rank = rank;
 
     ea_engine_opts eo = {.model_path = model, .threads = threads, .max_tokens = 512, .max_ctx = ctx, .max_seqs = 1,
                          .dist = dist, .parallel = pmode};
     if ((s = ea_engine_create(&eo, &e)) != EA_OK) goto fail;
     if ((s = ea_tokenizer_load(model, &tok)) != EA_OK) goto fail;
-    const ea_model_config *c = &e->m->cfg;
+    ea_sched_opts so = {.bus = dist ? &bus : NULL, .max_running = 1, .max_queue = 1, .max_batch_tokens = 512,
+                        .model_sampling_defaults = strcmp(gen_config, "vllm") != 0};
+    if ((s = ea_sched_create(e, tok, &so, &sched)) != EA_OK) goto fail;
+    if (rank != 0) { /* follow rank 0's control bus until it shuts down */
+        s = ea_sched_run(sched);
+        if (s == EA_OK) rc = 0;
+        goto fail;
+    }
+    if ((s = ea_sched_start(sched)) != EA_OK) goto fail;
+    started = 1;
     if (chat) {
         if ((s = render_chat(model, system, prompt, &text)) != EA_OK) goto fail;
         s = ea_tokenizer_encode(tok, text, strlen(text), EA_TOK_PARSE_SPECIAL, &ids);
@@ -114,81 +140,58 @@ int ea_cmd_generate(int argc, char **argv) {
     }
     if (n_prompt + max_tokens > max_ctx) max_tokens = max_ctx - n_prompt;
 
-    ea_sampling_params sp;
-    ea_sampling_defaults(&sp);
-    sp.temperature = temperature >= 0 ? (float)temperature : c->gen_temperature >= 0 ? c->gen_temperature : 1.0f;
-    sp.top_p = top_p >= 0 ? (float)top_p : c->gen_top_p >= 0 ? c->gen_top_p : 1.0f;
-    sp.top_k = ea_args_given(spec, &rest, "top-k") ? (top_k > 0 ? top_k : 0) : c->gen_top_k >= 0 ? c->gen_top_k : 0;
-    sp.min_p = (float)min_p;
-    sp.seed = (uint64_t)seed;
-    ea_rng rng;
-    ea_rng_seed(&rng, sp.seed);
-
-    int V = c->vocab_size, T = e->o.max_tokens;
-    logits = malloc(sizeof(float) * (size_t)V);
-    chunk = malloc(sizeof(int32_t) * (size_t)T);
-    pos = malloc(sizeof(int32_t) * (size_t)T);
-    seq = calloc((size_t)T, sizeof(int32_t));
-    /* ids with no token (padding rows of the vocabulary) are never sampled, as in serve */
-    if (!logits || !chunk || !pos || !seq || (s = ea_sampler_create(V, &sm)) != EA_OK ||
-        (s = ea_sampler_forbid_untokenized(sm, tok, NULL)) != EA_OK) {
-        s = s != EA_OK ? s : ea_err(EA_ERR_NOMEM, "generate buffers");
-        goto fail;
-    }
-    if ((s = ea_kv_seq_reserve(&e->kv, 0, n_prompt + max_tokens)) != EA_OK) goto fail;
-
-    double t0 = ea_now_s();
-    for (int at = 0; at < n_prompt; at += T) {
-        int n = n_prompt - at < T ? n_prompt - at : T;
-        for (int i = 0; i < n; i++) chunk[i] = ids.ids[at + i], pos[i] = at + i;
-        int32_t last = n - 1;
-        if ((s = ea_forward_run(e->fw, n, chunk, pos, seq, at + n == n_prompt ? 1 : 0, &last, logits)) != EA_OK)
-            goto fail;
-        ea_moe_end_step(e->be);
-    }
-    double t1 = ea_now_s();
-    ea_detok_stream ds;
-    ea_detok_stream_init(&ds, EA_DETOK_SKIP_SPECIAL);
-    ea_tok_text out = {0};
-    int n_gen = 0;
-    for (;;) {
-        int32_t t = ea_sample(sm, &sp, &rng, logits, NULL, NULL);
-        n_gen++;
-        if (!ignore_eos && is_eos(c, t)) break;
-        out.len = 0;
-        if ((s = ea_detok_stream_push(tok, &ds, t, &out)) != EA_OK) goto fail;
-        if (out.len) {
+    ea_req_params rp = {.prompt = ids.ids, .n_prompt = n_prompt, .max_tokens = max_tokens, .ignore_eos = ignore_eos,
+                        .n_stop = stop ? 1 : 0};
+    rp.stop[0] = stop;
+    ea_sampling_defaults(&rp.sp);
+    if (temperature >= 0) rp.sp.temperature = (float)temperature, rp.sp.given |= EA_SP_TEMPERATURE;
+    if (top_p >= 0) rp.sp.top_p = (float)top_p, rp.sp.given |= EA_SP_TOP_P;
+    if (ea_args_given(spec, &rest, "top-k")) rp.sp.top_k = top_k > 0 ? top_k : 0, rp.sp.given |= EA_SP_TOP_K;
+    rp.sp.min_p = (float)min_p;
+    rp.sp.seed = (uint64_t)seed;
+    if ((s = ea_sched_submit(sched, &rp, &req)) != EA_OK) goto fail;
+    ea_event ev;
+    int done = 0;
+    while (!done) {
+        if ((s = ea_req_next(req, 1000, &ev)) == EA_ERR_TIMEOUT) continue;
+        if (s != EA_OK) goto fail;
+        if (ev.kind == EA_EV_TOKEN && ev.text_len > 0) {
+            out.len = 0;
+            ea_sbuf_append_utf8(&out, ev.text, (size_t)ev.text_len);
             fwrite(out.data, 1, out.len, stdout);
             fflush(stdout);
+        } else if (ev.kind == EA_EV_ERROR) {
+            s = ea_err(ev.status ? ev.status : EA_ERR_INTERNAL, "%s", ev.message);
+            goto fail;
         }
-        if (n_gen >= max_tokens) break;
-        int32_t p = n_prompt + n_gen - 1, z = 0;
-        if ((s = ea_forward_run(e->fw, 1, &t, &p, seq, 1, &z, logits)) != EA_OK) goto fail;
-        ea_moe_end_step(e->be);
+        done = ev.kind == EA_EV_DONE;
     }
-    out.len = 0;
-    ea_detok_stream_flush(&ds, &out);
-    if (out.len) fwrite(out.data, 1, out.len, stdout);
-    ea_tok_text_free(&out);
-    double t2 = ea_now_s();
     printf("\n");
-    if (!dist || ea_dist_rank(dist) == 0)
-        fprintf(stderr, "eaas generate: prompt %d tokens in %.3f s (%.2f tok/s), generated %d tokens in %.3f s (%.2f tok/s), %d threads, isa %s\n",
-            n_prompt, t1 - t0, n_prompt / (t1 - t0), n_gen, t2 - t1, n_gen > 1 ? (n_gen - 1) / (t2 - t1) : 0.0,
-            ea_pool_size(e->pool), ea_kctx_isa(e->kctx));
-    if (e->par && (s = ea_ep_engine_report_memory(e->par, stderr)) != EA_OK) goto fail;
+    double t_arr, t_first, t_end, t_queue;
+    ea_req_times(req, &t_arr, &t_first, &t_end, &t_queue);
+    int n_gen = ev.completion_tokens;
+    fprintf(stderr,
+            "eaas generate: prompt %d tokens in %.3f s (%.2f tok/s), generated %d tokens in %.3f s (%.2f tok/s), "
+            "%d threads, isa %s\n",
+            n_prompt, t_first - t_arr, n_prompt / (t_first - t_arr), n_gen, t_end - t_first,
+            n_gen > 1 ? (n_gen - 1) / (t_end - t_first) : 0.0, ea_pool_size(e->pool), ea_kctx_isa(e->kctx));
     rc = 0;
 fail:
+    if (req) ea_req_release(req);
+    if (started) ea_sched_stop(sched, 0); /* rank 0: shuts the followers down through the bus */
+    /* every rank that reached the scheduler, whatever happened since: the report is a collective */
+    if (sched && e->par) {
+        ea_status ms = ea_ep_engine_report_memory(e->par, stderr);
+        if (rc == 0 && ms != EA_OK) rc = 1, s = ms;
+    }
     if (rc && ea_par_report_here(dist)) ea_cli_fail(argv[0], s);
-    free(logits);
-    free(chunk);
-    free(pos);
-    free(seq);
+    ea_sched_destroy(sched);
+    ea_sbuf_deinit(&out);
     ea_tokens_free(&ids);
     ea_free(text);
-    ea_sampler_destroy(sm);
     ea_tokenizer_destroy(tok);
     ea_engine_destroy(e);
+    ea_dist_bus_deinit(&bctx);
     ea_dist_destroy(dist);
     return rc;
 }

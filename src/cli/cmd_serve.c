@@ -36,6 +36,7 @@
 #include "base/alloc.h"
 #include "cli/serve_ext.h"
 #include "ep/dist.h"
+#include "ep/bus.h"
 #include "ep/ep_engine.h"
 
 static volatile sig_atomic_t g_stop; /* SIGTERM/SIGINT received so far */
@@ -77,37 +78,11 @@ typedef struct {
     /* prefix cache disk tier */
     const char *kv_disk_dir;
     int kv_disk_max_mib;
+    const char *generation_config; /* auto | vllm */
 } serve_flags;
 
 /* The EPLB tuning flags only make sense with EPLB on */
 #define EA_EPLB_NEEDS "eplb|init-expert-location"
-
-/* The control bus over MPI: rank 0's batch to every rank (scheduler.h ea_sched_bus). */
-typedef struct {
-    ea_dist *d;
-    ea_dist_msg msg;
-} bus_ctx;
-
-static ea_status bus_bcast(void *vctx, uint8_t **buf, size_t *len) {
-    bus_ctx *b = vctx;
-    if (ea_dist_rank(b->d) == 0) {
-        if (b->msg.cap < *len) {
-            uint8_t *nd = ea_realloc(b->msg.data, *len);
-            if (!nd) return ea_err(EA_ERR_NOMEM, "control bus");
-            b->msg.data = nd;
-            b->msg.cap = *len;
-        }
-        memcpy(b->msg.data, *buf, *len);
-        b->msg.len = *len;
-        return ea_dist_bcast_msg(b->d, &b->msg, 0, (size_t)1 << 30, "control bus");
-    }
-    EA_TRY(ea_dist_bcast_msg(b->d, &b->msg, 0, (size_t)1 << 30, "control bus"));
-    *buf = ea_malloc(b->msg.len ? b->msg.len : 1);
-    if (!*buf) return ea_err(EA_ERR_NOMEM, "control bus");
-    memcpy(*buf, b->msg.data, b->msg.len);
-    *len = b->msg.len;
-    return EA_OK;
-}
 
 /* Load progress: a bar on a terminal, nothing otherwise. */
 static void on_progress(void *ctx, double frac) {
@@ -155,6 +130,8 @@ static int check_flags(const serve_flags *f) {
     else if (f->kv_disk_dir && !f->kv_disk_dir[0]) bad = "--kv-disk-dir must not be empty";
     else if (f->eplb_algorithm && strcmp(f->eplb_algorithm, "deepseek") && strcmp(f->eplb_algorithm, "refined"))
         bad = "--eplb-algorithm must be deepseek or refined";
+    else if (strcmp(f->generation_config, "auto") && strcmp(f->generation_config, "vllm"))
+        bad = "--generation-config must be auto or vllm";
     char why[300];
     if (!bad && f->init_expert_location && !ea_file_exists(f->init_expert_location)) {
         snprintf(why, sizeof why, "--init-expert-location %.200s: no such file", f->init_expert_location);
@@ -174,7 +151,7 @@ static const char usage_text[] =
     "/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health, /metrics.\n\n";
 
 int ea_cmd_serve(int argc, char **argv) {
-    serve_flags f = {.dist_timeout = -1, .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
+    serve_flags f = {.dist_timeout = -1, .generation_config = "auto", .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
                      .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .idle_timeout_s = 5,
                      .kv_disk_max_mib = 1024, .eplb_window = 1000, .eplb_interval = 1000, .eplb_min_bal = 0.9};
     ea_arg spec[] = {
@@ -191,6 +168,8 @@ int ea_cmd_serve(int argc, char **argv) {
         {"max-ctx", EA_ARG_INT, &f.max_ctx, "N", "context length (default 0: the model's, at most 4096)", 0, 1 << 24},
         {"allow-long-max-ctx", EA_ARG_BOOL, &f.allow_long_ctx, NULL, "allow --max-ctx above the model's max_position_embeddings (also EAAS_ALLOW_LONG_MAX_CTX=1)"},
         {"no-prefix-cache", EA_ARG_BOOL, &f.no_prefix_cache, NULL, "turn the prefix cache off"},
+        {"generation-config", EA_ARG_STR, &f.generation_config, "auto|vllm",
+         "auto: sampling fields a request leaves out take generation_config.json's values (default); vllm: they do not"},
         {"kv-disk-dir", EA_ARG_STR, &f.kv_disk_dir, "DIR", "prefix cache disk tier: evicted KV blocks kept under DIR (off by default)"},
         {"kv-disk-max-mib", EA_ARG_INT, &f.kv_disk_max_mib, "N", "bound on this rank's disk tier files, oldest deleted first (1024; 0 = none)", 0, 1 << 30, "kv-disk-dir"},
         {"stall-seconds", EA_ARG_DOUBLE, &f.stall_s, "S", "/health is 503 after S s without a step while work waits (30)", 0, EA_WEEK_S},
@@ -240,8 +219,8 @@ int ea_cmd_serve(int argc, char **argv) {
     ea_http_ext ext = {0};
     ea_dist *dist = NULL;
     ea_par_mode pmode = EA_PAR_NONE;
-    bus_ctx bctx = {0};
-    ea_sched_bus bus = {&bctx, 0, bus_bcast};
+    ea_dist_bus bctx = {0};
+    ea_sched_bus bus = {&bctx, 0, ea_dist_bus_bcast};
     ea_sched_stats ss = {0}; /* rank 0's last look at the scheduler; ss.failed: a rank was lost */
     int started = 0, rank = 0;
     ea_status st = EA_OK;
@@ -281,6 +260,7 @@ int ea_cmd_serve(int argc, char **argv) {
     if ((st = ea_serve_text_load(f.model, engine->m->cfg.vocab_size, &text, &ops)) != EA_OK) goto fail;
     ea_sched_opts so = {.bus = dist ? &bus : NULL, .max_running = f.max_running, .max_queue = f.max_queue,
                         .max_batch_tokens = f.max_batch_tokens, .prefix_cache = !f.no_prefix_cache,
+                        .model_sampling_defaults = strcmp(f.generation_config, "vllm") != 0,
                         .kv_disk_dir = f.kv_disk_dir, .kv_disk_max_mib = (size_t)f.kv_disk_max_mib,
                         .par_mode = dist ? ea_par_mode_name(pmode) : "single", .par_world = dist ? ea_dist_size(dist) : 1,
                         .par_rank = rank};
@@ -327,7 +307,7 @@ fail:
     ea_serve_text_destroy(text);
     ea_engine_destroy(engine);
     ea_metrics_destroy(metrics);
-    ea_dist_msg_free(&bctx.msg);
+    ea_dist_bus_deinit(&bctx);
     ea_dist_destroy(dist);
     if (!rc && rank == 0) EA_LOGI("stopped");
     return rc ? rc : ss.failed ? 1 : 0; /* a lost rank is a failure for whoever restarts us */

@@ -52,39 +52,10 @@ int ea_oai_fail(ea_oai_error *e, int status, const char *type, const char *param
     return -1;
 }
 
-/* Append s[0..n) to out with every byte that does not start a valid UTF-8
- * sequence (overlongs, surrogates and > U+10FFFF included) replaced by U+FFFD. */
-static void utf8_clean(const char *s, size_t n, ea_sbuf *out) {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = p[i];
-        size_t len = 0;
-        unsigned cp = 0, min = 0;
-        if (c < 0x80) len = 1, cp = c;
-        else if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
-        else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
-        else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
-        int ok = len > 0 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++) {
-            if ((p[i + k] & 0xC0) != 0x80) ok = 0;
-            else cp = (cp << 6) | (p[i + k] & 0x3F);
-        }
-        if (ok && len > 1 && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) ok = 0;
-        if (ok) {
-            ea_sbuf_append(out, p + i, len);
-            i += len;
-        } else {
-            ea_sbuf_append(out, "\xEF\xBF\xBD", 3);
-            i++;
-        }
-    }
-}
-
 /* A JSON string of arbitrary bytes (cleaned to UTF-8). */
 static json_t *jstr(const char *s, size_t n) {
     ea_sbuf b = {0};
-    utf8_clean(s, n, &b);
+    ea_sbuf_append_utf8(&b, s, n);
     json_t *v = b.failed ? NULL : json_stringn(b.data ? b.data : "", b.len);
     ea_sbuf_deinit(&b);
     return v;
@@ -409,6 +380,8 @@ static int parse_sampling(const json_t *root, ea_oai_request *r, ea_oai_error *e
     ea_sampling_defaults(sp);
     sp->temperature = 1.0f;
     sp->top_p = 1.0f;
+    sp->given = (field(root, "temperature") ? EA_SP_TEMPERATURE : 0u) | (field(root, "top_p") ? EA_SP_TOP_P : 0u) |
+                (field(root, "top_k") ? EA_SP_TOP_K : 0u);
     double d;
     d = sp->temperature;
     if (get_num(root, "temperature", 0, 1e6, 0, &d, e)) return -1;

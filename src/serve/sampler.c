@@ -26,6 +26,12 @@ void ea_sampling_defaults(ea_sampling_params *p) {
     p->repetition_penalty = 1.0f;
 }
 
+void ea_sampling_model_defaults(ea_sampling_params *p, float temperature, float top_p, int top_k) {
+    if (!(p->given & EA_SP_TEMPERATURE) && temperature >= 0) p->temperature = temperature;
+    if (!(p->given & EA_SP_TOP_P) && top_p >= 0) p->top_p = top_p;
+    if (!(p->given & EA_SP_TOP_K) && top_k >= 0) p->top_k = top_k;
+}
+
 static uint64_t ea__splitmix(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

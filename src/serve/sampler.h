@@ -36,9 +36,16 @@ typedef struct {
     float frequency_penalty;  /* 0 = off */
     float repetition_penalty; /* 1 = off */
     uint64_t seed;
+    unsigned given;           /* EA_SP_* bits: fields the request set itself (the model's defaults do not replace them) */
 } ea_sampling_params;
 
+enum { EA_SP_TEMPERATURE = 1, EA_SP_TOP_P = 2, EA_SP_TOP_K = 4 };
+
 void ea_sampling_defaults(ea_sampling_params *p);
+/* The model's generation_config.json defaults (vLLM's --generation-config auto): each
+ * field the request did not set (p->given) takes the model's value where the model
+ * has one (temperature/top_p < 0, top_k < 0: none). */
+void ea_sampling_model_defaults(ea_sampling_params *p, float temperature, float top_p, int top_k);
 
 typedef struct {
     uint64_t s[4];

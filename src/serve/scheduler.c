@@ -1144,6 +1144,9 @@ static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, 
     if (!r) return ea_err(EA_ERR_NOMEM, "request");
     r->p = *p;
     r->headless = headless;
+    const ea_model_config *mc = &s->e->m->cfg;
+    if (s->o.model_sampling_defaults && !headless) /* followers get the values through the bus */
+        ea_sampling_model_defaults(&r->p.sp, mc->gen_temperature, mc->gen_top_p, mc->gen_top_k);
     r->cap = p->n_prompt + p->max_tokens;
     r->tokens = ea_malloc(sizeof(int32_t) * (size_t)r->cap);
     r->cap_ev = 64;

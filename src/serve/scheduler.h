@@ -94,6 +94,8 @@ typedef struct {
     int max_queue;             /* waiting requests; submit beyond it -> EA_ERR_BUSY */
     int max_batch_tokens;      /* tokens per forward call (<= engine max_tokens) */
     int prefix_cache;          /* 1 = on */
+    int model_sampling_defaults; /* 1: fields a request leaves out take generation_config.json's values
+                                  (ea_sampling_model_defaults; applied on rank 0 before the bus) */
     /* Prefix cache disk tier (serve/kv_disk.h; needs prefix_cache): evicted full
      * blocks go to <kv_disk_dir>/<fingerprint>/<par_mode>-<par_world>/rank_<par_rank>/
      * and are read back on a prefix hit. NULL: off. */

@@ -1,0 +1,33 @@
+/*
+ * bus.c — see bus.h.
+ */
+#include "ep/bus.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+
+#define EA__BUS_MAX ((size_t)1 << 30)
+
+ea_status ea_dist_bus_bcast(void *ctx, uint8_t **buf, size_t *len) {
+    ea_dist_bus *b = ctx;
+    if (ea_dist_rank(b->d) == 0) {
+        if (b->msg.cap < *len) {
+            uint8_t *nd = ea_realloc(b->msg.data, *len);
+            if (!nd) return ea_err(EA_ERR_NOMEM, "control bus");
+            b->msg.data = nd;
+            b->msg.cap = *len;
+        }
+        memcpy(b->msg.data, *buf, *len);
+        b->msg.len = *len;
+        return ea_dist_bcast_msg(b->d, &b->msg, 0, EA__BUS_MAX, "control bus");
+    }
+    EA_TRY(ea_dist_bcast_msg(b->d, &b->msg, 0, EA__BUS_MAX, "control bus"));
+    *buf = ea_malloc(b->msg.len ? b->msg.len : 1);
+    if (!*buf) return ea_err(EA_ERR_NOMEM, "control bus");
+    memcpy(*buf, b->msg.data, b->msg.len);
+    *len = b->msg.len;
+    return EA_OK;
+}
+
+void ea_dist_bus_deinit(ea_dist_bus *b) { ea_dist_msg_free(&b->msg); }
