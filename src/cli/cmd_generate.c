@@ -180,7 +180,7 @@ fail:
     if (req) ea_req_release(req);
     if (started) ea_sched_stop(sched, 0); /* rank 0: shuts the followers down through the bus */
     /* every rank that reached the scheduler, whatever happened since: the report is a collective */
-    if (sched && e->par) {
+    if (sched && e->par && ea_dist_healthy(dist)) {
         ea_status ms = ea_ep_engine_report_memory(e->par, stderr);
         if (rc == 0 && ms != EA_OK) rc = 1, s = ms;
     }
