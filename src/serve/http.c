@@ -164,13 +164,6 @@ static int client_alive(int fd) {
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
-static uint64_t splitmix(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 static route find_route(const char *url, const char *method, int *method_ok) {
     static const struct {
         const char *path, *method;
@@ -420,7 +413,8 @@ static enum MHD_Result handle_generate(ea_http *h, struct MHD_Connection *c, con
                     "The model '%s' does not exist (this server serves '%s').", r.model, h->model);
         goto fail;
     }
-    uint64_t seed = splitmix(atomic_fetch_add(&h->seq, 1) ^ ea_now_ns());
+    uint64_t mix = atomic_fetch_add(&h->seq, 1) ^ ea_now_ns();
+    uint64_t seed = ea_splitmix64(&mix);
     if (ea_oai_prepare(&r, h->ops, h->ctx_len, ea_sched_kv_tokens(h->sched), seed, &e)) goto fail;
     ea_request *req = NULL;
     ea_status st = ea_sched_submit(h->sched, &r.params, &req);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/util.h"
 #include "tokenizer/tokenizer.h"
 
 struct ea_sampler {
@@ -32,15 +33,8 @@ void ea_sampling_model_defaults(ea_sampling_params *p, float temperature, float 
     if (!(p->given & EA_SP_TOP_K) && top_k >= 0) p->top_k = top_k;
 }
 
-static uint64_t ea__splitmix(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 void ea_rng_seed(ea_rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = ea__splitmix(&seed);
+    for (int i = 0; i < 4; i++) r->s[i] = ea_splitmix64(&seed);
 }
 
 static uint64_t ea__rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
