@@ -283,6 +283,36 @@ TEST(set_layer_rejects_bad_rows_and_keeps_the_old_layer) {
 
 /* ---- dispatch ---- */
 
+/* A placement whose slots do not split over the ranks cannot be scored (P % ranks != 0). */
+TEST(score_refuses_slots_that_do_not_split_over_ranks) {
+    ea_eplb_placement pl;
+    CHECK_EQ(ea_eplb_placement_init(&pl, 1, 4, 6), EA_OK);
+    ea_eplb_placement_trivial(&pl);
+    int64_t counts[4] = {5, 1, 1, 1};
+    double per_layer[1];
+    ea_eplb_score sc;
+    CHECK_EQ(ea_eplb_score_placement(&pl, counts, 3, per_layer, &sc), EA_OK);
+    CHECK_EQ(ea_eplb_score_placement(&pl, counts, 4, per_layer, &sc), EA_ERR_INVALID_ARG);
+    ea_eplb_placement_deinit(&pl);
+}
+
+/* The validator: a rank that holds a replica must dispatch to it, not to another rank's. */
+TEST(metadata_remote_dispatch_with_a_local_replica_is_a_violation) {
+    /* E=2, P=8, 4 ranks, 2 nodes: expert 1 has a replica on every rank (dispatch_hand_example) */
+    ea_eplb_meta m;
+    CHECK_EQ(ea_eplb_meta_init(&m, 1, 2, 8, 4, 2), EA_OK);
+    int32_t p2l[8] = {0, 1, 1, 1, 1, 1, 0, 1};
+    CHECK_EQ(ea_eplb_meta_set_layer(&m, 0, p2l, NULL), EA_OK);
+    ea_eplb_violation v;
+    CHECK_EQ(ea_eplb_meta_check(&m, &v), EA_OK);
+    m.dispatch[1 * 4 + 1] = 7; /* rank 1 sends expert 1 to slot 7 (rank 3) although its slot 2 holds it */
+    CHECK_EQ(ea_eplb_meta_check(&m, &v), EA_ERR_FORMAT);
+    CHECK_EQ(v.expert, 1);
+    CHECK_EQ(v.rank, 1);
+    CHECK(strstr(ea_errmsg(), "remote but rank 1 has a replica") != NULL);
+    ea_eplb_meta_deinit(&m);
+}
+
 TEST(dispatch_hand_example) {
     /* E=2, P=8, 4 ranks (2 slots each), 2 nodes (ranks 0,1 | 2,3).
      * expert 0: slots 0 (rank 0) and 6 (rank 3); expert 1: the other six slots. */
@@ -715,6 +745,8 @@ int main(void) {
     RUN(metadata_invariants_first_violation);
     RUN(metadata_shape_invariants);
     RUN(set_layer_rejects_bad_rows_and_keeps_the_old_layer);
+    RUN(score_refuses_slots_that_do_not_split_over_ranks);
+    RUN(metadata_remote_dispatch_with_a_local_replica_is_a_violation);
     RUN(dispatch_hand_example);
     RUN(dispatch_remote_spread_round_robin);
     RUN(dispatch_same_node_ascending_slots);
