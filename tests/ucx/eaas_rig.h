@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "eaas/server.h"
 #include "serve/engine.h"
 
 /* x (nt, h) in [-2, 2]; for each token k distinct experts in [0, ne) and weights in [0.1, 1.1). */
@@ -51,6 +52,39 @@ static inline void rig_backend_destroy(rig_backend *b) {
     ea_moe_backend_destroy(b->be);
     ea_kctx_destroy(b->kctx);
     ea_pool_destroy(b->pool);
+}
+
+/* A test's expert server: its own UCX context, serving with backend `be` the
+ * experts of every layer for which hosts(server, expert, n_experts) is true. */
+typedef struct {
+    ea_ucx *u;
+    ea_xsrv *s;
+    uint8_t *hosted; /* (n_layers, n_experts) */
+} rig_server;
+
+static inline ea_status rig_server_create(rig_server *v, const ea_engine *e, ea_moe_backend *be, int server,
+                                          int (*hosts)(int server, int expert, int n_experts), int max_tokens,
+                                          int max_clients, double flush_deadline_s) {
+    const ea_model_config *c = &e->m->cfg;
+    int ne = c->n_experts;
+    v->hosted = calloc((size_t)c->n_layers * ne, 1);
+    if (!v->hosted) return ea_err(EA_ERR_NOMEM, "hosted mask");
+    for (int l = 0; l < c->n_layers; l++)
+        for (int x = 0; x < ne; x++) v->hosted[(size_t)l * ne + x] = (uint8_t)hosts(server, x, ne);
+    ea_xsrv_opts o = {.experts = be,
+                      .lim = {.n_layers = c->n_layers, .n_experts = ne, .hidden = c->hidden_size,
+                              .max_tokens = max_tokens, .max_k = c->n_experts_per_tok, .hosted = v->hosted},
+                      .max_clients = max_clients,
+                      .max_batch_pairs = 64 * c->n_experts_per_tok,
+                      .flush_deadline_s = flush_deadline_s};
+    EA_TRY(ea_ucx_create(&v->u));
+    return ea_xsrv_create(v->u, &o, &v->s);
+}
+
+static inline void rig_server_destroy(rig_server *v) {
+    ea_xsrv_destroy(v->s);
+    ea_ucx_destroy(v->u);
+    free(v->hosted);
 }
 
 #endif

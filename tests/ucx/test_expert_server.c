@@ -34,12 +34,11 @@ static ea_engine *E;        /* the reference: its local backend, on the main thr
 static rig_backend srv; /* the servers' backend (their thread) */
 static int H, K, NE, L0; /* hidden, top-k, experts, first MoE layer */
 
-typedef struct {
-    ea_ucx *u;
-    ea_xsrv *s;
-    uint8_t *hosted;
-} server;
-static server S[2];
+
+static rig_server S[2];
+
+/* server 0 the lower half of each layer's experts, server 1 the upper half */
+static int lower_or_upper_half(int server, int expert, int ne) { return (expert < ne / 2) == (server == 0); }
 static atomic_int paused, stop, rounds;
 
 static void *server_loop(void *arg) {
@@ -227,21 +226,11 @@ int main(void) {
         fprintf(stderr, "server backend: %s\n", ea_errmsg());
         return 1;
     }
-    for (int i = 0; i < 2; i++) {
-        S[i].hosted = calloc((size_t)cfg->n_layers * NE, 1);
-        for (int l = 0; l < cfg->n_layers; l++)
-            for (int e = 0; e < NE; e++) S[i].hosted[(size_t)l * NE + e] = (e < NE / 2) == (i == 0);
-        ea_xsrv_opts o = {.experts = srv.be,
-                          .lim = {.n_layers = cfg->n_layers, .n_experts = NE, .hidden = H, .max_tokens = NT,
-                                  .max_k = K, .hosted = S[i].hosted},
-                          .max_clients = 4,
-                          .max_batch_pairs = 64 * K,
-                          .flush_deadline_s = 2};
-        if (ea_ucx_create(&S[i].u) != EA_OK || ea_xsrv_create(S[i].u, &o, &S[i].s) != EA_OK) {
+    for (int i = 0; i < 2; i++)
+        if (rig_server_create(&S[i], E, srv.be, i, lower_or_upper_half, NT, 4, 2) != EA_OK) {
             fprintf(stderr, "server: %s\n", ea_errmsg());
             return 1;
         }
-    }
     for (int c = 0; c < 2; c++)
         if (connect_client(&C[c]) != EA_OK) {
             fprintf(stderr, "client: %s\n", ea_errmsg());
@@ -263,11 +252,7 @@ int main(void) {
         ea_ucx_destroy(C[c].u);
         free(C[c].stage);
     }
-    for (int i = 0; i < 2; i++) {
-        ea_xsrv_destroy(S[i].s);
-        ea_ucx_destroy(S[i].u);
-        free(S[i].hosted);
-    }
+    for (int i = 0; i < 2; i++) rig_server_destroy(&S[i]);
     rig_backend_destroy(&srv);
     ea_engine_destroy(E);
     return TEST_SUMMARY();

@@ -34,20 +34,19 @@ static int H, K, NE;
 static rig_backend srv; /* the servers' backend (their thread) */
 static ea_moe_backend *RB;
 
-typedef struct {
-    ea_ucx *u;
-    ea_xsrv *s;
-    uint8_t *hosted;
-    atomic_int down;
-} server;
-static server S[NS];
+
+static rig_server S[NS];
+static atomic_int down[NS]; /* the server thread no longer polls server i */
+
+/* server 0 the lower half of each layer's experts, server 1 the upper half, server 2 all of them */
+static int halves_and_a_replica(int server, int expert, int ne) { return server == 2 || (expert < ne / 2) == (server == 0); }
 static atomic_int stop;
 
 static void *server_loop(void *arg) {
     (void)arg;
     while (!atomic_load(&stop))
         for (int i = 0; i < NS; i++)
-            if (!atomic_load(&S[i].down)) ea_xsrv_poll(S[i].s);
+            if (!atomic_load(&down[i])) ea_xsrv_poll(S[i].s);
     return NULL;
 }
 
@@ -82,7 +81,7 @@ static int compare_all(uint64_t seed) {
 TEST(remote_equals_local) { CHECK_EQ(compare_all(1), 0); }
 
 TEST(failover_to_a_replica_keeps_the_bits) {
-    atomic_store(&S[0].down, 1);
+    atomic_store(&down[0], 1);
     CHECK_EQ(compare_all(2), 0);
     ea_remote_stats st;
     ea_remote_get_stats(RB, &st);
@@ -96,7 +95,7 @@ TEST(failover_to_a_replica_keeps_the_bits) {
 }
 
 TEST(no_replica_fails_only_its_tokens) {
-    atomic_store(&S[2].down, 1);
+    atomic_store(&down[2], 1);
     int l = 0;
     while (!E->m->cfg.layer_is_moe[l]) l++;
     float *x = malloc(sizeof(float) * NT * H), *w = malloc(sizeof(float) * NT * K);
@@ -154,17 +153,8 @@ int main(void) {
     }
     const uint8_t *hosted[NS];
     for (int i = 0; i < NS; i++) {
-        S[i].hosted = calloc((size_t)cfg->n_layers * NE, 1);
-        for (int l = 0; l < cfg->n_layers; l++)
-            for (int e = 0; e < NE; e++) S[i].hosted[(size_t)l * NE + e] = i == 2 || (e < NE / 2) == (i == 0);
+        if (rig_server_create(&S[i], E, srv.be, i, halves_and_a_replica, NT, 2, 1) != EA_OK) return 1;
         hosted[i] = S[i].hosted;
-        ea_xsrv_opts o = {.experts = srv.be,
-                          .lim = {.n_layers = cfg->n_layers, .n_experts = NE, .hidden = H, .max_tokens = NT,
-                                  .max_k = K, .hosted = S[i].hosted},
-                          .max_clients = 2,
-                          .max_batch_pairs = 64 * K,
-                          .flush_deadline_s = 1};
-        if (ea_ucx_create(&S[i].u) != EA_OK || ea_xsrv_create(S[i].u, &o, &S[i].s) != EA_OK) return 1;
     }
     ea_remote_opts ro = {.n_layers = cfg->n_layers, .n_experts = NE, .hidden = H, .max_tokens = NT, .max_k = K,
                          .n_servers = NS, .hosted = hosted, .connect = connect_cb, .timeout_s = 0.3};
@@ -180,11 +170,7 @@ int main(void) {
     atomic_store(&stop, 1);
     pthread_join(th, NULL);
     ea_moe_backend_destroy(RB);
-    for (int i = 0; i < NS; i++) {
-        ea_xsrv_destroy(S[i].s);
-        ea_ucx_destroy(S[i].u);
-        free(S[i].hosted);
-    }
+    for (int i = 0; i < NS; i++) rig_server_destroy(&S[i]);
     rig_backend_destroy(&srv);
     ea_engine_destroy(E);
     return TEST_SUMMARY();
