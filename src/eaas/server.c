@@ -137,6 +137,11 @@ static int answer(ea_xsrv *s, client *c, ea_slot_state state, ea_slot_refusal wh
     memcpy(c->rhdr, &w, 8);
     memcpy(c->rhdr + 8, &r32, 4);
     memcpy(c->rhdr + 12, &c->n_pairs, 4);
+    /* The slot's own word first: once the result word lands the client may
+     * write its next call (WRITTEN, seq+1), which a later store here would
+     * overwrite. Only the word of this call is replaced. */
+    uint64_t mine = ea_slot_word(EA_SLOT_WRITTEN, c->seen);
+    __atomic_compare_exchange_n((uint64_t *)ea_ucx_mem_ptr(c->slot), &mine, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     ea_status st = EA_OK;
     if (out_bytes) st = ea_ucx_put(c->res, EA_SLOT_RESULT_OUT_OFF, c->out, out_bytes);
     if (st == EA_OK) st = ea_ucx_put(c->res, 8, c->rhdr + 8, 8);
@@ -149,7 +154,6 @@ static int answer(ea_xsrv *s, client *c, ea_slot_state state, ea_slot_refusal wh
         ea_xsrv_drop_client(s, c->id);
         return 0;
     }
-    __atomic_store_n((uint64_t *)ea_ucx_mem_ptr(c->slot), ea_slot_word(state, c->seen), __ATOMIC_RELEASE);
     return 1;
 }
 
