@@ -294,6 +294,7 @@ static void close_server(rsrv *v) {
 
 static void remote_destroy(ea_moe_backend *be) {
     remote *R = (remote *)be;
+    if (R->o.release) R->o.release(R->o.sync_ctx);
     for (int s = 0; R->sv && s < R->o.max_servers; s++) {
         close_server(&R->sv[s]);
         ea_ucx_mem_free(R->sv[s].res);

@@ -51,6 +51,7 @@ typedef struct {
      * with ea_remote_add_server and ea_remote_server_dead. NULL: none. */
     void (*sync)(void *ctx, ea_moe_backend *be);
     void *sync_ctx;
+    void (*release)(void *ctx); /* called with sync_ctx when the backend is destroyed; NULL: none */
     double timeout_s; /* a server's answer to one call; past it the server is treated as dead */
 } ea_remote_opts;
 

@@ -5,10 +5,13 @@
  */
 #include "serve/engine.h"
 
+#include "eaas/client.h"
+
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "eaas/client.h"
 #include "eplb/eplb_backend.h"
 
 void ea_engine_destroy(ea_engine *e) {
@@ -97,7 +100,8 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
         if ((s = ea_model_load_dense(e->m)) != EA_OK) goto fail;
         if (o->progress) o->progress(o->progress_ctx, 0.0);
         for (int l = 0; l < c->n_layers; l++) {
-            if (c->layer_is_moe[l] && (s = ea_model_load_experts(e->m, l, NULL)) != EA_OK) goto fail;
+            if (c->layer_is_moe[l] && !o->experts_remote && (s = ea_model_load_experts(e->m, l, NULL)) != EA_OK)
+                goto fail;
             if (o->progress) o->progress(o->progress_ctx, (double)(l + 1) / c->n_layers);
         }
     }
@@ -132,6 +136,13 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
         if (o->progress) o->progress(o->progress_ctx, 1.0);
         e->be = ea_ep_engine_take_backend(e->par);
         ea_ep_engine_print_plan(e->par, stderr);
+    } else if (eo->experts_remote) {
+        ea_eaas_client_opts co = {.monitor = eo->experts_remote, .arch = ea_arch_names[c->arch],
+                                  .n_layers = c->n_layers, .n_experts = c->n_experts, .hidden = c->hidden_size,
+                                  .max_tokens = eo->max_tokens, .max_k = c->n_experts_per_tok,
+                                  .timeout_s = eo->expert_timeout_s};
+        if (eo->eplb) s = ea_err(EA_ERR_UNSUPPORTED, "--eplb with --experts-remote is not supported yet");
+        if (s != EA_OK || (s = ea_eaas_client_create(&co, &e->be)) != EA_OK) goto fail;
     } else if ((s = eo->eplb ? ea__eplb_backend(e) : ea_forward_local_backend(e->m, e->kctx, eo->max_tokens, &e->be)) != EA_OK) {
         goto fail;
     }

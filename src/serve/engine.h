@@ -50,6 +50,11 @@ typedef struct {
     int eplb_record;            /* start the dump recorder at load */
     int eplb_record_window;     /* steps the dump recorder keeps; <= 0: eplb_window */
 
+    /* Remote experts (eaas/client.h): the monitor "host:port"; the experts run
+     * on expert servers, this process loads none. NULL: experts are here. */
+    const char *experts_remote;
+    double expert_timeout_s;    /* an expert server's answer to one call; <= 0: 1 s */
+
     /* Test hooks. test_router_bias (n_experts floats, borrowed during create):
      * added to every MoE layer's selection scores (the router's score-correction
      * bias; on top of the model's own), to make routing skewed on purpose.
