@@ -157,19 +157,26 @@ static int ms_left(uint64_t deadline_ns) {
     return now >= deadline_ns ? 0 : (int)((deadline_ns - now + 999999) / 1000000);
 }
 
-/* Wait for `events` on fd: EA_OK, EA_ERR_TIMEOUT, or EA_ERR_IO. */
-static ea_status wait_fd(int fd, short events, uint64_t deadline_ns, const char *what) {
+/* One call's deadline and its cancel fd (-1: none). */
+typedef struct {
+    uint64_t deadline_ns;
+    int cancel_fd;
+} limits;
+
+/* Wait for `events` on fd: EA_OK, EA_ERR_TIMEOUT, EA_ERR_CANCELLED, or EA_ERR_IO. */
+static ea_status wait_fd(int fd, short events, const limits *l, const char *what) {
     for (;;) {
-        int ms = ms_left(deadline_ns);
+        int ms = ms_left(l->deadline_ns);
         if (ms <= 0) return ea_err(EA_ERR_TIMEOUT, "%s: deadline passed", what);
-        struct pollfd p = {.fd = fd, .events = events};
-        int r = poll(&p, 1, ms);
+        struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = l->cancel_fd, .events = POLLIN}};
+        int r = poll(p, l->cancel_fd >= 0 ? 2 : 1, ms);
+        if (r > 0 && l->cancel_fd >= 0 && p[1].revents) return ea_err(EA_ERR_CANCELLED, "%s: cancelled", what);
         if (r > 0) return EA_OK;
         if (r < 0 && errno != EINTR) return ea_err(EA_ERR_IO, "%s: poll: %s", what, strerror(errno));
     }
 }
 
-static ea_status connect_one(const struct addrinfo *ai, uint64_t deadline_ns, int *out) {
+static ea_status connect_one(const struct addrinfo *ai, const limits *l, int *out) {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) return ea_err(EA_ERR_IO, "socket: %s", strerror(errno));
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
@@ -177,7 +184,7 @@ static ea_status connect_one(const struct addrinfo *ai, uint64_t deadline_ns, in
         close(fd);
         return ea_err(e == ECONNREFUSED ? EA_ERR_UNAVAILABLE : EA_ERR_IO, "connect: %s", strerror(e));
     }
-    ea_status s = wait_fd(fd, POLLOUT, deadline_ns, "connect");
+    ea_status s = wait_fd(fd, POLLOUT, l, "connect");
     int err = 0;
     socklen_t el = sizeof err;
     if (s == EA_OK && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err != 0)
@@ -190,7 +197,7 @@ static ea_status connect_one(const struct addrinfo *ai, uint64_t deadline_ns, in
     return EA_OK;
 }
 
-static ea_status open_conn(const char *host, int port, uint64_t deadline_ns, int *fd) {
+static ea_status open_conn(const char *host, int port, const limits *l, int *fd) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     char ps[8];
     snprintf(ps, sizeof ps, "%d", port);
@@ -198,20 +205,20 @@ static ea_status open_conn(const char *host, int port, uint64_t deadline_ns, int
     if (g != 0 || !ai) return ea_err(EA_ERR_UNAVAILABLE, "resolve %s: %s", host, gai_strerror(g));
     ea_status s = EA_ERR_UNAVAILABLE;
     for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        if ((s = connect_one(a, deadline_ns, fd)) == EA_OK || s == EA_ERR_TIMEOUT) break;
+        if ((s = connect_one(a, l, fd)) == EA_OK || s == EA_ERR_TIMEOUT || s == EA_ERR_CANCELLED) break;
     }
     freeaddrinfo(ai);
     return s;
 }
 
-static ea_status send_all(int fd, const char *p, size_t n, uint64_t deadline_ns) {
+static ea_status send_all(int fd, const char *p, size_t n, const limits *l) {
     while (n > 0) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
         if (w > 0) {
             p += w;
             n -= (size_t)w;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            EA_TRY(wait_fd(fd, POLLOUT, deadline_ns, "send"));
+            EA_TRY(wait_fd(fd, POLLOUT, l, "send"));
         } else if (w < 0 && errno != EINTR) {
             return ea_err(EA_ERR_IO, "send: %s", strerror(errno));
         }
@@ -220,7 +227,7 @@ static ea_status send_all(int fd, const char *p, size_t n, uint64_t deadline_ns)
 }
 
 static ea_status send_request(int fd, const char *hostport, const char *method, const char *path, const char *body,
-                              uint64_t deadline_ns) {
+                              const limits *l) {
     char head[1024];
     size_t bl = body ? strlen(body) : 0;
     int n = body ? snprintf(head, sizeof head,
@@ -230,8 +237,8 @@ static ea_status send_request(int fd, const char *hostport, const char *method, 
                  : snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", method, path,
                             hostport);
     if (n < 0 || (size_t)n >= sizeof head) return ea_err(EA_ERR_INVALID_ARG, "request line too long");
-    EA_TRY(send_all(fd, head, (size_t)n, deadline_ns));
-    return send_all(fd, body ? body : "", bl, deadline_ns);
+    EA_TRY(send_all(fd, head, (size_t)n, l));
+    return send_all(fd, body ? body : "", bl, l);
 }
 
 /* The received bytes, grown as they come. */
@@ -251,7 +258,7 @@ static ea_status rbuf_room(rbuf *b) {
 }
 
 /* Receive until the response is whole. OUT: *status, body slice of b. */
-static ea_status recv_response(int fd, rbuf *b, uint64_t deadline_ns, int *status, size_t *off, size_t *len) {
+static ea_status recv_response(int fd, rbuf *b, const limits *l, int *status, size_t *off, size_t *len) {
     int eof = 0, done = 0;
     for (;;) {
         EA_TRY(ea_http_response_parse(b->data ? b->data : "", b->len, eof, &done, status, off, len));
@@ -260,18 +267,18 @@ static ea_status recv_response(int fd, rbuf *b, uint64_t deadline_ns, int *statu
         ssize_t r = recv(fd, b->data + b->len, b->cap - b->len, 0);
         if (r > 0) b->len += (size_t)r;
         else if (r == 0) eof = 1;
-        else if (errno == EAGAIN || errno == EWOULDBLOCK) EA_TRY(wait_fd(fd, POLLIN, deadline_ns, "receive"));
+        else if (errno == EAGAIN || errno == EWOULDBLOCK) EA_TRY(wait_fd(fd, POLLIN, l, "receive"));
         else if (errno != EINTR) return ea_err(EA_ERR_IO, "receive: %s", strerror(errno));
     }
 }
 
 static ea_status call_on(int fd, const char *hostport, const char *method, const char *path, const char *body,
-                         uint64_t deadline_ns, int *status, char **resp_body) {
-    EA_TRY(send_request(fd, hostport, method, path, body, deadline_ns));
+                         const limits *l, int *status, char **resp_body) {
+    EA_TRY(send_request(fd, hostport, method, path, body, l));
     rbuf b = {0};
     size_t off = 0, len = 0;
     int st = 0;
-    ea_status s = recv_response(fd, &b, deadline_ns, &st, &off, &len);
+    ea_status s = recv_response(fd, &b, l, &st, &off, &len);
     char *out = s == EA_OK ? ea_malloc(len + 1) : NULL;
     if (s == EA_OK && !out) s = ea_err(EA_ERR_NOMEM, "response body of %zu bytes", len);
     if (s == EA_OK) {
@@ -284,16 +291,16 @@ static ea_status call_on(int fd, const char *hostport, const char *method, const
     return s;
 }
 
-ea_status ea_http_call(const char *hostport, const char *method, const char *path, const char *body, int timeout_ms,
-                       int *status, char **resp_body) {
+ea_status ea_http_call_cancel(const char *hostport, const char *method, const char *path, const char *body,
+                              int timeout_ms, int cancel_fd, int *status, char **resp_body) {
     char host[256];
     int port = 0, fd = -1;
     EA_TRY(ea_hostport_parse(hostport, host, sizeof host, &port));
     if (timeout_ms <= 0) return ea_err(EA_ERR_INVALID_ARG, "http call to %s: timeout %d ms", hostport, timeout_ms);
-    uint64_t deadline = ea_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    ea_status s = open_conn(host, port, deadline, &fd);
+    limits l = {ea_now_ns() + (uint64_t)timeout_ms * 1000000ull, cancel_fd};
+    ea_status s = open_conn(host, port, &l, &fd);
     if (s == EA_OK) {
-        s = call_on(fd, hostport, method, path, body, deadline, status, resp_body);
+        s = call_on(fd, hostport, method, path, body, &l, status, resp_body);
         close(fd);
     }
     if (s != EA_OK) {
@@ -301,4 +308,9 @@ ea_status ea_http_call(const char *hostport, const char *method, const char *pat
         EA_LOGD("http client: %s", ea_errmsg());
     }
     return s;
+}
+
+ea_status ea_http_call(const char *hostport, const char *method, const char *path, const char *body, int timeout_ms,
+                       int *status, char **resp_body) {
+    return ea_http_call_cancel(hostport, method, path, body, timeout_ms, -1, status, resp_body);
 }

@@ -29,6 +29,7 @@
  *   EA_ERR_IO            any other socket error; the peer closed before a whole response
  *   EA_ERR_FORMAT        a malformed status line or Content-Length
  *   EA_ERR_RANGE         headers over 64 KiB or a body over EA_HTTP_MAX_BODY
+ *   EA_ERR_CANCELLED     (ea_http_call_cancel) the cancel fd became readable
  *   EA_ERR_NOMEM
  *
  * Threading: none kept; any thread may call it. SIGPIPE is not raised (sends
@@ -50,6 +51,12 @@
  * the caller frees it with ea_free; both untouched on an error. */
 ea_status ea_http_call(const char *hostport, const char *method, const char *path, const char *body, int timeout_ms,
                        int *status, char **resp_body);
+
+/* The same call, also ended early when cancel_fd (e.g. the read end of a
+ * pipe) becomes readable: EA_ERR_CANCELLED. cancel_fd < 0: like ea_http_call.
+ * For a thread that must stop promptly while it waits on a long poll. */
+ea_status ea_http_call_cancel(const char *hostport, const char *method, const char *path, const char *body,
+                              int timeout_ms, int cancel_fd, int *status, char **resp_body);
 
 /* Split "host:port" (or "[v6]:port") into host (NUL-terminated, at most
  * host_len - 1 bytes) and a port in [1, 65535]. EA_ERR_INVALID_ARG otherwise. */
