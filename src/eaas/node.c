@@ -388,7 +388,7 @@ static ea_status start(ea_xnode *n) {
     EA_TRY(ea_ucx_create(&n->u));
     EA_TRY(ea_xsrv_create(n->u, &xo, &n->s));
     EA_TRY(ea_jhttp_start(n->host, n->o.port, 1 << 16, handle, n, &n->http));
-    if (!n->id[0]) snprintf(n->id, sizeof n->id, "expert-%s-%d", n->host, ea_jhttp_port(n->http));
+    if (!n->id[0]) snprintf(n->id, sizeof n->id, "expert-%.64s-%d", n->host, ea_jhttp_port(n->http));
     if (pthread_create(&n->th, NULL, poll_loop, n) != 0) return ea_err(EA_ERR_IO, "expert server: poll thread");
     n->th_started = 1;
     if (n->o.monitor) EA_TRY(join_monitor(n));
