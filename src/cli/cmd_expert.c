@@ -28,6 +28,7 @@ static void on_signal(int sig) {
 
 int ea_cmd_expert(int argc, char **argv) {
     ea_xnode_opts o = {.layers = "all", .experts = "all", .max_tokens = 512, .max_clients = 16};
+    double gather_us = 0;
     ea_arg spec[] = {{"model", EA_ARG_STR, &o.model_path, "MODEL", "model directory or .gguf file"},
                      {"monitor", EA_ARG_STR, &o.monitor, "HOST:PORT", "the monitor (eaas monitor)"},
                      {"experts", EA_ARG_STR, &o.experts, "RANGES", "experts to host: all, or A-B[,C-D...]"},
@@ -38,6 +39,7 @@ int ea_cmd_expert(int argc, char **argv) {
                      {"threads", EA_ARG_INT, &o.threads, "N", "threads for the expert products (CPU count)", 0, 4096},
                      {"max-tokens", EA_ARG_INT, &o.max_tokens, "T", "tokens of one client call (512)", 1, 65536},
                      {"max-clients", EA_ARG_INT, &o.max_clients, "N", "clients at once (16)", 1, 4096},
+                     {"gather-us", EA_ARG_DOUBLE, &gather_us, "US", "once a client's call arrives, wait up to this long for the other clients' to batch them together (0)", 0, 1e6},
                      {0}};
     ea_args_rest rest;
     int rc = ea_cli_parse("expert", usage_text, spec, argc, argv, &rest);
@@ -47,6 +49,7 @@ int ea_cmd_expert(int argc, char **argv) {
         return 2;
     }
     if (ea_cli_check_model("expert", o.model_path, 0, NULL, 0)) return 1;
+    o.gather_s = gather_us * 1e-6;
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);

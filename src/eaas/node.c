@@ -273,13 +273,18 @@ static void http_metrics(ea_xnode *n, ea_jhttp_reply *out) {
                    "# TYPE eaas:expert_tokens_total counter\neaas:expert_tokens_total %llu\n"
                    "# HELP eaas:expert_batches_total grouped expert runs (one layer, pairs of every client)\n"
                    "# TYPE eaas:expert_batches_total counter\neaas:expert_batches_total %llu\n"
+                   "# HELP eaas:expert_cross_client_rounds_total poll rounds that gathered calls of several clients\n"
+                   "# TYPE eaas:expert_cross_client_rounds_total counter\neaas:expert_cross_client_rounds_total %llu\n"
+                   "# HELP eaas:expert_cross_client_batches_total grouped runs holding pairs of several clients\n"
+                   "# TYPE eaas:expert_cross_client_batches_total counter\neaas:expert_cross_client_batches_total %llu\n"
                    "# HELP eaas:expert_clients clients holding a slot\n"
                    "# TYPE eaas:expert_clients gauge\neaas:expert_clients %d\n"
                    "# HELP eaas:expert_clients_dropped_total slots freed because the client stopped answering\n"
                    "# TYPE eaas:expert_clients_dropped_total counter\neaas:expert_clients_dropped_total %llu\n"
                    "# HELP eaas:expert_slots_refused_total calls refused for a malformed header or ids\n"
                    "# TYPE eaas:expert_slots_refused_total counter\neaas:expert_slots_refused_total %llu\n",
-                   (unsigned long long)st.tokens, (unsigned long long)st.batches, st.clients,
+                   (unsigned long long)st.tokens, (unsigned long long)st.batches,
+                   (unsigned long long)st.cross_client_rounds, (unsigned long long)st.cross_client_batches, st.clients,
                    (unsigned long long)st.clients_dropped, (unsigned long long)st.slots_refused);
     ea_jhttp_reply_set(out, b.failed ? 500 : 200, b.data, "text/plain; version=0.0.4");
     ea_sbuf_deinit(&b);
@@ -384,7 +389,8 @@ static ea_status start(ea_xnode *n) {
                                .max_tokens = n->o.max_tokens, .max_k = c->n_experts_per_tok, .hosted = n->hosted},
                        .max_clients = n->o.max_clients,
                        .max_batch_pairs = 256 * c->n_experts_per_tok,
-                       .flush_deadline_s = n->o.flush_deadline_s};
+                       .flush_deadline_s = n->o.flush_deadline_s,
+                       .gather_s = n->o.gather_s};
     EA_TRY(ea_ucx_create(&n->u));
     EA_TRY(ea_xsrv_create(n->u, &xo, &n->s));
     EA_TRY(ea_jhttp_start(n->host, n->o.port, 1 << 16, handle, n, &n->http));

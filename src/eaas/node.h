@@ -38,6 +38,7 @@ typedef struct {
     int max_tokens;       /* tokens of one client call; <= 0: 512 */
     int max_clients;      /* <= 0: 16 */
     double flush_deadline_s; /* a client's result flush; <= 0: 1 s */
+    double gather_s;         /* the server loop's gather window (server.h); 0: none */
 } ea_xnode_opts;
 
 typedef struct ea_xnode ea_xnode;

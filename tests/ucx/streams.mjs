@@ -17,11 +17,12 @@ const n = +nS, maxTokens = +maxS, seed0 = seedS ? +seedS : 100;
 const client = new OpenAI({ baseURL, apiKey: 'none', maxRetries: 0, timeout: 300000 });
 const texts = new Array(n).fill(''), errors = new Array(n).fill(null), finish = new Array(n).fill(null);
 let firsts = 0;
+const model = (await client.models.list()).data[0].id;
 
 async function one(i) {
   try {
     const stream = await client.completions.create({
-      model: 'm', prompt: `Story number ${i}:`, max_tokens: maxTokens, stream: true, seed: seed0 + i,
+      model, prompt: `Story number ${i}:`, max_tokens: maxTokens, stream: true, seed: seed0 + i,
       temperature: i % 2 ? 0.8 : 0, ignore_eos: true,
     });
     let first = true;
