@@ -32,6 +32,7 @@ typedef struct {
     ea_member *mem;
     pthread_mutex_t mu; /* guards newest */
     char *newest;       /* owns: the newest table's JSON */
+    uint8_t *live_mask; /* owns: (n_layers, n_experts): hosted by a live server of the newest table */
     atomic_int fresh;   /* newest not applied yet */
     double retry_at;    /* a server failed to connect: apply the table again after this time */
     known *kn;          /* step thread only */
@@ -40,15 +41,38 @@ typedef struct {
 
 /* ---- the member thread ---------------------------------------------------------- */
 
+/* Which experts the table's live servers host (for health between a table and the next call). */
+static void live_mask(glue *g, const char *json) {
+    ea_cluster c;
+    if (ea_cluster_parse(json, strlen(json), &c) != EA_OK) return;
+    int L = g->o.n_layers, E = g->o.n_experts;
+    pthread_mutex_lock(&g->mu);
+    memset(g->live_mask, 0, (size_t)L * E);
+    for (int i = 0; i < c.n_servers; i++)
+        for (int l = 0; l < L && c.servers[i].live; l++)
+            for (int e = 0; e < E; e++) g->live_mask[(size_t)l * E + e] |= (uint8_t)ea_cluster_hosts(&c.servers[i], l, e);
+    pthread_mutex_unlock(&g->mu);
+    ea_cluster_free(&c);
+}
+
 static void on_table(void *ctx, const char *json) {
     glue *g = ctx;
     char *copy = ea_strdup(json);
     if (!copy) return;
+    live_mask(g, json);
     pthread_mutex_lock(&g->mu);
     ea_free(g->newest);
     g->newest = copy;
     pthread_mutex_unlock(&g->mu);
     atomic_store(&g->fresh, 1);
+}
+
+static int coming(void *ctx, int layer, int expert) {
+    glue *g = ctx;
+    pthread_mutex_lock(&g->mu);
+    int r = atomic_load(&g->fresh) && g->live_mask[(size_t)layer * g->o.n_experts + expert];
+    pthread_mutex_unlock(&g->mu);
+    return r;
 }
 
 /* ---- connecting to one server (step thread) ------------------------------------- */
@@ -218,6 +242,7 @@ static void release(void *ctx) {
     glue *g = ctx;
     ea_member_stop(g->mem);
     ea_free(g->newest);
+    ea_free(g->live_mask);
     ea_free(g->kn);
     pthread_mutex_destroy(&g->mu);
     ea_free(g);
@@ -243,9 +268,13 @@ ea_status ea_eaas_client_create(const ea_eaas_client_opts *o, ea_moe_backend **o
     g->o = *o;
     snprintf(g->arch, sizeof g->arch, "%s", o->arch ? o->arch : "");
     pthread_mutex_init(&g->mu, NULL);
+    if (!(g->live_mask = ea_calloc((size_t)o->n_layers * o->n_experts, 1))) {
+        release(g);
+        return ea_err(EA_ERR_NOMEM, "remote experts");
+    }
     ea_remote_opts ro = {.n_layers = o->n_layers, .n_experts = o->n_experts, .hidden = o->hidden,
                          .max_tokens = o->max_tokens, .max_k = o->max_k, .sync = sync_table, .sync_ctx = g,
-                         .release = release, .timeout_s = o->timeout_s};
+                         .release = release, .coming = coming, .timeout_s = o->timeout_s};
     ea_moe_backend *be;
     ea_status st = ea_remote_create(&ro, &be);
     if (st != EA_OK) {

@@ -235,7 +235,7 @@ static ea_moe_health remote_health(ea_moe_backend *be, char *why, size_t n) {
         for (int e = 0; e < R->o.n_experts && h == EA_MOE_OK; e++) {
             int hosted_anywhere = 0;
             for (int s = 0; s < R->n_sv; s++) hosted_anywhere |= hosts(R, s, l, e);
-            if (hosted_anywhere && pick(R, l, e) < 0) {
+            if (hosted_anywhere && pick(R, l, e) < 0 && !(R->o.coming && R->o.coming(R->o.sync_ctx, l, e))) {
                 snprintf(why, n, "layer %d expert %d has no live replica", l, e);
                 h = EA_MOE_DEGRADED;
             }

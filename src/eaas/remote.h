@@ -52,6 +52,10 @@ typedef struct {
     void (*sync)(void *ctx, ea_moe_backend *be);
     void *sync_ctx;
     void (*release)(void *ctx); /* called with sync_ctx when the backend is destroyed; NULL: none */
+    /* Health: 1 if a live server hosting (layer, expert) is known to the
+     * caller but not connected yet (sync connects it at the next call), so the
+     * expert is not reported missing. Any thread. NULL: none. */
+    int (*coming)(void *ctx, int layer, int expert);
     double timeout_s; /* a server's answer to one call; past it the server is treated as dead */
 } ea_remote_opts;
 
