@@ -274,11 +274,17 @@ static ea_status recv_response(int fd, rbuf *b, const limits *l, int *status, si
 
 static ea_status call_on(int fd, const char *hostport, const char *method, const char *path, const char *body,
                          const limits *l, int *status, char **resp_body) {
-    EA_TRY(send_request(fd, hostport, method, path, body, l));
+    ea_status sent = send_request(fd, hostport, method, path, body, l);
+    if (sent != EA_OK && sent != EA_ERR_IO) return sent;
+    /* a send that failed (EPIPE, ECONNRESET) may be a server that answered early
+     * (413) and closed: its answer, when we can read it, is the result */
     rbuf b = {0};
     size_t off = 0, len = 0;
     int st = 0;
+    char why[256];
+    snprintf(why, sizeof why, "%s", sent != EA_OK ? ea_errmsg() : "");
     ea_status s = recv_response(fd, &b, l, &st, &off, &len);
+    if (s != EA_OK && sent != EA_OK) s = ea_err(sent, "%s", why);
     char *out = s == EA_OK ? ea_malloc(len + 1) : NULL;
     if (s == EA_OK && !out) s = ea_err(EA_ERR_NOMEM, "response body of %zu bytes", len);
     if (s == EA_OK) {
