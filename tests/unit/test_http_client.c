@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -83,8 +84,14 @@ static void *serve_once(void *arg) {
     if (c < 0) return NULL;
     struct timeval tv = {0, 200000};
     setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ssize_t n = recv(c, s->got, sizeof s->got - 1, 0);
-    if (n > 0) s->got[n] = 0;
+    size_t have = 0;
+    ssize_t n;
+    while (have < sizeof s->got - 1 && (n = recv(c, s->got + have, sizeof s->got - 1 - have, 0)) > 0) {
+        have += (size_t)n;
+        s->got[have] = 0;
+        const char *end = strstr(s->got, "\r\n\r\n"), *cl = strstr(s->got, "Content-Length: ");
+        if (end && (!cl || strlen(end + 4) >= strtoul(cl + 16, NULL, 10))) break; /* the whole request */
+    }
     if (s->reply) {
         size_t len = s->reply_len ? s->reply_len : strlen(s->reply);
         for (size_t o = 0; o < len;) {
