@@ -57,7 +57,7 @@ for x in xa:2 xb:3; do
   wait_line "$tmp/${x%%:*}.log" 'listening on' "$!" >/dev/null || exit 1
 done
 in_ns cl "$EAAS_BIN" serve --model "$model" --host 10.77.0.4 --port 7002 --threads 1 --experts-remote "$MON" \
-  --expert-timeout-ms 300 >"$tmp/client.log" 2>&1 &
+  --expert-timeout-ms 1000 >"$tmp/client.log" 2>&1 &
 CL_PID=$!; cl_pids+=("$CL_PID")
 wait_line "$tmp/client.log" ' ready: ' "$CL_PID" >/dev/null || exit 1
 grep -q "server xa connected" "$tmp/client.log" && grep -q "server xb connected" "$tmp/client.log" &&
