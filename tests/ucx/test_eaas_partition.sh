@@ -39,7 +39,8 @@ host() {
   ip -n "${P}hub" link set "h$P$1" up
 }
 host mon 1 && host xa 2 && host xb 3 && host cl 4 || { bad "namespaces"; exit 1; }
-in_ns() { local ns="$P$1"; shift; ip netns exec "$ns" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 "$@"; }
+# in_ns NS CMD...: runs CMD in namespace NS; only ever called with & (it execs, so $! is the process)
+in_ns() { local ns="$P$1"; shift; exec ip netns exec "$ns" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 "$@"; }
 
 model="$tmp/model"
 "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 7 --format hf --out "$model" >/dev/null || exit 1
