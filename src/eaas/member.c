@@ -165,7 +165,7 @@ static void *tb_main(void *arg) {
         ea_status s = ea_http_call_cancel(m->monitor, "GET", path, NULL, m->poll_wait_ms + 5000, m->stop_pipe[0], &st, &body);
         if (s == EA_ERR_CANCELLED) break;
         ea_cluster c;
-        if (s == EA_OK && st == 200 && ea_cluster_parse(body, &c) == EA_OK) {
+        if (s == EA_OK && st == 200 && ea_cluster_parse(body, strlen(body), &c) == EA_OK) {
             if (!have || c.epoch != epoch || c.version > version) {
                 m->on_table(m->ctx, body);
                 epoch = c.epoch, version = c.version, have = 1;

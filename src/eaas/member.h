@@ -4,7 +4,7 @@
  *
  *   static void on_table(void *ctx, const char *cluster_json) {
  *       ea_cluster c;
- *       if (ea_cluster_parse(cluster_json, &c) == EA_OK) { ...; ea_cluster_free(&c); }
+ *       if (ea_cluster_parse(cluster_json, strlen(cluster_json), &c) == EA_OK) { ...; ea_cluster_free(&c); }
  *   }
  *   char *fields = ea_member_server_fields(addr, addr_len, "127.0.0.1:9001", layers, 1, experts, 1);
  *   ea_member_opts o = {.monitor = "127.0.0.1:7000", .role = EA_MON_SERVER, .fields = fields,

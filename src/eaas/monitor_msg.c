@@ -358,11 +358,7 @@ static ea_status cluster_body(const json_t *o, ea_cluster *c) {
     return cluster_events(o, c);
 }
 
-ea_status ea_cluster_parse(const char *json, ea_cluster *out) {
-    return ea_cluster_parse_n(json, json ? strlen(json) : 0, out);
-}
-
-ea_status ea_cluster_parse_n(const char *json, size_t len, ea_cluster *out) {
+ea_status ea_cluster_parse(const char *json, size_t len, ea_cluster *out) {
     memset(out, 0, sizeof *out);
     json_t *o;
     EA_TRY(parse_object(json, len, "cluster", &o));

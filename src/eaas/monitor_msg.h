@@ -111,12 +111,9 @@ typedef struct {
     int n_events;
 } ea_cluster;
 
-/* Parse a /cluster answer (NUL-terminated text, as on_table gets it), checking
- * it as strictly as the monitor checks what it receives. On an error *out is
- * empty (nothing to free). */
-ea_status ea_cluster_parse(const char *json, ea_cluster *out);
-/* The same on json[0..len) (no NUL needed; for fuzzing and raw buffers). */
-ea_status ea_cluster_parse_n(const char *json, size_t len, ea_cluster *out);
+/* Parse a /cluster answer, checking it as strictly as the monitor checks what
+ * it receives. On an error *out is empty (nothing to free). */
+ea_status ea_cluster_parse(const char *json, size_t len, ea_cluster *out);
 /* Frees what parse allocated; the struct is zeroed. */
 void ea_cluster_free(ea_cluster *c);
 /* 1 if server s hosts (layer, expert). */

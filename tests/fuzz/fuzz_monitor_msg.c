@@ -64,7 +64,7 @@ static void round_trip(const char *p, size_t n, const ea_mon_register *r) {
     ea_sbuf b = {0};
     ea_mon_table_render(t, 1, 0, &b);
     ea_cluster c;
-    check(!b.failed && ea_cluster_parse_n(b.data, b.len, &c) == EA_OK, "a rendered table does not parse");
+    check(!b.failed && ea_cluster_parse(b.data, b.len, &c) == EA_OK, "a rendered table does not parse");
     int srv = r->role == EA_MON_SERVER;
     check(c.n_servers == srv && c.n_clients == !srv && c.version == 2, "wrong table");
     if (srv) {
@@ -106,7 +106,7 @@ static void fuzz_register(const char *p, size_t n) {
 
 static void fuzz_cluster(const char *p, size_t n) {
     ea_cluster c;
-    if (ea_cluster_parse_n(p, n, &c) != EA_OK) {
+    if (ea_cluster_parse(p, n, &c) != EA_OK) {
         check(!c.servers && !c.clients && !c.events, "a refused table left allocations");
         return;
     }

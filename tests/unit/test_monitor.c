@@ -167,7 +167,7 @@ static void reg(ea_mon_table *t, const char *body, uint64_t now) {
 static void render(const ea_mon_table *t, int with_events, uint64_t after, ea_cluster *c) {
     ea_sbuf b = {0};
     ea_mon_table_render(t, with_events, after, &b);
-    EA_ASSERT(!b.failed && ea_cluster_parse_n(b.data, b.len, c) == EA_OK);
+    EA_ASSERT(!b.failed && ea_cluster_parse(b.data, b.len, c) == EA_OK);
     ea_sbuf_deinit(&b);
 }
 
@@ -269,7 +269,7 @@ TEST(server_fields_and_cluster_parse) {
     const char *bad = "{\"epoch\":\"0000000000000001\",\"version\":3,\"servers\":[],\"clients\":[],"
                       "\"events\":[{\"version\":3,\"kind\":\"leave\",\"role\":\"client\",\"id\":\"a\"},"
                       "{\"version\":2,\"kind\":\"leave\",\"role\":\"client\",\"id\":\"b\"}]}";
-    CHECK_EQ(ea_cluster_parse(bad, &c), EA_ERR_RANGE); /* events out of order */
+    CHECK_EQ(ea_cluster_parse(bad, strlen(bad), &c), EA_ERR_RANGE); /* events out of order */
     CHECK(c.events == NULL);
 }
 
@@ -299,7 +299,7 @@ static int call(int port, const char *method, const char *path, const char *body
 static int get_cluster(int port, const char *path, ea_cluster *c) {
     char *r = NULL;
     int st = call(port, "GET", path, NULL, &r);
-    int ok = st == 200 && ea_cluster_parse(r, c) == EA_OK;
+    int ok = st == 200 && ea_cluster_parse(r, strlen(r), c) == EA_OK;
     ea_free(r);
     return ok;
 }
@@ -333,7 +333,7 @@ typedef struct {
 static void on_table(void *ctx, const char *json) {
     tables *t = ctx;
     ea_cluster c;
-    EA_ASSERT(ea_cluster_parse(json, &c) == EA_OK);
+    EA_ASSERT(ea_cluster_parse(json, strlen(json), &c) == EA_OK);
     pthread_mutex_lock(&t->mu);
     if (t->n < 256) t->epoch[t->n] = c.epoch, t->version[t->n] = c.version, t->n++;
     pthread_mutex_unlock(&t->mu);
