@@ -38,7 +38,7 @@ MON_PORT=${MON##*:}
 start_expert xa --model "$model" --threads 1 || exit 1
 start_expert xb --model "$model" --threads 1 || exit 1
 start_server "$tmp/client.log" --model "$model" --threads 1 --experts-remote "$MON" --expert-timeout-ms 1000 || exit 1
-cl=$PORT; CL_PID=$SRV_PID
+cl=$PORT; CL_PID=$SRV_PID; cl_pids+=("$CL_PID")
 
 # streams_with FAULT-COMMAND: 16 streams on the client; FAULT-COMMAND runs once all have started
 streams_with() {
@@ -122,7 +122,7 @@ PY
 
 # a client killed mid-request: its slots are freed within dead-after-ms
 start_server "$tmp/client2.log" --model "$model" --threads 1 --experts-remote "$MON" || exit 1
-cl2=$PORT; cl2_pid=$SRV_PID; SRV_PID=$CL_PID
+cl2=$PORT; cl2_pid=$SRV_PID; cl_pids+=("$cl2_pid"); SRV_PID=$CL_PID
 before=$(metric "http://127.0.0.1:$XPORT_xc" eaas:expert_clients)
 curl -s --max-time 30 -H 'Content-Type: application/json' -d '{"prompt":"x","max_tokens":200,"ignore_eos":true,"stream":true}' \
   "http://127.0.0.1:$cl2/v1/completions" >/dev/null &
