@@ -65,40 +65,16 @@ ea_status ea_tokens_push(ea_tokens *t, int32_t id) {
     return EA_OK;
 }
 
-void ea_tok_text_free(ea_tok_text *b) {
-    if (!b) return;
-    ea_free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
+/* Append to a text buffer (base/sbuf.h), with the one error for a failed growth. */
+static ea_status text_append(ea_sbuf *b, const void *s, size_t n) {
+    ea_sbuf_append(b, s, n);
+    return ea_sbuf_check(b, "text buffer");
 }
 
 /* Room for n more bytes and a NUL. */
-static ea_status text_reserve(ea_tok_text *b, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) {
-            if (cap > ((size_t)1 << 40)) return ea_err(EA_ERR_NOMEM, "text buffer too large");
-            cap *= 2;
-        }
-        char *p = ea_realloc(b->data, cap);
-        if (!p) return ea_err(EA_ERR_NOMEM, "text buffer of %zu bytes", cap);
-        b->data = p;
-        b->cap = cap;
-    }
-    return EA_OK;
-}
+static ea_status text_reserve(ea_sbuf *b, size_t n) { return ea_sbuf_reserve(b, n) ? EA_OK : ea_sbuf_check(b, "text buffer"); }
 
-static ea_status text_append(ea_tok_text *b, const void *s, size_t n) {
-    EA_TRY(text_reserve(b, n));
-    if (n) memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = 0;
-    return EA_OK;
-}
-
-ea_status ea_tok_text_append(ea_tok_text *b, const void *s, size_t n) { return text_append(b, s, n); }
-
-ea_status ea_tok_text_append_json(ea_tok_text *b, const char *s, size_t n) {
+ea_status ea_tok_append_json(ea_sbuf *b, const char *s, size_t n) {
     const uint8_t *p = (const uint8_t *)s;
     EA_TRY(text_append(b, "\"", 1));
     for (size_t i = 0; i < n;) {
@@ -382,7 +358,7 @@ ea_status ea__tok_add_added(ea_tokenizer *t, int32_t id, const char *s, size_t l
  * inside a class \s becomes its members (\S inside a class is left to PCRE2). */
 #define WS_SET "\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
 
-static ea_status rewrite_ws(const char *p, size_t n, ea_tok_text *o) {
+static ea_status rewrite_ws(const char *p, size_t n, ea_sbuf *o) {
     int in_class = 0;
     for (size_t i = 0; i < n; i++) {
         char c = p[i];
@@ -425,19 +401,19 @@ ea_status ea__tok_add_split(ea_tokenizer *t, const char *pattern, size_t len, in
     int errcode;
     PCRE2_SIZE erroff;
     uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* LITERAL refuses UCP */
-    ea_tok_text rw = {0};
+    ea_sbuf rw = {0};
     if (!literal) {
         ea_status s = rewrite_ws(pattern, len, &rw);
         if (s == EA_OK) s = text_append(&rw, "", 0);
         if (s != EA_OK) {
-            ea_tok_text_free(&rw);
+            ea_sbuf_deinit(&rw);
             return s;
         }
         pattern = rw.data;
         len = rw.len;
     }
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &errcode, &erroff, NULL);
-    ea_tok_text_free(&rw);
+    ea_sbuf_deinit(&rw);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(errcode, msg, sizeof msg);
@@ -575,20 +551,20 @@ typedef struct {
     unsigned flags;
     ea_tokens *out;
     pcre2_match_data *md;
-    ea_tok_text work; /* bytes the pieces point into */
+    ea_sbuf work; /* bytes the pieces point into */
     pieces a, b;
     /* BPE scratch */
     int32_t *sid, *prev, *next;
     size_t sym_cap;
     heap_item *heap;
     size_t heap_n, heap_cap;
-    ea_tok_text bl; /* byte-level string of a word (ignore_merges) */
+    ea_sbuf bl; /* byte-level string of a word (ignore_merges) */
 } enc_ctx;
 
 static void ctx_free(enc_ctx *c) {
     if (c->md) pcre2_match_data_free(c->md);
-    ea_tok_text_free(&c->work);
-    ea_tok_text_free(&c->bl);
+    ea_sbuf_deinit(&c->work);
+    ea_sbuf_deinit(&c->bl);
     ea_free(c->a.v);
     ea_free(c->b.v);
     ea_free(c->sid);
@@ -1042,7 +1018,7 @@ const char *ea_tokenizer_piece(const ea_tokenizer *t, int32_t id, size_t *len) {
 int32_t ea_tokenizer_find(const ea_tokenizer *t, const char *s, size_t len) { return ea__tok_lookup(t, s, len); }
 
 ea_status ea_tokenizer_decode_append(const ea_tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
-                                     ea_tok_text *out) {
+                                     ea_sbuf *out) {
     size_t start = out->len;
     EA_TRY(text_append(out, "", 0));
     for (size_t i = 0; i < n; i++) {
@@ -1077,10 +1053,10 @@ ea_status ea_tokenizer_decode_append(const ea_tokenizer *t, const int32_t *ids, 
 
 ea_status ea_tokenizer_decode(const ea_tokenizer *t, const int32_t *ids, size_t n, unsigned flags, char **text,
                               size_t *len) {
-    ea_tok_text b = {0};
+    ea_sbuf b = {0};
     ea_status s = ea_tokenizer_decode_append(t, ids, n, flags, &b);
     if (s != EA_OK) {
-        ea_tok_text_free(&b);
+        ea_sbuf_deinit(&b);
         return s;
     }
     *text = b.data;
@@ -1118,7 +1094,7 @@ static int valid_prefix(const uint8_t *p, int n) {
 
 static const char replacement[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
 
-ea_status ea_detok_stream_push_bytes(ea_detok_stream *s, const char *bytes, size_t n, ea_tok_text *out) {
+ea_status ea_detok_stream_push_bytes(ea_detok_stream *s, const char *bytes, size_t n, ea_sbuf *out) {
     const uint8_t *b = (const uint8_t *)bytes;
     EA_TRY(text_append(out, "", 0));
     for (size_t i = 0; i < n; i++) {
@@ -1156,7 +1132,7 @@ ea_status ea_detok_stream_push_bytes(ea_detok_stream *s, const char *bytes, size
     return EA_OK;
 }
 
-ea_status ea_detok_stream_push(const ea_tokenizer *t, ea_detok_stream *s, int32_t id, ea_tok_text *out) {
+ea_status ea_detok_stream_push(const ea_tokenizer *t, ea_detok_stream *s, int32_t id, ea_sbuf *out) {
     size_t n;
     const char *b = ea_tokenizer_token_bytes(t, id, &n);
     if (!b) return ea_err(EA_ERR_RANGE, "token id %d is not in the vocabulary (size %d)", id, t->n_vocab);
@@ -1164,7 +1140,7 @@ ea_status ea_detok_stream_push(const ea_tokenizer *t, ea_detok_stream *s, int32_
     return ea_detok_stream_push_bytes(s, b, n, out);
 }
 
-ea_status ea_detok_stream_flush(ea_detok_stream *s, ea_tok_text *out) {
+ea_status ea_detok_stream_flush(ea_detok_stream *s, ea_sbuf *out) {
     EA_TRY(text_append(out, "", 0));
     if (s->n_pending) {
         s->n_pending = 0;
