@@ -19,14 +19,8 @@ int ea_sbuf_reserve(ea_sbuf *b, size_t extra) {
         return 0;
     }
     if (need <= b->cap) return 1;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need) {
-        if (cap > ((size_t)-1) / 2) {
-            cap = need;
-            break;
-        }
-        cap *= 2;
-    }
+    size_t cap = ea_grow_cap(b->cap, need, 256);
+    if (!cap) cap = need; /* doubling would overflow */
     char *p = ea_realloc(b->data, cap);
     if (!p) {
         b->failed = 1;

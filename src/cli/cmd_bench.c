@@ -60,7 +60,8 @@ typedef struct {
     double ttft, e2e;
     int output_tokens, prompt_tokens;
     double *itl; /* owns */
-    int n_itl, cap_itl;
+    int n_itl;
+    size_t cap_itl;
     char error[160];
 } bench_result;
 
@@ -263,13 +264,7 @@ typedef struct {
 } sse_state;
 
 static void push_itl(bench_result *res, double v) {
-    if (res->n_itl == res->cap_itl) {
-        int cap = res->cap_itl ? res->cap_itl * 2 : 64;
-        double *p = ea_realloc(res->itl, (size_t)cap * sizeof *p);
-        if (!p) return;
-        res->itl = p;
-        res->cap_itl = cap;
-    }
+    if (ea_grow(&res->itl, &res->cap_itl, (size_t)res->n_itl + 1, sizeof *res->itl, 64)) return;
     res->itl[res->n_itl++] = v;
 }
 

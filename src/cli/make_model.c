@@ -221,18 +221,13 @@ typedef struct {
 
 typedef struct {
     ea__mm_src *v; /* owns */
-    int n, cap;
+    int n;
+    size_t cap;
 } ea__mm_plan;
 
 static ea_status ea__mm_add(ea__mm_plan *p, const char *name, const char *gguf, int n_dims, int64_t d0, int64_t d1,
                             int init) {
-    if (p->n == p->cap) {
-        int nc = p->cap ? 2 * p->cap : 256;
-        ea__mm_src *nv = ea_realloc(p->v, (size_t)nc * sizeof *nv);
-        if (!nv) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
-        p->v = nv;
-        p->cap = nc;
-    }
+    if (ea_grow(&p->v, &p->cap, (size_t)p->n + 1, sizeof *p->v, 256)) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
     ea__mm_src *s = &p->v[p->n++];
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", name);
@@ -467,18 +462,13 @@ typedef struct {
 
 typedef struct {
     ea__mm_gt *v; /* owns */
-    int n, cap;
+    int n;
+    size_t cap;
 } ea__mm_gplan;
 
 static ea_status ea__mm_gpush(ea__mm_gplan *g, const char *name, int kind, int src, int n_dims, const int64_t *torch_shape,
                               ea_dtype want) {
-    if (g->n == g->cap) {
-        int nc = g->cap ? 2 * g->cap : 256;
-        ea__mm_gt *nv = ea_realloc(g->v, (size_t)nc * sizeof *nv);
-        if (!nv) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
-        g->v = nv;
-        g->cap = nc;
-    }
+    if (ea_grow(&g->v, &g->cap, (size_t)g->n + 1, sizeof *g->v, 256)) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
     ea__mm_gt *t = &g->v[g->n++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);

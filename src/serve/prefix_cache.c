@@ -144,8 +144,7 @@ ea_status ea_prefix_cache_create(ea_kv_cache *kv, struct ea_model *m, const ea_p
     pc->kv = kv;
     pc->on_disk = o->on_disk;
     pc->on_disk_ctx = o->on_disk_ctx;
-    pc->cap = 1;
-    while (pc->cap < 2 * kv->n_blocks) pc->cap *= 2;
+    pc->cap = (int)ea_grow_cap(0, 2 * (size_t)kv->n_blocks, 1);
     pc->e = ea_malloc(sizeof *pc->e * (size_t)pc->cap);
     if (!pc->e) {
         ea_free(pc);

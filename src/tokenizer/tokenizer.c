@@ -46,16 +46,8 @@ void ea_tokens_free(ea_tokens *t) {
 }
 
 static ea_status tokens_reserve(ea_tokens *t, size_t extra) {
-    if (t->n + extra <= t->cap) return EA_OK;
-    size_t cap = t->cap ? t->cap : 16;
-    while (cap < t->n + extra) {
-        if (cap > ((size_t)1 << 40)) return ea_err(EA_ERR_NOMEM, "token array too large");
-        cap *= 2;
-    }
-    int32_t *p = ea_realloc(t->ids, cap * sizeof *p);
-    if (!p) return ea_err(EA_ERR_NOMEM, "token array of %zu", cap);
-    t->ids = p;
-    t->cap = cap;
+    if (ea_grow(&t->ids, &t->cap, t->n + extra, sizeof *t->ids, 16))
+        return ea_err(EA_ERR_NOMEM, "token array of %zu", t->n + extra);
     return EA_OK;
 }
 
@@ -153,13 +145,8 @@ ea_status ea__tok_alloc(const char *what, ea_tokenizer **out) {
 const char *ea__tok_intern(ea_tokenizer *t, const char *s, size_t len) {
     if (len + 1 > t->pool_left) {
         size_t bs = len + 1 > ((size_t)1 << 20) ? len + 1 : ((size_t)1 << 20);
-        if (t->n_pool_blocks == t->cap_pool_blocks) {
-            int nc = t->cap_pool_blocks ? t->cap_pool_blocks * 2 : 16;
-            char **nb = ea_realloc(t->pool_blocks, (size_t)nc * sizeof *nb);
-            if (!nb) return NULL;
-            t->pool_blocks = nb;
-            t->cap_pool_blocks = nc;
-        }
+        if (ea_grow(&t->pool_blocks, &t->cap_pool_blocks, (size_t)t->n_pool_blocks + 1, sizeof *t->pool_blocks, 16))
+            return NULL;
         char *b = ea_malloc(bs);
         if (!b) return NULL;
         t->pool_blocks[t->n_pool_blocks++] = b;
@@ -193,7 +180,7 @@ ea_status ea__tok_set_vocab_size(ea_tokenizer *t, int64_t n) {
 }
 
 static ea_status map_grow(ea_tokenizer *t) {
-    size_t nc = t->map_cap * 2;
+    size_t nc = ea_grow_cap(t->map_cap, t->map_cap + 1, 1024);
     ea__strmap_slot *nm = ea_malloc(nc * sizeof *nm);
     if (!nm) return ea_err(EA_ERR_NOMEM, "%s: vocabulary map", t->what);
     for (size_t i = 0; i < nc; i++) nm[i].id = -1;
@@ -264,7 +251,7 @@ ea_status ea__tok_set_piece(ea_tokenizer *t, int32_t id, const char *s, size_t l
 }
 
 static ea_status merges_grow(ea_tokenizer *t) {
-    size_t nc = t->merges_cap ? t->merges_cap * 2 : 1024;
+    size_t nc = ea_grow_cap(t->merges_cap, t->merges_cap + 1, 1024);
     ea__merge_slot *nm = ea_malloc(nc * sizeof *nm);
     if (!nm) return ea_err(EA_ERR_NOMEM, "%s: merge map", t->what);
     for (size_t i = 0; i < nc; i++) nm[i].key = UINT64_MAX;
@@ -335,12 +322,8 @@ ea_status ea__tok_add_added(ea_tokenizer *t, int32_t id, const char *s, size_t l
     t->piece_len[id] = (uint32_t)len;
     EA_TRY(map_put(t, p, len, id));
     if (special) t->special[id] = 1;
-    if ((t->n_added & (t->n_added - 1)) == 0) {
-        size_t nc = t->n_added ? (size_t)t->n_added * 2 : 8;
-        ea__added *na = ea_realloc(t->added, nc * sizeof *na);
-        if (!na) return ea_err(EA_ERR_NOMEM, "%s: added tokens", t->what);
-        t->added = na;
-    }
+    if (ea_grow(&t->added, &t->cap_added, (size_t)t->n_added + 1, sizeof *t->added, 8))
+        return ea_err(EA_ERR_NOMEM, "%s: added tokens", t->what);
     t->added[t->n_added++] = (ea__added){.content = p,
                                          .len = (uint32_t)len,
                                          .id = id,
@@ -575,13 +558,7 @@ static void ctx_free(enc_ctx *c) {
 
 static ea_status pieces_push(pieces *p, size_t off, size_t len) {
     if (len == 0) return EA_OK;
-    if (p->n == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 64;
-        piece *nv = ea_realloc(p->v, nc * sizeof *nv);
-        if (!nv) return ea_err(EA_ERR_NOMEM, "pre-tokenizer pieces");
-        p->v = nv;
-        p->cap = nc;
-    }
+    if (ea_grow(&p->v, &p->cap, p->n + 1, sizeof *p->v, 64)) return ea_err(EA_ERR_NOMEM, "pre-tokenizer pieces");
     p->v[p->n++] = (piece){off, len};
     return EA_OK;
 }
@@ -591,13 +568,7 @@ static int heap_less(const heap_item *a, const heap_item *b) {
 }
 
 static ea_status heap_push(enc_ctx *c, heap_item it) {
-    if (c->heap_n == c->heap_cap) {
-        size_t nc = c->heap_cap ? c->heap_cap * 2 : 64;
-        heap_item *nh = ea_realloc(c->heap, nc * sizeof *nh);
-        if (!nh) return ea_err(EA_ERR_NOMEM, "bpe heap");
-        c->heap = nh;
-        c->heap_cap = nc;
-    }
+    if (ea_grow(&c->heap, &c->heap_cap, c->heap_n + 1, sizeof *c->heap, 64)) return ea_err(EA_ERR_NOMEM, "bpe heap");
     size_t i = c->heap_n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
