@@ -403,28 +403,18 @@ ea_status ea_mm_param_counts(const ea_mm_shape *s, int64_t *total, int64_t *acti
 
 /* ----------------------------------------------------------------- values */
 
-static inline uint64_t ea__mix64(uint64_t z) {
-    z ^= z >> 30;
-    z *= 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 27;
-    z *= 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return z;
-}
-
-#define EA__MM_GAMMA 0x9E3779B97F4A7C15ull
-
 uint64_t ea_mm_tensor_key(uint64_t seed, const char *name) {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
     for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
         h ^= *c;
         h *= 0x100000001b3ull;
     }
-    return ea__mix64(h ^ ea__mix64(seed));
+    return ea_splitmix64_mix(h ^ ea_splitmix64_mix(seed));
 }
 
 double ea_mm_uniform(uint64_t key, uint64_t i) {
-    uint64_t z = ea__mix64(key + (i + 1) * EA__MM_GAMMA);
+    uint64_t st = key + i * 0x9E3779B97F4A7C15ull; /* z_i: element i of key's splitmix64 stream */
+    uint64_t z = ea_splitmix64(&st);
     return ((double)(z >> 40) + 0.5) * (1.0 / 8388608.0) - 1.0;
 }
 
@@ -432,9 +422,9 @@ double ea_mm_uniform(uint64_t key, uint64_t i) {
 static void ea__mm_gen(const ea__mm_src *t, uint64_t i0, size_t n, float *out, ea_dtype round) {
     const uint64_t key = t->key;
     const double base = t->base, scale = t->scale;
-    uint64_t c = key + (i0 + 1) * EA__MM_GAMMA;
-    for (size_t k = 0; k < n; k++, c += EA__MM_GAMMA) {
-        uint64_t z = ea__mix64(c);
+    uint64_t st = key + i0 * 0x9E3779B97F4A7C15ull; /* key's splitmix64 stream from element i0 */
+    for (size_t k = 0; k < n; k++) {
+        uint64_t z = ea_splitmix64(&st);
         double v = ((double)(z >> 40) + 0.5) * (1.0 / 8388608.0) - 1.0;
         out[k] = (float)(base + scale * v);
     }
