@@ -367,14 +367,7 @@ static void *worker(void *arg) {
 
 /* ---- prompts ------------------------------------------------------------------------ */
 
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+static double rng_unit(uint64_t *s) { return (double)(ea_splitmix64(s) >> 11) * (1.0 / 9007199254740992.0); }
 
 static ea_status load_dataset(const char *path, int n, int output_len, bench_prompt *out) {
     char *data;
@@ -555,7 +548,7 @@ static int bench_serve(int argc, char **argv) {
         for (int i = 0; i < num_prompts; i++) {
             bench_prompt *p = &b.prompts[i];
             if (!(p->ids = ea_malloc((size_t)input_len * sizeof *p->ids))) goto out;
-            for (int k = 0; k < input_len; k++) p->ids[k] = 1000 + (int32_t)(rng_next(&rs) % 20000);
+            for (int k = 0; k < input_len; k++) p->ids[k] = 1000 + (int32_t)(ea_splitmix64(&rs) % 20000);
             p->n_ids = input_len;
             p->output_len = output_len;
         }
