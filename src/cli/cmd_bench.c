@@ -505,14 +505,11 @@ static int bench_serve(int argc, char **argv) {
     int rc = ea_cli_parse("bench serve", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     url_parts u;
-    if (!url || parse_url(url, &u) != 0 || rest.n_pos) {
-        fprintf(stderr, "eaas bench serve: --url http://HOST:PORT is required\n");
-        return 2;
-    }
-    if (dataset && ea_args_given(spec, &rest, "input-len")) {
-        fprintf(stderr, "eaas bench serve: --input-len does not apply with --dataset (the prompts come from the file)\n");
-        return 2;
-    }
+    if (!url || parse_url(url, &u) != 0 || rest.n_pos)
+        return ea_cli_usage_error("bench serve", NULL, "--url http://HOST:PORT is required");
+    if (dataset && ea_args_given(spec, &rest, "input-len"))
+        return ea_cli_usage_error("bench serve", NULL,
+                                  "--input-len does not apply with --dataset (the prompts come from the file)");
     if (concurrency == 0) concurrency = rate > 0 ? (num_prompts < 1024 ? num_prompts : 1024) : 1;
     if (concurrency > num_prompts) concurrency = num_prompts;
 
@@ -657,6 +654,5 @@ int ea_cmd_bench(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "serve") == 0) return bench_serve(argc - 1, argv + 1);
-    fprintf(stderr, "eaas bench: unknown benchmark '%s' (known: serve)\n", argv[1]);
-    return 2;
+    return ea_cli_usage_error("bench", NULL, "unknown benchmark '%s' (known: serve)", argv[1]);
 }

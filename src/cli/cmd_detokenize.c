@@ -93,16 +93,13 @@ int ea_cmd_detokenize(int argc, char **argv) {
     int rc = ea_cli_parse("detokenize", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     ea_status s;
-    if (!model || rest.n_pos < 1) {
-        fprintf(stderr, "eaas detokenize: needs --model MODEL and token ids; see --help\n");
-        return 2;
-    }
+    if (!model || rest.n_pos < 1)
+        return ea_cli_usage_error("detokenize", NULL, "needs --model MODEL and token ids; see --help");
     ea_tokens ids = {0};
     s = collect(rest.n_pos, rest.pos, &ids);
     if (s != EA_OK) {
         ea_tokens_free(&ids);
-        fprintf(stderr, "eaas detokenize: %s\n", ea_errmsg());
-        return 2;
+        return ea_cli_usage_error("detokenize", NULL, "%s", ea_errmsg());
     }
     ea_tokenizer *t;
     s = ea_tokenizer_load(model, &t);

@@ -98,10 +98,9 @@ int ea_cmd_tokenize(int argc, char **argv) {
     int rc = ea_cli_parse("tokenize", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     ea_status s;
-    if (!model || (!jsonl && rest.n_pos != 1) || (jsonl && rest.n_pos != 0)) {
-        fprintf(stderr, "eaas tokenize: needs --model MODEL and one TEXT (or --input-jsonl FILE); see --help\n");
-        return 2;
-    }
+    if (!model || (!jsonl && rest.n_pos != 1) || (jsonl && rest.n_pos != 0))
+        return ea_cli_usage_error("tokenize", NULL,
+                                  "needs --model MODEL and one TEXT (or --input-jsonl FILE); see --help");
     unsigned flags = (no_special ? 0u : EA_TOK_ADD_SPECIAL) | (split_special ? 0u : EA_TOK_PARSE_SPECIAL);
     ea_tokenizer *t;
     s = ea_tokenizer_load(model, &t);
