@@ -15,10 +15,11 @@
  * reaches n_tokens, and one token is sampled for them.
  *
  * The step loop's other state lives in its own modules, each with its design
- * in its header: the prefix cache with its disk tier (prefix_cache.h), a
+ * in its header: the request object, its event ring and its checks
+ * (request.h), the prefix cache with its disk tier (prefix_cache.h), a
  * request's output text with its stop strings (text_stream.h), and the
  * control bus's batch format (bus_codec.h; the MPI transport is ep/bus.c).
- * This file keeps the queues, the plan of each step and the events.
+ * This file keeps the queues, the plan of each step and the step loop.
  *
  * Locks: s->mu guards incoming, n_incoming, stopping, stats; r->mu guards
  * r's event ring and refs. The step loop holds no lock while it computes.
