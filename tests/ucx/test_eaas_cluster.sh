@@ -9,7 +9,8 @@
 # overlapping expert ranges for the other half. One case adds a second client
 # sharing the servers: both clients' concurrent streams match the local server,
 # and the servers count poll rounds that gathered both clients' calls (with a
-# gather window of 3 ms: on a 2-core machine the two clients seldom run at the
+# gather window of 20 ms, which only a call waits out while the other client is
+# connected but not writing: on a 2-core machine the two clients seldom run at the
 # same instant otherwise).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,6 +33,7 @@ same_choices() {
     ok "$1"
   else
     bad "$1: local $(head -c 200 "$tmp/ref.json") vs remote $(head -c 200 "$tmp/cl.json")"
+    echo "--- client log (tail):" >&2; tail -20 "$tmp/client.log" >&2
   fi
 }
 
@@ -45,8 +47,8 @@ run_case() { # FAMILY FORMAT LAYOUT(replicas|overlap) [two-clients]
   start_monitor || { bad "$name: monitor"; return; }
   local r1=all r2=all
   if [ "$layout" = overlap ]; then r1="0-$((E * 5 / 8 - 1))"; r2="$((E / 2))-$((E - 1))"; fi
-  start_expert xa --model "$model" --experts "$r1" --threads 1 --gather-us 3000 || { bad "$name: expert a"; return; }
-  start_expert xb --model "$model" --experts "$r2" --threads 1 --gather-us 3000 || { bad "$name: expert b"; return; }
+  start_expert xa --model "$model" --experts "$r1" --threads 1 --gather-us 20000 || { bad "$name: expert a"; return; }
+  start_expert xb --model "$model" --experts "$r2" --threads 1 --gather-us 20000 || { bad "$name: expert b"; return; }
   start_server "$tmp/ref.log" --model "$model" --threads 1 || { bad "$name: local server"; return; }
   local ref_pid=$SRV_PID ref=$PORT
   SRV_PID=""
