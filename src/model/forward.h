@@ -80,7 +80,4 @@ const ea_moe_outcome *ea_forward_outcome(const ea_forward *f);
 /* The KV widths this model needs per token per layer (k_dim, v_dim). */
 void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim);
 
-/* A local backend over all of the model's routed experts. */
-ea_status ea_forward_local_backend(const ea_model *m, ea_kctx *kctx, int max_tokens, ea_moe_backend **out);
-
 #endif
