@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libjansson-dev libpcre2-dev libmicrohttpd-dev
       libopenmpi-dev openmpi-bin libucx-dev libdnnl-dev
-      python3-numpy curl ca-certificates)
+      python3-numpy curl ca-certificates iproute2)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -79,6 +79,9 @@ typedef struct {
     const char *kv_disk_dir;
     int kv_disk_max_mib;
     const char *generation_config; /* auto | vllm */
+    /* Expert-as-a-Service */
+    const char *experts_remote;
+    int expert_timeout_ms;
 } serve_flags;
 
 /* The EPLB tuning flags only make sense with EPLB on */
@@ -153,7 +156,8 @@ static const char usage_text[] =
 int ea_cmd_serve(int argc, char **argv) {
     serve_flags f = {.dist_timeout = -1, .generation_config = "auto", .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
                      .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .idle_timeout_s = 5,
-                     .kv_disk_max_mib = 1024, .eplb_window = 1000, .eplb_interval = 1000, .eplb_min_bal = 0.9};
+                     .kv_disk_max_mib = 1024, .eplb_window = 1000, .eplb_interval = 1000, .eplb_min_bal = 0.9,
+                     .expert_timeout_ms = 1000};
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &f.model, "PATH", "model directory (HF) or .gguf file"},
         {"host", EA_ARG_STR, &f.host, "ADDR", "address to listen on (default 127.0.0.1)"},
@@ -190,6 +194,8 @@ int ea_cmd_serve(int argc, char **argv) {
         {"init-expert-location", EA_ARG_STR, &f.init_expert_location, "FILE", "initial placement (eplb place output); implies --eplb"},
         {"parallel", EA_ARG_STR, &f.parallel, "MODE", "expert|tensor over the ranks of an mpirun launch (rank 0 serves HTTP)"},
         {"dist-timeout", EA_ARG_DOUBLE, &f.dist_timeout, "S", "deadline of every MPI collective and of the control bus (30)", 0.001, EA_WEEK_S, "parallel"},
+        {"experts-remote", EA_ARG_STR, &f.experts_remote, "HOST:PORT", "run the experts on expert servers (eaas expert) found through this monitor"},
+        {"expert-timeout-ms", EA_ARG_INT, &f.expert_timeout_ms, "MS", "an expert server's answer to one call; past it the call goes to a replica (1000)", 1, 3600000, "experts-remote"},
         {0}};
     ea_args_rest rest;
     int rc = ea_cli_parse("serve", usage_text, spec, argc, argv, &rest);
@@ -253,6 +259,9 @@ int ea_cmd_serve(int argc, char **argv) {
                                   .interval = f.eplb_interval > 0 && f.eplb_min_bal > 0 ? f.eplb_interval : -1,
                                   .min_balancedness = f.eplb_min_bal, .layers_per_step = f.eplb_layers_per_step,
                                   .algorithm = f.eplb_algorithm, .init_expert_location = f.init_expert_location}};
+    if (f.experts_remote && pmode == EA_PAR_NONE) /* under --parallel the ranks hold the experts */
+        eo.moe = (ea_engine_moe_opts){.kind = EA_BACKEND_REMOTE,
+                                      .remote = {.monitor = f.experts_remote, .timeout_s = f.expert_timeout_ms / 1000.0}};
     if ((st = ea_engine_create(&eo, &engine)) != EA_OK) goto fail;
     /* each rank's resident memory against the plan, on rank 0's log (a collective: every rank calls it) */
     if (engine->par && (st = ea_ep_engine_report_memory(engine->par, stderr)) != EA_OK) goto fail;

@@ -21,6 +21,8 @@ int ea_cmd_perplexity(int argc, char **argv);
 int ea_cmd_eplb(int argc, char **argv);
 int ea_cmd_serve(int argc, char **argv);
 int ea_cmd_bench(int argc, char **argv);
+int ea_cmd_expert(int argc, char **argv);
+int ea_cmd_monitor(int argc, char **argv);
 
 /* Print "eaas <cmd>: <status text>: <message>" to stderr and return 1. */
 int ea_cli_fail(const char *cmd, ea_status s);

@@ -33,6 +33,8 @@ static const ea_command commands[] = {
     {"serve", ea_cmd_serve, "serve a model over an OpenAI-compatible HTTP API"},
     {"bench", ea_cmd_bench, "benchmarks: 'bench serve' drives an OpenAI-compatible server"},
     {"eplb", ea_cmd_eplb, "expert placement: place, score"},
+    {"expert", ea_cmd_expert, "an expert server: serve some experts to attention clients over UCX"},
+    {"monitor", ea_cmd_monitor, "Expert-as-a-Service membership: servers and clients register and heartbeat"},
 };
 
 int ea_cli_fail(const char *cmd, ea_status s) {

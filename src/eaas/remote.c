@@ -12,6 +12,7 @@
  */
 #include "eaas/remote.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,8 @@
 #include "kernels/ops.h"
 
 typedef struct {
+    char name[64];
+    uint8_t *hosted;     /* owns: (n_layers, n_experts) */
     ea_ucx_mem *res;     /* owns: result region */
     ea_ucx_ep *ep;       /* owns */
     ea_ucx_remote *slot; /* owns */
@@ -29,28 +32,47 @@ typedef struct {
     atomic_int live;
     uint8_t *stage; /* owns: header + payload staging */
     uint64_t word;  /* the state word being put (kept until the flush) */
-    uint64_t seq;
+    uint64_t seq;   /* rises over every server this entry has held: a stale word never matches */
     int pending;    /* sent in this call, not answered yet */
     int resend;     /* its owned set grew: send again */
 } rsrv;
+
+/* Round-trip histogram bounds (seconds) of eaas:remote_roundtrip_seconds. */
+static const double rt_bounds[] = {50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 1.0};
+#define RT_N (sizeof rt_bounds / sizeof rt_bounds[0])
 
 typedef struct {
     ea_moe_backend base;
     ea_remote_opts o;
     ea_ucx *u;
-    rsrv *sv;
+    pthread_mutex_t mu; /* guards n_sv and the entries' name and hosted for other threads (health) */
+    rsrv *sv;           /* [max_servers] */
+    int n_sv;           /* entries in use */
     int32_t *owner;
+    double t_submit;
     atomic_uint_fast64_t calls, failovers, timeouts, refusals, failed_pairs;
+    atomic_uint_fast64_t rt_count[RT_N + 1];
+    _Atomic double rt_sum;
 } remote;
 
+static int hosts(const remote *R, int s, int layer, int expert) {
+    return R->sv[s].hosted[(size_t)layer * R->o.n_experts + expert];
+}
+
+/* The live replicas of (layer, expert) share its pairs: the ((layer + expert)
+ * mod n)-th of the n live servers hosting it, in table order; -1 if none. */
 static int pick(const remote *R, int layer, int expert) {
-    for (int s = 0; s < R->o.n_servers; s++)
-        if (atomic_load(&R->sv[s].live) && R->o.hosted[s][(size_t)layer * R->o.n_experts + expert]) return s;
+    int n = 0;
+    for (int s = 0; s < R->n_sv; s++) n += atomic_load(&R->sv[s].live) && hosts(R, s, layer, expert);
+    if (n == 0) return -1;
+    int want = (layer + expert) % n;
+    for (int s = 0; s < R->n_sv; s++)
+        if (atomic_load(&R->sv[s].live) && hosts(R, s, layer, expert) && want-- == 0) return s;
     return -1;
 }
 
 static void mark_dead(remote *R, int s, const char *why) {
-    if (atomic_exchange(&R->sv[s].live, 0)) EA_LOGW("remote experts: server %d is gone: %s", s, why);
+    if (atomic_exchange(&R->sv[s].live, 0)) EA_LOGW("remote experts: server %s is gone: %s", R->sv[s].name, why);
 }
 
 /* Send server s its owned pairs of call c (ids of other servers' pairs as -1). */
@@ -87,12 +109,15 @@ static void reassign(remote *R, const ea_moe_call *c) {
     }
 }
 
-/* Send every server that has pairs and needs a (re)send; a failed send marks it dead and reassigns. */
+/* Send every server that has pairs and needs a (re)send; a failed send marks
+ * it dead and reassigns. A server still computing an earlier send of this call
+ * is sent again only after it answered (wait): the slot is the server's until
+ * then (slot.h), and a put over it could be lost to the server's own state write. */
 static void send_all(remote *R, const ea_moe_call *c) {
-    for (int round = 0; round <= R->o.n_servers; round++) {
+    for (int round = 0; round <= R->n_sv; round++) {
         int again = 0;
-        for (int s = 0; s < R->o.n_servers; s++) {
-            if (!R->sv[s].resend || !atomic_load(&R->sv[s].live)) continue;
+        for (int s = 0; s < R->n_sv; s++) {
+            if (!R->sv[s].resend || R->sv[s].pending || !atomic_load(&R->sv[s].live)) continue;
             ea_status st = send_to(R, s, c);
             if (st != EA_OK) {
                 if (st == EA_ERR_TIMEOUT) atomic_fetch_add(&R->timeouts, 1);
@@ -111,8 +136,10 @@ static ea_status remote_submit(ea_moe_backend *be, const ea_moe_call *c) {
     if (c->n_tokens > R->o.max_tokens || c->k > R->o.max_k || c->layer < 0 || c->layer >= R->o.n_layers)
         return ea_err(EA_ERR_RANGE, "remote experts: call of layer %d, %d tokens x %d slots exceeds %d x %d",
                       c->layer, c->n_tokens, c->k, R->o.max_tokens, R->o.max_k);
+    if (R->o.sync) R->o.sync(R->o.sync_ctx, be);
     atomic_fetch_add(&R->calls, 1);
-    for (int s = 0; s < R->o.n_servers; s++) R->sv[s].pending = R->sv[s].resend = 0;
+    R->t_submit = ea_now_s();
+    for (int s = 0; s < R->n_sv; s++) R->sv[s].pending = R->sv[s].resend = 0;
     for (int p = 0; p < c->n_tokens * c->k; p++) {
         if (c->ids[p] < 0 || c->ids[p] >= R->o.n_experts)
             return ea_err(EA_ERR_RANGE, "remote experts: expert %d not in [0, %d)", c->ids[p], R->o.n_experts);
@@ -123,16 +150,25 @@ static ea_status remote_submit(ea_moe_backend *be, const ea_moe_call *c) {
     return EA_OK;
 }
 
+static void observe_roundtrip(remote *R, double s) {
+    size_t b = 0;
+    while (b < RT_N && s > rt_bounds[b]) b++;
+    atomic_fetch_add(&R->rt_count[b], 1);
+    double old = atomic_load(&R->rt_sum);
+    while (!atomic_compare_exchange_weak(&R->rt_sum, &old, old + s)) {
+    }
+}
+
 static ea_status remote_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
     remote *R = (remote *)be;
     int H = R->o.hidden, k = c->k;
-    for (int round = 0; round <= R->o.n_servers; round++) {
+    for (int round = 0; round <= 2 * R->n_sv; round++) { /* each round a server answers, or dies */
         double end = ea_now_s() + R->o.timeout_s;
         int left = 0;
-        for (int s = 0; s < R->o.n_servers; s++) left += R->sv[s].pending;
+        for (int s = 0; s < R->n_sv; s++) left += R->sv[s].pending;
         while (left > 0) {
             ea_ucx_progress(R->u);
-            for (int s = 0; s < R->o.n_servers; s++) {
+            for (int s = 0; s < R->n_sv; s++) {
                 rsrv *v = &R->sv[s];
                 if (!v->pending) continue;
                 uint64_t w = __atomic_load_n((const uint64_t *)ea_ucx_mem_ptr(v->res), __ATOMIC_ACQUIRE);
@@ -153,7 +189,7 @@ static ea_status remote_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_ou
                 }
             }
             if (left > 0 && ea_now_s() > end) {
-                for (int s = 0; s < R->o.n_servers; s++)
+                for (int s = 0; s < R->n_sv; s++)
                     if (R->sv[s].pending) {
                         atomic_fetch_add(&R->timeouts, 1);
                         mark_dead(R, s, "no answer within the deadline");
@@ -164,10 +200,11 @@ static ea_status remote_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_ou
         }
         reassign(R, c);
         int resend = 0;
-        for (int s = 0; s < R->o.n_servers; s++) resend |= R->sv[s].resend;
+        for (int s = 0; s < R->n_sv; s++) resend |= R->sv[s].resend && atomic_load(&R->sv[s].live);
         if (!resend) break;
         send_all(R, c);
     }
+    observe_roundtrip(R, ea_now_s() - R->t_submit);
     /* combine in slot order from 0.0f (moe.h), as moe_local.c does */
     for (int t = 0; t < c->n_tokens; t++) {
         float *yt = c->y + (size_t)t * H;
@@ -188,16 +225,39 @@ static ea_status remote_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_ou
 
 static ea_moe_health remote_health(ea_moe_backend *be, char *why, size_t n) {
     remote *R = (remote *)be;
-    for (int l = 0; l < R->o.n_layers; l++)
-        for (int e = 0; e < R->o.n_experts; e++) {
+    ea_moe_health h = EA_MOE_OK;
+    pthread_mutex_lock(&R->mu);
+    if (R->n_sv == 0) {
+        snprintf(why, n, "no expert server has connected");
+        h = EA_MOE_DEGRADED;
+    }
+    for (int l = 0; l < R->o.n_layers && h == EA_MOE_OK; l++)
+        for (int e = 0; e < R->o.n_experts && h == EA_MOE_OK; e++) {
             int hosted_anywhere = 0;
-            for (int s = 0; s < R->o.n_servers; s++) hosted_anywhere |= R->o.hosted[s][(size_t)l * R->o.n_experts + e];
-            if (hosted_anywhere && pick(R, l, e) < 0) {
+            for (int s = 0; s < R->n_sv; s++) hosted_anywhere |= hosts(R, s, l, e);
+            if (hosted_anywhere && pick(R, l, e) < 0 && !(R->o.coming && R->o.coming(R->o.sync_ctx, l, e))) {
                 snprintf(why, n, "layer %d expert %d has no live replica", l, e);
-                return EA_MOE_DEGRADED;
+                h = EA_MOE_DEGRADED;
             }
         }
-    return EA_MOE_OK;
+    pthread_mutex_unlock(&R->mu);
+    return h;
+}
+
+static void roundtrip_prom(remote *R, ea_sbuf *prom) {
+    ea_sbuf_printf(prom, "# HELP eaas:remote_roundtrip_seconds one MoE layer call to the expert servers, submit to "
+                         "last answer\n# TYPE eaas:remote_roundtrip_seconds histogram\n");
+    uint64_t cum = 0;
+    for (size_t b = 0; b <= RT_N; b++) {
+        cum += atomic_load(&R->rt_count[b]);
+        if (b < RT_N)
+            ea_sbuf_printf(prom, "eaas:remote_roundtrip_seconds_bucket{le=\"%g\"} %llu\n", rt_bounds[b],
+                           (unsigned long long)cum);
+        else
+            ea_sbuf_printf(prom, "eaas:remote_roundtrip_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    }
+    ea_sbuf_printf(prom, "eaas:remote_roundtrip_seconds_sum %.9f\neaas:remote_roundtrip_seconds_count %llu\n",
+                   atomic_load(&R->rt_sum), (unsigned long long)cum);
 }
 
 static void remote_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
@@ -209,26 +269,42 @@ static void remote_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
                                       (json_int_t)st.failovers, "timeouts", (json_int_t)st.timeouts, "refusals",
                                       (json_int_t)st.refusals, "failed_pairs", (json_int_t)st.failed_pairs,
                                       "servers_live", st.servers_live));
-    if (prom)
-        ea_sbuf_printf(prom,
-                       "# HELP eaas:remote_failovers_total (token, slot) pairs moved to a replica\n"
-                       "# TYPE eaas:remote_failovers_total counter\neaas:remote_failovers_total %llu\n"
-                       "# HELP eaas:remote_timeouts_total expert server answers that missed the deadline\n"
-                       "# TYPE eaas:remote_timeouts_total counter\neaas:remote_timeouts_total %llu\n",
-                       (unsigned long long)st.failovers, (unsigned long long)st.timeouts);
+    if (!prom) return;
+    ea_sbuf_printf(prom,
+                   "# HELP eaas:remote_failovers_total (token, slot) pairs moved to a replica\n"
+                   "# TYPE eaas:remote_failovers_total counter\neaas:remote_failovers_total %llu\n"
+                   "# HELP eaas:remote_timeouts_total expert server answers that missed the deadline\n"
+                   "# TYPE eaas:remote_timeouts_total counter\neaas:remote_timeouts_total %llu\n"
+                   "# HELP eaas:remote_failed_pairs_total (token, slot) pairs whose expert had no live replica\n"
+                   "# TYPE eaas:remote_failed_pairs_total counter\neaas:remote_failed_pairs_total %llu\n"
+                   "# HELP eaas:remote_servers_live expert servers this client sends work to\n"
+                   "# TYPE eaas:remote_servers_live gauge\neaas:remote_servers_live %d\n",
+                   (unsigned long long)st.failovers, (unsigned long long)st.timeouts,
+                   (unsigned long long)st.failed_pairs, st.servers_live);
+    roundtrip_prom((remote *)be, prom);
+}
+
+/* Closes entry s's connection (its result region and staging stay for reuse). */
+static void close_server(rsrv *v) {
+    ea_ucx_remote_close(v->slot);
+    ea_ucx_disconnect(v->ep, 0.05);
+    v->slot = NULL;
+    v->ep = NULL;
 }
 
 static void remote_destroy(ea_moe_backend *be) {
     remote *R = (remote *)be;
-    for (int s = 0; R->sv && s < R->o.n_servers; s++) {
-        ea_ucx_remote_close(R->sv[s].slot);
-        ea_ucx_disconnect(R->sv[s].ep, 0.2);
+    if (R->o.release) R->o.release(R->o.sync_ctx);
+    for (int s = 0; R->sv && s < R->o.max_servers; s++) {
+        close_server(&R->sv[s]);
         ea_ucx_mem_free(R->sv[s].res);
         ea_free(R->sv[s].stage);
+        ea_free(R->sv[s].hosted);
     }
     ea_free(R->sv);
     ea_free(R->owner);
     ea_ucx_destroy(R->u);
+    pthread_mutex_destroy(&R->mu);
     ea_free(R);
 }
 
@@ -242,38 +318,80 @@ static const ea_moe_backend_vtable remote_vt = {.submit = remote_submit,
 
 ea_status ea_remote_create(const ea_remote_opts *o, ea_moe_backend **out) {
     *out = NULL;
-    if (o->n_servers < 1 || !o->hosted || !o->connect || o->hidden < 1 || o->max_tokens < 1 || o->max_k < 1)
+    if (o->n_layers < 1 || o->n_experts < 1 || o->hidden < 1 || o->max_tokens < 1 || o->max_k < 1)
         return ea_err(EA_ERR_INVALID_ARG, "remote experts: incomplete options");
     remote *R = ea_calloc(1, sizeof *R);
     if (!R) return ea_err(EA_ERR_NOMEM, "remote experts");
     R->base.vt = &remote_vt;
     R->o = *o;
     if (R->o.timeout_s <= 0) R->o.timeout_s = 1.0;
-    R->sv = ea_calloc((size_t)o->n_servers, sizeof *R->sv);
+    if (R->o.max_servers <= 0) R->o.max_servers = 64;
+    pthread_mutex_init(&R->mu, NULL);
+    R->sv = ea_calloc((size_t)R->o.max_servers, sizeof *R->sv);
     R->owner = ea_calloc((size_t)o->max_tokens * (size_t)o->max_k, sizeof(int32_t));
     ea_status st = !R->sv || !R->owner ? ea_err(EA_ERR_NOMEM, "remote experts") : ea_ucx_create(&R->u);
-    size_t rb = ea_slot_result_bytes(o->max_tokens, o->max_k, o->hidden);
-    size_t sb = EA_SLOT_HEADER_BYTES + ea_slot_payload_bytes(o->max_tokens, o->max_k, o->hidden);
-    for (int s = 0; st == EA_OK && s < o->n_servers; s++) {
-        rsrv *v = &R->sv[s];
-        if (!(v->stage = ea_malloc(sb))) st = ea_err(EA_ERR_NOMEM, "remote experts: staging");
-        if (st == EA_OK) st = ea_ucx_mem_alloc(R->u, rb, &v->res);
-        if (st != EA_OK) break;
-        ea_remote_hello me = {.result_addr = ea_ucx_mem_addr(v->res), .result_bytes = rb};
-        ea_ucx_address(R->u, &me.addr, &me.addr_len);
-        ea_ucx_mem_rkey(v->res, &me.rkey, &me.rkey_len);
-        ea_xsrv_slot_info si;
-        if ((st = o->connect(o->connect_ctx, s, &me, &si)) != EA_OK) break;
-        v->id = si.client;
-        if ((st = ea_ucx_connect(R->u, si.server_addr, si.server_addr_len, &v->ep)) == EA_OK)
-            st = ea_ucx_remote_open(v->ep, si.slot_addr, si.slot_bytes, si.rkey, si.rkey_len, &v->slot);
-        atomic_store(&v->live, st == EA_OK);
-    }
     if (st != EA_OK) {
         remote_destroy(&R->base);
         return st;
     }
     *out = &R->base;
+    return EA_OK;
+}
+
+/* An entry for a new server: an unused one, else a dead one, closed and with
+ * a new result region (a hung server that comes back must not write into the
+ * next one's: its key dies with the old region); -1 if all are live. */
+static int free_entry(remote *R) {
+    if (R->n_sv < R->o.max_servers) return R->n_sv;
+    for (int s = 0; s < R->n_sv; s++)
+        if (!atomic_load(&R->sv[s].live)) {
+            close_server(&R->sv[s]);
+            ea_ucx_mem_free(R->sv[s].res);
+            R->sv[s].res = NULL;
+            return s;
+        }
+    return -1;
+}
+
+/* Entry s's buffers, made once and kept when the entry is reused. */
+static ea_status entry_buffers(remote *R, rsrv *v) {
+    size_t hb = (size_t)R->o.n_layers * R->o.n_experts;
+    size_t sb = EA_SLOT_HEADER_BYTES + ea_slot_payload_bytes(R->o.max_tokens, R->o.max_k, R->o.hidden);
+    if (!v->hosted && !(v->hosted = ea_malloc(hb))) return ea_err(EA_ERR_NOMEM, "remote experts: hosted table");
+    if (!v->stage && !(v->stage = ea_malloc(sb))) return ea_err(EA_ERR_NOMEM, "remote experts: staging");
+    if (!v->res) EA_TRY(ea_ucx_mem_alloc(R->u, ea_slot_result_bytes(R->o.max_tokens, R->o.max_k, R->o.hidden), &v->res));
+    memset(ea_ucx_mem_ptr(v->res), 0, EA_SLOT_RESULT_OUT_OFF); /* no word of the entry's last server is read again */
+    return EA_OK;
+}
+
+ea_status ea_remote_add_server(ea_moe_backend *be, const char *name, const uint8_t *hosted,
+                               ea_remote_connect_fn connect, void *ctx, int *index) {
+    remote *R = (remote *)be;
+    int s = free_entry(R);
+    if (s < 0) return ea_err(EA_ERR_RANGE, "remote experts: %d servers are live, no room for %s", R->n_sv, name);
+    rsrv *v = &R->sv[s];
+    EA_TRY(entry_buffers(R, v));
+    ea_remote_hello me = {.result_addr = ea_ucx_mem_addr(v->res),
+                          .result_bytes = ea_ucx_mem_size(v->res)};
+    ea_ucx_address(R->u, &me.addr, &me.addr_len);
+    ea_ucx_mem_rkey(v->res, &me.rkey, &me.rkey_len);
+    ea_xsrv_slot_info si;
+    EA_TRY(connect(ctx, &me, &si));
+    ea_status st = ea_ucx_connect(R->u, si.server_addr, si.server_addr_len, &v->ep);
+    if (st == EA_OK) st = ea_ucx_remote_open(v->ep, si.slot_addr, si.slot_bytes, si.rkey, si.rkey_len, &v->slot);
+    if (st != EA_OK) {
+        close_server(v);
+        return st;
+    }
+    pthread_mutex_lock(&R->mu);
+    snprintf(v->name, sizeof v->name, "%s", name);
+    memcpy(v->hosted, hosted, (size_t)R->o.n_layers * R->o.n_experts);
+    v->id = si.client;
+    atomic_store(&v->live, 1);
+    if (s == R->n_sv) R->n_sv++;
+    pthread_mutex_unlock(&R->mu);
+    *index = s;
+    EA_LOGI("remote experts: server %s connected (client id %u)", v->name, v->id);
     return EA_OK;
 }
 
@@ -285,10 +403,10 @@ void ea_remote_get_stats(ea_moe_backend *be, ea_remote_stats *out) {
     out->refusals = atomic_load(&R->refusals);
     out->failed_pairs = atomic_load(&R->failed_pairs);
     out->servers_live = 0;
-    for (int s = 0; s < R->o.n_servers; s++) out->servers_live += atomic_load(&R->sv[s].live);
+    for (int s = 0; s < R->n_sv; s++) out->servers_live += atomic_load(&R->sv[s].live);
 }
 
 void ea_remote_server_dead(ea_moe_backend *be, int server) {
     remote *R = (remote *)be;
-    if (server >= 0 && server < R->o.n_servers) mark_dead(R, server, "monitor notice");
+    if (server >= 0 && server < R->n_sv) mark_dead(R, server, "monitor notice");
 }

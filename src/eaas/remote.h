@@ -6,8 +6,8 @@
  * order from 0.0f — so the result is bit-identical to the local backend.
  *
  * One call (submit + wait):
- *   submit  for every pair, the first live server hosting its expert (in the
- *           table's order); per chosen server: payload + header put into its
+ *   submit  for every pair, a live server hosting its expert (see Servers
+ *           below); per chosen server: payload + header put into its
  *           slot, fence, state word (WRITTEN, seq)
  *   wait    poll the result words until each answers or its deadline passes;
  *           a server that timed out, refused or failed is marked dead, and
@@ -16,11 +16,13 @@
  *           tokens (moe.h partial failure: an error naming layer and expert);
  *           then y[t] = sum_j w[t][j] * out[t][j], j = 0..k-1, from 0.0f
  *
- * The server table and each connection's set-up (the worker addresses and
- * keys the two sides exchange) come from the caller: `connect` is called once
- * per server at create with this client's side and returns the server's slot
- * (in a running system over the monitor and the server's HTTP port; in tests,
- * a direct call of ea_xsrv_add_client).
+ * Servers: the table grows and changes while the backend runs. The caller adds
+ * servers (ea_remote_add_server: this client's side goes to a connect
+ * function, which returns the server's slot) and reports deaths
+ * (ea_remote_server_dead); a running system does both from the monitor's table
+ * in the sync hook (eaas/client.c). Each expert's pairs go to one of its live
+ * replicas, chosen by (layer + expert) mod replicas, so replicas share the work
+ * and a server that joins gets its share from the next call.
  *
  * Threading: the step-loop thread owns the backend (its UCX context
  * included); health and stats read counters and flags any thread may read.
@@ -43,15 +45,33 @@ typedef struct {
 
 typedef struct {
     int n_layers, n_experts, hidden, max_tokens, max_k;
-    int n_servers;
-    const uint8_t *const *hosted; /* borrows: [n_servers] -> (n_layers, n_experts) 1 where that server hosts */
-    /* sets up the connection to server i: gives this client's side, gets the server's slot */
-    ea_status (*connect)(void *ctx, int server, const ea_remote_hello *mine, ea_xsrv_slot_info *out);
-    void *connect_ctx;
+    int max_servers; /* servers known at once, live or dead (a dead one's entry is reused); <= 0: 64 */
+    /* Called at the start of every call on the caller's thread, before any
+     * pair is placed: where membership changes (a monitor's table) are applied
+     * with ea_remote_add_server and ea_remote_server_dead. NULL: none. */
+    void (*sync)(void *ctx, ea_moe_backend *be);
+    void *sync_ctx;
+    void (*release)(void *ctx); /* called with sync_ctx when the backend is destroyed; NULL: none */
+    /* Health: 1 if a live server hosting (layer, expert) is known to the
+     * caller but not connected yet (sync connects it at the next call), so the
+     * expert is not reported missing. Any thread. NULL: none. */
+    int (*coming)(void *ctx, int layer, int expert);
     double timeout_s; /* a server's answer to one call; past it the server is treated as dead */
 } ea_remote_opts;
 
+/* Sets up one connection: given this client's side, returns the server's slot
+ * (in a running system over the server's HTTP port, eaas/client.c; in tests a
+ * direct call of ea_xsrv_add_client). */
+typedef ea_status (*ea_remote_connect_fn)(void *ctx, const ea_remote_hello *mine, ea_xsrv_slot_info *out);
+
 ea_status ea_remote_create(const ea_remote_opts *o, ea_moe_backend **out);
+
+/* Adds a server hosting the (layer, expert) pairs where hosted (n_layers,
+ * n_experts; copied) is 1, connecting through connect(ctx); its index is
+ * written to *index. Only on the thread that calls the backend (from sync, or
+ * before the first call). name is for logs and health (copied). */
+ea_status ea_remote_add_server(ea_moe_backend *be, const char *name, const uint8_t *hosted,
+                               ea_remote_connect_fn connect, void *ctx, int *index);
 
 typedef struct {
     uint64_t calls, failovers, timeouts, refusals, failed_pairs;
@@ -60,7 +80,9 @@ typedef struct {
 
 /* be must come from ea_remote_create. */
 void ea_remote_get_stats(ea_moe_backend *be, ea_remote_stats *out);
-/* Mark server i dead (a monitor notice); its experts go to their replicas from the next call. */
+
+/* Mark server i dead (a monitor notice); its experts go to their replicas from
+ * the next call. Any thread. */
 void ea_remote_server_dead(ea_moe_backend *be, int server);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "moe/moe_local.h"
 
 typedef struct {
@@ -137,6 +138,11 @@ static int answer(ea_xsrv *s, client *c, ea_slot_state state, ea_slot_refusal wh
     memcpy(c->rhdr, &w, 8);
     memcpy(c->rhdr + 8, &r32, 4);
     memcpy(c->rhdr + 12, &c->n_pairs, 4);
+    /* The slot's own word first: once the result word lands the client may
+     * write its next call (WRITTEN, seq+1), which a later store here would
+     * overwrite. Only the word of this call is replaced. */
+    uint64_t mine = ea_slot_word(EA_SLOT_WRITTEN, c->seen);
+    __atomic_compare_exchange_n((uint64_t *)ea_ucx_mem_ptr(c->slot), &mine, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     ea_status st = EA_OK;
     if (out_bytes) st = ea_ucx_put(c->res, EA_SLOT_RESULT_OUT_OFF, c->out, out_bytes);
     if (st == EA_OK) st = ea_ucx_put(c->res, 8, c->rhdr + 8, 8);
@@ -149,7 +155,6 @@ static int answer(ea_xsrv *s, client *c, ea_slot_state state, ea_slot_refusal wh
         ea_xsrv_drop_client(s, c->id);
         return 0;
     }
-    __atomic_store_n((uint64_t *)ea_ucx_mem_ptr(c->slot), ea_slot_word(state, c->seen), __ATOMIC_RELEASE);
     return 1;
 }
 
@@ -179,7 +184,7 @@ static int take_slot(ea_xsrv *s, client *c) {
 
 /* Step 3 for one layer: every ready client's pairs at `layer`, in chunks of max_batch_pairs. */
 static ea_status run_layer(ea_xsrv *s, int layer) {
-    int H = s->o.lim.hidden, np = 0, nrow = 0;
+    int H = s->o.lim.hidden, np = 0, nrow = 0, chunk_client = -1, chunk_mixed = 0;
     for (int ci = 0; ci <= s->o.max_clients; ci++) {
         client *c = ci < s->o.max_clients ? &s->cl[ci] : NULL;
         int last = c == NULL;
@@ -197,7 +202,9 @@ static ea_status run_layer(ea_xsrv *s, int layer) {
                            sizeof(float) * (size_t)H);
                 s->st.tokens += (uint64_t)np;
                 s->st.batches++;
+                s->st.cross_client_batches += (uint64_t)chunk_mixed;
                 np = nrow = 0;
+                chunk_client = -1, chunk_mixed = 0;
             }
             if (t == n) break;
             int any = 0;
@@ -207,6 +214,8 @@ static ea_status run_layer(ea_xsrv *s, int layer) {
                 s->prow[np] = nrow;
                 s->pexp[np] = e;
                 s->pdst_client[np] = ci;
+                if (chunk_client >= 0 && chunk_client != ci) chunk_mixed = 1;
+                chunk_client = ci;
                 s->pdst_pair[np] = t * k + j;
                 np++;
                 c->n_pairs++;
@@ -228,6 +237,16 @@ int ea_xsrv_poll(ea_xsrv *s) {
         n_ready += c->ready;
     }
     if (!n_ready) return 0;
+    /* gather window: other connected clients get up to gather_s to write too */
+    double end = s->o.gather_s > 0 && n_ready < s->st.clients ? ea_now_s() + s->o.gather_s : 0;
+    while (n_ready < s->st.clients && ea_now_s() < end) {
+        ea_ucx_progress(s->u);
+        for (int i = 0; i < s->o.max_clients; i++) {
+            client *c = &s->cl[i];
+            if (c->used && !c->ready && (c->ready = take_slot(s, c))) n_ready++;
+        }
+    }
+    if (n_ready > 1) s->st.cross_client_rounds++;
     /* step 3: one run per distinct layer among the ready slots */
     for (int i = 0; i < s->o.max_clients; i++) {
         client *c = &s->cl[i];

@@ -7,7 +7,8 @@
  *
  *   1. progresses the worker (emulated puts land only then);
  *   2. gathers EVERY slot in state WRITTEN with a new sequence number, from
- *      all clients, and checks its header and ids (a slot that fails a check
+ *      all clients (with a gather window, waiting up to gather_s for the
+ *      clients not written yet), and checks its header and ids (a slot that fails a check
  *      is answered REFUSED with the reason; the others go on);
  *   3. groups the gathered (token, slot) pairs by layer and runs each layer's
  *      experts once over all of them (moe_local's ea_moe_run_pairs: one
@@ -41,6 +42,7 @@ typedef struct {
     int max_clients;
     int max_batch_pairs;     /* pairs of one layer in one round, across clients (<= the backend's max_tokens*max_k) */
     double flush_deadline_s; /* a client's result flush; past it the client is dropped */
+    double gather_s;         /* once a slot is written, wait up to this long for the other clients' (0: none) */
 } ea_xsrv_opts;
 
 typedef struct ea_xsrv ea_xsrv;
@@ -59,6 +61,8 @@ typedef struct {
 typedef struct {
     uint64_t batches;       /* rounds that ran experts */
     uint64_t tokens;        /* (token, slot) pairs run */
+    uint64_t cross_client_rounds;  /* poll rounds that gathered the calls of more than one client */
+    uint64_t cross_client_batches; /* runs holding pairs of more than one client (same layer) */
     uint64_t slots_refused;
     int clients;            /* connected now */
     uint64_t clients_dropped;

@@ -45,8 +45,10 @@
  *   IDLE (0)      slot free; the client may write header and payload
  *   WRITTEN (1)   client -> server: put payload and header, fence, then put the
  *                 state word (WRITTEN, seq); the server may read and compute
- *   COMPUTED (2)  server -> client: results put, fence, result word put; the
- *                 slot's state becomes COMPUTED and the client may write again
+ *   COMPUTED (2)  server -> client: the slot's own word becomes COMPUTED
+ *                 (only if it still holds this call), then results put, fence,
+ *                 result word put; the client may write again once the result
+ *                 word says COMPUTED with its seq
  *   OFFLINE (3)   the server is leaving (or freed the slot of a dead client)
  *   REFUSED (4)   server -> client: the header or ids failed a check; nothing
  *                 was computed; the refusal says which check

@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "eaas/client.h"
 #include "eplb/eplb_backend.h"
 #include "model/experts.h"
 
@@ -75,16 +76,19 @@ static ea_status eplb_opts(const ea_engine *e, ea_eplb_backend_opts *o) {
     return eo->algorithm ? ea_eplb_algo_parse(eo->algorithm, &o->algo) : EA_OK;
 }
 
-/* Local: read every weight now, layer by layer (into huge-page memory, see
- * model.c), and say how far it got. ep and tp read only each rank's share, in
- * ea_ep_engine_setup, rank 0 included. Before the test router bias replaces
- * the router_bias views (the fingerprint hashes what is loaded). */
-static ea_status load_all(ea_engine *e) {
+/* Local and remote: read now, layer by layer (into huge-page memory, see
+ * model.c), every weight this process computes with — the routed experts too
+ * when they are local — and say how far it got. ep and tp read only each
+ * rank's share, in ea_ep_engine_setup, rank 0 included. Before the test
+ * router bias replaces the router_bias views (the fingerprint hashes what is
+ * loaded). */
+static ea_status load_here(ea_engine *e) {
     const ea_model_config *c = &e->m->cfg;
+    int experts = e->o.moe.kind == EA_BACKEND_LOCAL;
     EA_TRY(ea_model_load_dense(e->m));
     if (e->o.progress) e->o.progress(e->o.progress_ctx, 0.0);
     for (int l = 0; l < c->n_layers; l++) {
-        if (c->layer_is_moe[l]) EA_TRY(ea_model_load_experts(e->m, l, NULL));
+        if (c->layer_is_moe[l] && experts) EA_TRY(ea_model_load_experts(e->m, l, NULL));
         if (e->o.progress) e->o.progress(e->o.progress_ctx, (double)(l + 1) / c->n_layers);
     }
     return EA_OK;
@@ -101,17 +105,27 @@ static ea_status parallel_backend(ea_engine *e, ea_dist *dist, ea_par_mode mode,
     return EA_OK;
 }
 
+/* remote: expert servers found through the monitor (eaas/client.h); this process holds no expert. */
+static ea_status remote_backend(ea_engine *e, ea_moe_backend **out) {
+    const ea_model_config *c = &e->m->cfg;
+    ea_eaas_client_opts co = {.monitor = e->o.moe.remote.monitor, .arch = ea_arch_names[c->arch],
+                              .n_layers = c->n_layers, .n_experts = c->n_experts, .hidden = c->hidden_size,
+                              .max_tokens = e->o.max_tokens, .max_k = c->n_experts_per_tok,
+                              .timeout_s = e->o.moe.remote.timeout_s};
+    return ea_eaas_client_create(&co, out);
+}
+
 /* The inner backend by kind; place: EPLB's initial placement, whose slots it
  * holds (NULL without EPLB: one slot per expert). */
 static ea_status inner_backend(ea_engine *e, const ea_eplb_meta *place, ea_moe_backend **out) {
     const ea_engine_moe_opts *mo = &e->o.moe;
     switch (mo->kind) {
-    case EA_BACKEND_LOCAL: /* the weights were read in by load_all */
+    case EA_BACKEND_LOCAL: /* the weights were read in by load_here */
         return ea_model_local_backend(e->m, e->kctx, e->o.max_tokens, place ? place->phy2log : NULL,
                                       place ? place->n_physical : 0, out);
     case EA_BACKEND_EP: return parallel_backend(e, mo->ep.dist, EA_PAR_EXPERT, out);
     case EA_BACKEND_TP: return parallel_backend(e, mo->tp.dist, EA_PAR_TENSOR, out);
-    /* EA_BACKEND_REMOTE: the next issue */
+    case EA_BACKEND_REMOTE: return remote_backend(e, out);
     }
     return ea_err(EA_ERR_INVALID_ARG, "unknown MoE backend kind %d", (int)mo->kind);
 }
@@ -121,8 +135,9 @@ static ea_status moe_chain(ea_engine *e) {
     const ea_engine_opts *o = &e->o;
     ea_eplb_backend_opts bo;
     ea_eplb_meta place = {0};
-    if (o->eplb.on && o->moe.kind != EA_BACKEND_LOCAL) /* the EP and TP backends cannot take a new placement yet */
-        return ea_err(EA_ERR_UNSUPPORTED, "--eplb with --parallel is not supported yet");
+    if (o->eplb.on && o->moe.kind != EA_BACKEND_LOCAL) /* only the local backend takes a new placement yet */
+        return ea_err(EA_ERR_UNSUPPORTED, "--eplb with %s is not supported yet",
+                      o->moe.kind == EA_BACKEND_REMOTE ? "--experts-remote" : "--parallel");
     if (o->eplb.on) {
         EA_TRY(eplb_opts(e, &bo));
         EA_TRY(ea_eplb_initial_placement(&bo, &place));
@@ -150,7 +165,8 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     ea_status s = ea_model_open(o->model_path, &e->m);
     if (s != EA_OK) goto fail;
     const ea_model_config *c = &e->m->cfg;
-    if (eo->moe.kind == EA_BACKEND_LOCAL && (s = load_all(e)) != EA_OK) goto fail;
+    int here = eo->moe.kind == EA_BACKEND_LOCAL || eo->moe.kind == EA_BACKEND_REMOTE;
+    if (here && (s = load_here(e)) != EA_OK) goto fail;
     if (eo->max_tokens <= 0) eo->max_tokens = 512;
     if (eo->max_seqs <= 0) eo->max_seqs = 1;
     if (eo->block_size <= 0) eo->block_size = 16;

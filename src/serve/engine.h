@@ -9,7 +9,7 @@
  *
  *   inner backend by moe.kind   local: every expert here (model/experts.h)
  *                               ep, tp: this rank's share (ep/ep_engine.h)
- *                               remote: expert servers (the next issue)
+ *                               remote: expert servers (eaas/client.h)
  *   -> EPLB wrapper             if eplb.on (eplb/eplb_backend.h): the inner
  *                               backend is built over its initial placement's
  *                               physical slots and switched by apply_placement
@@ -36,7 +36,7 @@ typedef enum {
     EA_BACKEND_LOCAL = 0, /* every routed expert in this process (moe/moe_local.h) */
     EA_BACKEND_EP,        /* --parallel expert: experts split over MPI ranks (ep/ep.h) */
     EA_BACKEND_TP,        /* --parallel tensor: expert FFN columns split over MPI ranks (ep/tp.h) */
-    /* EA_BACKEND_REMOTE: expert servers (eaas/remote.h) — added here by the next issue */
+    EA_BACKEND_REMOTE,    /* --experts-remote: expert servers found through a monitor (eaas/client.h) */
 } ea_backend_kind;
 
 /* The inner backend's options: one nested struct per kind; only kind's is
@@ -50,7 +50,10 @@ typedef struct {
     struct {
         ea_dist *dist; /* borrows: MPI context from ea_par_launch */
     } tp;
-    /* remote: the next issue's options (monitor address, deadlines) go here */
+    struct {
+        const char *monitor; /* borrows: the monitor's "host:port"; this process loads no expert */
+        double timeout_s;    /* an expert server's answer to one call; <= 0: 1 s */
+    } remote;
 } ea_engine_moe_opts;
 
 /* The backend of a --parallel mode from ea_par_launch: local for EA_PAR_NONE,

@@ -113,11 +113,77 @@ static int ea__by_p_desc(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static int ea__by_p_desc_ids(const float *p, int32_t x, int32_t y) {
+    if (p[x] != p[y]) return p[x] > p[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
 /* Sort ids[0..n) by (p desc, id asc). The comparator reads a file-static pointer; the
  * sampler runs on the step-loop thread only. */
 static void ea__sort_desc(const float *p, int32_t *ids, int n) {
     ea__cmp_p = p;
     qsort(ids, (size_t)n, sizeof *ids, ea__by_p_desc);
+}
+
+/* The k best of ids[0..n) (k < n), sorted, moved to the front: one pass
+ * keeping them in a sorted array (k is small: top_k). */
+static void ea__select_k(const float *p, int32_t *ids, int n, int k, int32_t *best) {
+    int have = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (have == k && ea__by_p_desc_ids(p, id, best[k - 1]) > 0) continue;
+        int at = have < k ? have++ : k - 1;
+        while (at > 0 && ea__by_p_desc_ids(p, id, best[at - 1]) < 0) {
+            best[at] = best[at - 1];
+            at--;
+        }
+        best[at] = id;
+    }
+    memcpy(ids, best, sizeof *ids * (size_t)k);
+}
+
+/* Puts the first ids of the order (p desc, id asc) at the front, sorted, and
+ * returns how many: the k best when k < n; else (top_p < 1) at least the
+ * prefix whose mass reaches top_p. The rest stays unsorted. Sorting all of a
+ * 150k vocabulary for every sampled token is what this avoids: the prefix
+ * depends only on the order, so the token drawn is the same. */
+static int ea__sort_prefix(const float *p, int32_t *ids, int n, int k, float top_p) {
+    if (k < n && k <= 1024) {
+        int32_t *best = malloc(sizeof *best * (size_t)k);
+        if (best) {
+            ea__select_k(p, ids, n, k, best);
+            free(best);
+            return k;
+        }
+    }
+    if (k < n || top_p >= 1.0f) {
+        ea__sort_desc(p, ids, n);
+        return k < n ? k : n;
+    }
+    /* top_p only: the ids at or above a threshold whose mass exceeds top_p hold
+     * the prefix; halve the threshold until they do */
+    float pmax = 0.0f;
+    for (int i = 0; i < n; i++) pmax = p[ids[i]] > pmax ? p[ids[i]] : pmax;
+    for (float t = pmax * 0.5f; t > 1e-30f; t *= 0.5f) {
+        double mass = 0.0;
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (p[ids[i]] >= t) mass += p[ids[i]], m++;
+        if (mass < (double)top_p + 1e-3 && m < n) continue;
+        for (int i = 0, j = 0; i < n; i++) /* partition: ids at or above t first */
+            if (p[ids[i]] >= t) {
+                int32_t x = ids[j];
+                ids[j++] = ids[i];
+                ids[i] = x;
+            }
+        ea__sort_desc(p, ids, m);
+        float cum = 0.0f;
+        for (int i = 0; i < m; i++)
+            if ((cum += p[ids[i]]) >= top_p) return m;
+        break; /* rounding left the prefix short: sort all */
+    }
+    ea__sort_desc(p, ids, n);
+    return n;
 }
 
 int ea_sample(ea_sampler *s, const ea_sampling_params *p, ea_rng *rng, float *logits,
@@ -157,8 +223,8 @@ int ea_sample(ea_sampler *s, const ea_sampling_params *p, ea_rng *rng, float *lo
         if (s->p[i] >= floor_p && s->p[i] > 0.0f) s->idx[n++] = i;
     int need_order = (p->top_k > 0 && p->top_k < n) || p->top_p < 1.0f;
     if (need_order) {
-        ea__sort_desc(s->p, s->idx, n);
-        if (p->top_k > 0 && p->top_k < n) n = p->top_k;
+        int sorted = ea__sort_prefix(s->p, s->idx, n, p->top_k > 0 && p->top_k < n ? p->top_k : n, p->top_p);
+        n = sorted;
         if (p->top_p < 1.0f) {
             float cum = 0.0f;
             int keep = n;

@@ -50,9 +50,8 @@ static void *server_loop(void *arg) {
     return NULL;
 }
 
-static ea_status connect_cb(void *ctx, int i, const ea_remote_hello *me, ea_xsrv_slot_info *out) {
-    (void)ctx;
-    return ea_xsrv_add_client(S[i].s, me->addr, me->addr_len, me->result_addr, me->result_bytes, me->rkey,
+static ea_status connect_cb(void *ctx, const ea_remote_hello *me, ea_xsrv_slot_info *out) {
+    return ea_xsrv_add_client(((rig_server *)ctx)->s, me->addr, me->addr_len, me->result_addr, me->result_bytes, me->rkey,
                               me->rkey_len, out);
 }
 
@@ -151,16 +150,21 @@ int main(void) {
         fprintf(stderr, "server backend: %s\n", ea_errmsg());
         return 1;
     }
-    const uint8_t *hosted[NS];
-    for (int i = 0; i < NS; i++) {
-        if (rig_server_create(&S[i], E, srv.be, i, halves_and_a_replica, NT, 2, 1) != EA_OK) return 1;
-        hosted[i] = S[i].hosted;
-    }
     ea_remote_opts ro = {.n_layers = cfg->n_layers, .n_experts = NE, .hidden = H, .max_tokens = NT, .max_k = K,
-                         .n_servers = NS, .hosted = hosted, .connect = connect_cb, .timeout_s = 0.3};
+                         .timeout_s = 0.3};
     if (ea_remote_create(&ro, &RB) != EA_OK) {
         fprintf(stderr, "remote: %s\n", ea_errmsg());
         return 1;
+    }
+    for (int i = 0; i < NS; i++) {
+        char name[16];
+        int index;
+        snprintf(name, sizeof name, "s%d", i);
+        if (rig_server_create(&S[i], E, srv.be, i, halves_and_a_replica, NT, 2, 1) != EA_OK ||
+            ea_remote_add_server(RB, name, S[i].hosted, connect_cb, &S[i], &index) != EA_OK || index != i) {
+            fprintf(stderr, "server %d: %s\n", i, ea_errmsg());
+            return 1;
+        }
     }
     pthread_t th;
     pthread_create(&th, NULL, server_loop, NULL);

@@ -11,11 +11,15 @@
  *     cannot flake, and the bound still holds for any other seed), while
  *     softmax(logits · T) is >= 0.1 away;
  *   - top_k and top_p: tokens outside the cut are never drawn, every token
- *     inside is, each at its renormalised probability (same bound).
+ *     inside is, each at its renormalised probability (same bound);
+ *   - on a 50,000-id vocabulary with many tied logits, the sampler (which
+ *     orders only the prefix it needs) draws the same token as a reference
+ *     that sorts every candidate, for top_k, top_p and both, over 300 draws.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -162,10 +166,75 @@ TEST(top_k_and_top_p_cut_exactly) {
     check_cut(&sp, k4, 2, 7);
 }
 
+static const float *ref_p;
+static int ref_cmp(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (ref_p[x] != ref_p[y]) return ref_p[x] > ref_p[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* The sampler as specified: softmax at T, sort all, cut top_k then top_p, draw. */
+static int ref_sample(const ea_sampling_params *sp, ea_rng *rng, const float *lg, int n_v, float *p, int32_t *idx) {
+    float m = lg[0], sum = 0.0f;
+    for (int i = 1; i < n_v; i++) m = lg[i] > m ? lg[i] : m;
+    for (int i = 0; i < n_v; i++) sum += p[i] = expf((lg[i] - m) * (1.0f / sp->temperature));
+    for (int i = 0; i < n_v; i++) p[i] /= sum;
+    int n = 0;
+    for (int i = 0; i < n_v; i++)
+        if (p[i] > 0.0f) idx[n++] = i;
+    ref_p = p;
+    qsort(idx, (size_t)n, sizeof *idx, ref_cmp);
+    if (sp->top_k > 0 && sp->top_k < n) n = sp->top_k;
+    float cum = 0.0f;
+    for (int i = 0; i < n && sp->top_p < 1.0f; i++)
+        if ((cum += p[idx[i]]) >= sp->top_p) {
+            n = i + 1;
+            break;
+        }
+    float mass = 0.0f;
+    for (int i = 0; i < n; i++) mass += p[idx[i]];
+    float u = ea_rng_uniform(rng) * mass;
+    cum = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (u < (cum += p[idx[i]])) return idx[i];
+    return idx[n - 1];
+}
+
+TEST(prefix_order_draws_what_a_full_sort_draws) {
+    enum { BV = 50000 };
+    float *lg = malloc(sizeof(float) * BV), *work = malloc(sizeof(float) * BV), *p = malloc(sizeof(float) * BV);
+    int32_t *idx = malloc(sizeof(int32_t) * BV);
+    ea_sampler *s;
+    CHECK_EQ(ea_sampler_create(BV, &s), EA_OK);
+    const struct { int k; float top_p, t; } cases[] = {{20, 1.0f, 0.8f}, {0, 0.95f, 0.8f}, {20, 0.95f, 0.6f},
+                                                      {0, 0.5f, 2.0f}, {1000, 0.9f, 1.0f}, {0, 0.999f, 1.5f}};
+    int differ = 0;
+    ea_rng lr;
+    ea_rng_seed(&lr, 42);
+    for (int d = 0; d < 300; d++) {
+        for (int i = 0; i < BV; i++) /* quantised: many exact ties */
+            lg[i] = (float)(int)(ea_rng_uniform(&lr) * 40.0f) * 0.25f - 5.0f;
+        ea_sampling_params sp;
+        ea_sampling_defaults(&sp);
+        sp.top_k = cases[d % 6].k, sp.top_p = cases[d % 6].top_p, sp.temperature = cases[d % 6].t;
+        ea_rng a, b;
+        ea_rng_seed(&a, (uint64_t)d);
+        ea_rng_seed(&b, (uint64_t)d);
+        memcpy(work, lg, sizeof(float) * BV);
+        int got = ea_sample(s, &sp, &a, work, NULL, NULL);
+        int want = ref_sample(&sp, &b, lg, BV, p, idx);
+        differ += got != want;
+    }
+    CHECK_EQ(differ, 0);
+    ea_sampler_destroy(s);
+    free(lg), free(work), free(p), free(idx);
+}
+
 int main(void) {
     RUN(rng_matches_reference_streams);
     RUN(golden_tokens_for_a_seed);
     RUN(temperature_frequencies_follow_softmax_of_logits_over_t);
     RUN(top_k_and_top_p_cut_exactly);
+    RUN(prefix_order_draws_what_a_full_sort_draws);
     return TEST_SUMMARY();
 }

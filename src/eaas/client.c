@@ -1,0 +1,296 @@
+/*
+ * client.c — the attention client's membership (see client.h).
+ */
+#include "eaas/client.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/base64.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "eaas/http_client.h"
+#include "eaas/member.h"
+#include "eaas/monitor_msg.h"
+#include "eaas/remote.h"
+
+typedef struct {
+    char id[EA_MON_ID_MAX + 1];
+    uint64_t since; /* the incarnation connected */
+    int index;      /* in the remote backend */
+    int dropped;
+} known;
+
+typedef struct {
+    ea_eaas_client_opts o;
+    char arch[64];
+    ea_member *mem;
+    pthread_mutex_t mu; /* guards newest */
+    char *newest;       /* owns: the newest table's JSON */
+    uint8_t *live_mask; /* owns: (n_layers, n_experts): hosted by a live server of the newest table */
+    atomic_int fresh;   /* newest not applied yet */
+    double retry_at;    /* a server failed to connect: apply the table again after this time */
+    known *kn;          /* step thread only */
+    int n_kn, cap_kn;
+} glue;
+
+/* ---- the member thread ---------------------------------------------------------- */
+
+/* Which experts the table's live servers host (for health between a table and the next call). */
+static void live_mask(glue *g, const char *json) {
+    ea_cluster c;
+    if (ea_cluster_parse(json, strlen(json), &c) != EA_OK) return;
+    int L = g->o.n_layers, E = g->o.n_experts;
+    pthread_mutex_lock(&g->mu);
+    memset(g->live_mask, 0, (size_t)L * E);
+    for (int i = 0; i < c.n_servers; i++)
+        for (int l = 0; l < L && c.servers[i].live; l++)
+            for (int e = 0; e < E; e++) g->live_mask[(size_t)l * E + e] |= (uint8_t)ea_cluster_hosts(&c.servers[i], l, e);
+    pthread_mutex_unlock(&g->mu);
+    ea_cluster_free(&c);
+}
+
+static void on_table(void *ctx, const char *json) {
+    glue *g = ctx;
+    char *copy = ea_strdup(json);
+    if (!copy) return;
+    live_mask(g, json);
+    pthread_mutex_lock(&g->mu);
+    ea_free(g->newest);
+    g->newest = copy;
+    pthread_mutex_unlock(&g->mu);
+    atomic_store(&g->fresh, 1);
+}
+
+static int coming(void *ctx, int layer, int expert) {
+    glue *g = ctx;
+    pthread_mutex_lock(&g->mu);
+    int r = atomic_load(&g->fresh) && g->live_mask[(size_t)layer * g->o.n_experts + expert];
+    pthread_mutex_unlock(&g->mu);
+    return r;
+}
+
+/* ---- connecting to one server (step thread) ------------------------------------- */
+
+typedef struct {
+    glue *g;
+    const ea_cluster_server *sv;
+    uint8_t *addr, *rkey; /* owns: the server's side, borrowed by the slot info */
+} dial;
+
+static char *b64(const void *p, size_t n) {
+    char *t = ea_malloc(ea_base64_enc_len(n) + 1);
+    if (t) ea_base64_encode(p, n, t);
+    return t;
+}
+
+static ea_status b64_field(const json_t *j, const char *key, uint8_t **out, size_t *len) {
+    const char *t = json_string_value(json_object_get(j, key));
+    if (!t || !t[0]) return ea_err(EA_ERR_FORMAT, "%s: expected a base64 string", key);
+    size_t n = strlen(t);
+    if (!(*out = ea_malloc(ea_base64_dec_max(n) + 1))) return ea_err(EA_ERR_NOMEM, "%s", key);
+    return ea_base64_decode(t, n, *out, len);
+}
+
+/* The server serves the same shapes as this client's model. */
+static ea_status check_model(const glue *g, const char *who, const json_t *m) {
+    const ea_eaas_client_opts *o = &g->o;
+    const char *arch = json_string_value(json_object_get(m, "arch"));
+    int L = (int)json_integer_value(json_object_get(m, "n_layers"));
+    int E = (int)json_integer_value(json_object_get(m, "n_experts"));
+    int H = (int)json_integer_value(json_object_get(m, "hidden"));
+    int T = (int)json_integer_value(json_object_get(m, "max_tokens"));
+    int K = (int)json_integer_value(json_object_get(m, "max_k"));
+    if (!arch || strcmp(arch, g->arch) != 0 || L != o->n_layers || E != o->n_experts || H != o->hidden || K != o->max_k)
+        return ea_err(EA_ERR_INVALID_ARG,
+                      "expert server %s serves another model (%s, %d layers, %d experts, hidden %d, top-%d; this "
+                      "client: %s, %d, %d, %d, %d)",
+                      who, arch ? arch : "?", L, E, H, K, g->arch, o->n_layers, o->n_experts, o->hidden, o->max_k);
+    if (T < o->max_tokens)
+        return ea_err(EA_ERR_INVALID_ARG, "expert server %s takes %d tokens per call, this client sends up to %d "
+                      "(start it with --max-tokens %d or more)", who, T, o->max_tokens, o->max_tokens);
+    return EA_OK;
+}
+
+static ea_status parse_slot(dial *d, const json_t *j, ea_xsrv_slot_info *out) {
+    EA_TRY(check_model(d->g, d->sv->id, json_object_get(j, "model")));
+    json_int_t client = json_integer_value(json_object_get(j, "client"));
+    json_int_t addr = json_integer_value(json_object_get(j, "slot_addr"));
+    json_int_t bytes = json_integer_value(json_object_get(j, "slot_bytes"));
+    if (client <= 0 || client > UINT32_MAX || addr <= 0 || bytes <= 0)
+        return ea_err(EA_ERR_FORMAT, "expert server %s: a malformed /connect answer", d->sv->id);
+    *out = (ea_xsrv_slot_info){.client = (uint32_t)client, .slot_addr = (uint64_t)addr, .slot_bytes = (size_t)bytes};
+    EA_TRY(b64_field(j, "rkey", &d->rkey, &out->rkey_len));
+    EA_TRY(b64_field(j, "ucx", &d->addr, &out->server_addr_len));
+    out->rkey = d->rkey;
+    out->server_addr = d->addr;
+    return EA_OK;
+}
+
+/* ea_remote_connect_fn: POST /connect to the server's HTTP port. */
+static ea_status dial_server(void *ctx, const ea_remote_hello *me, ea_xsrv_slot_info *out) {
+    dial *d = ctx;
+    char *ua = b64(me->addr, me->addr_len), *rk = b64(me->rkey, me->rkey_len);
+    json_t *req = json_pack("{s:s, s:s?, s:I, s:I, s:s?}", "client", ea_member_id(d->g->mem), "ucx", ua,
+                            "result_addr", (json_int_t)me->result_addr, "result_bytes", (json_int_t)me->result_bytes,
+                            "rkey", rk);
+    char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    ea_free(ua), ea_free(rk);
+    json_decref(req);
+    if (!body) return ea_err(EA_ERR_NOMEM, "connect request");
+    int status = 0;
+    char *resp = NULL;
+    ea_status st = ea_http_call(d->sv->http, "POST", "/connect", body, 2000, &status, &resp);
+    free(body);
+    if (st != EA_OK) return st;
+    json_t *j = json_loads(resp, 0, NULL);
+    if (status != 200 || !json_is_object(j))
+        st = ea_err(EA_ERR_UNAVAILABLE, "expert server %s refused the connection (%d): %.200s", d->sv->id, status, resp);
+    else
+        st = parse_slot(d, j, out);
+    json_decref(j);
+    ea_free(resp);
+    return st;
+}
+
+/* ---- applying a table (step thread) --------------------------------------------- */
+
+static known *find_known(glue *g, const char *id) {
+    for (int i = 0; i < g->n_kn; i++)
+        if (!strcmp(g->kn[i].id, id)) return &g->kn[i];
+    return NULL;
+}
+
+static void drop(ea_moe_backend *be, known *k, const char *why) {
+    if (k->dropped) return;
+    EA_LOGW("remote experts: server %s %s", k->id, why);
+    ea_remote_server_dead(be, k->index);
+    k->dropped = 1;
+}
+
+static ea_status connect_server(glue *g, ea_moe_backend *be, const ea_cluster_server *sv, known *k) {
+    int L = g->o.n_layers, E = g->o.n_experts;
+    uint8_t *hosted = ea_malloc((size_t)L * E);
+    if (!hosted) return ea_err(EA_ERR_NOMEM, "hosted mask");
+    for (int l = 0; l < L; l++)
+        for (int e = 0; e < E; e++) hosted[(size_t)l * E + e] = (uint8_t)ea_cluster_hosts(sv, l, e);
+    dial d = {.g = g, .sv = sv};
+    int index;
+    ea_status st = ea_remote_add_server(be, sv->id, hosted, dial_server, &d, &index);
+    ea_free(hosted), ea_free(d.addr), ea_free(d.rkey);
+    if (st != EA_OK) return st;
+    if (!k) {
+        if (g->n_kn == g->cap_kn) {
+            int cap = g->cap_kn ? g->cap_kn * 2 : 8;
+            known *p = ea_realloc(g->kn, sizeof *p * (size_t)cap);
+            if (!p) return ea_err(EA_ERR_NOMEM, "servers");
+            g->kn = p, g->cap_kn = cap;
+        }
+        k = &g->kn[g->n_kn++];
+    }
+    snprintf(k->id, sizeof k->id, "%s", sv->id);
+    k->since = sv->since;
+    k->index = index;
+    k->dropped = 0;
+    return EA_OK;
+}
+
+static void apply_server(glue *g, ea_moe_backend *be, const ea_cluster_server *sv, int *failed) {
+    known *k = find_known(g, sv->id);
+    if (k && k->since != sv->since) drop(be, k, "registered again: the old connection is dropped");
+    else if (k && !sv->live) drop(be, k, "is dead (monitor)");
+    if (!sv->live || (k && k->since == sv->since)) return;
+    if (connect_server(g, be, sv, k) != EA_OK) {
+        EA_LOGW("remote experts: cannot connect to expert server %s at %s: %s", sv->id, sv->http, ea_errmsg());
+        *failed = 1;
+    }
+}
+
+static void sync_table(void *ctx, ea_moe_backend *be) {
+    glue *g = ctx;
+    if (!atomic_load(&g->fresh) || ea_now_s() < g->retry_at) return;
+    atomic_store(&g->fresh, 0);
+    pthread_mutex_lock(&g->mu);
+    char *json = g->newest ? ea_strdup(g->newest) : NULL;
+    pthread_mutex_unlock(&g->mu);
+    ea_cluster c;
+    if (!json || ea_cluster_parse(json, strlen(json), &c) != EA_OK) {
+        if (json) EA_LOGW("remote experts: a table from the monitor was refused: %s", ea_errmsg());
+        ea_free(json);
+        return;
+    }
+    int failed = 0;
+    for (int i = 0; i < c.n_events; i++) {
+        known *k = find_known(g, c.events[i].id);
+        if (k && c.events[i].role == EA_MON_SERVER && c.events[i].kind == EA_MON_EV_LEAVE) drop(be, k, "left");
+    }
+    for (int i = 0; i < c.n_servers; i++) apply_server(g, be, &c.servers[i], &failed);
+    if (failed) { /* try again from a later call */
+        g->retry_at = ea_now_s() + 0.5;
+        atomic_store(&g->fresh, 1);
+    }
+    ea_cluster_free(&c);
+    ea_free(json);
+}
+
+static void release(void *ctx) {
+    glue *g = ctx;
+    ea_member_stop(g->mem);
+    ea_free(g->newest);
+    ea_free(g->live_mask);
+    ea_free(g->kn);
+    pthread_mutex_destroy(&g->mu);
+    ea_free(g);
+}
+
+/* Waits for a table and applies it; 1 once some server is connected. */
+static int first_table(glue *g, ea_moe_backend *be) {
+    double end = ea_now_s() + (g->o.wait_first_s > 0 ? g->o.wait_first_s : 30.0);
+    while (ea_now_s() < end) {
+        g->retry_at = 0;
+        sync_table(g, be);
+        for (int i = 0; i < g->n_kn; i++)
+            if (!g->kn[i].dropped) return 1;
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
+    return 0;
+}
+
+ea_status ea_eaas_client_create(const ea_eaas_client_opts *o, ea_moe_backend **out) {
+    *out = NULL;
+    glue *g = ea_calloc(1, sizeof *g);
+    if (!g) return ea_err(EA_ERR_NOMEM, "remote experts");
+    g->o = *o;
+    snprintf(g->arch, sizeof g->arch, "%s", o->arch ? o->arch : "");
+    pthread_mutex_init(&g->mu, NULL);
+    if (!(g->live_mask = ea_calloc((size_t)o->n_layers * o->n_experts, 1))) {
+        release(g);
+        return ea_err(EA_ERR_NOMEM, "remote experts");
+    }
+    ea_remote_opts ro = {.n_layers = o->n_layers, .n_experts = o->n_experts, .hidden = o->hidden,
+                         .max_tokens = o->max_tokens, .max_k = o->max_k, .sync = sync_table, .sync_ctx = g,
+                         .release = release, .coming = coming, .timeout_s = o->timeout_s};
+    ea_moe_backend *be;
+    ea_status st = ea_remote_create(&ro, &be);
+    if (st != EA_OK) {
+        release(g);
+        return st;
+    }
+    ea_member_opts mo = {.monitor = o->monitor, .role = EA_MON_CLIENT, .id = o->id, .on_table = on_table, .ctx = g};
+    if ((st = ea_member_start(&mo, &g->mem)) != EA_OK) {
+        ea_moe_backend_destroy(be);
+        return st;
+    }
+    if (!first_table(g, be)) {
+        ea_moe_backend_destroy(be);
+        return ea_err(EA_ERR_UNAVAILABLE, "no expert server could be reached through the monitor at %s within %.0f s",
+                      o->monitor, o->wait_first_s > 0 ? o->wait_first_s : 30.0);
+    }
+    *out = be;
+    return EA_OK;
+}

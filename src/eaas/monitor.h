@@ -1,0 +1,53 @@
+/*
+ * monitor.h — `eaas monitor`: membership of expert servers and attention
+ * clients (DESIGN.md section 5; the messages are in docs/protocol.md,
+ * "Monitor", and checked by monitor_msg.h; the table is monitor_table.h).
+ *
+ * Members register, heartbeat every heartbeat_ms and leave; a member silent
+ * for dead_after_ms is marked dead by the reaper thread. Every change bumps
+ * the table's version; GET /cluster?after=N&wait_ms=M is a long poll that
+ * answers as soon as the version passes N, so subscribers see every change in
+ * order. HTTP/JSON on libmicrohttpd:
+ *
+ *   POST /register    200 {"epoch","version","heartbeat_ms","dead_after_ms"}; 400; 503 table full
+ *   POST /heartbeat   200 {"epoch","version"}; 404 unknown or dead id (register again)
+ *   POST /leave       200 {"epoch","version"}; 404 unknown id
+ *   GET  /cluster     the table (monitor_table.h); ?after=N&wait_ms=M[&epoch=E]
+ *   GET  /health      200 {"status":"ok","epoch","version",...}
+ *   GET  /metrics     Prometheus text: eaas:monitor_servers{state}, eaas:monitor_clients{state},
+ *                     eaas:monitor_version, eaas:monitor_deaths_total
+ * Errors: {"error":{"message","type","param":null,"code":null}}; 400 for a
+ * message that fails a check (type invalid_request_error), 404 unknown path or
+ * id, 405 wrong method, 413 body over 1 MiB.
+ *
+ *   ea_monitor_opts o = {.host = "127.0.0.1", .port = 0};   // 0: any free port
+ *   ea_monitor *m;  ea_monitor_start(&o, &m);
+ *   ... ea_monitor_port(m) ...
+ *   ea_monitor_stop(m);   // wakes long polls, joins every thread
+ *
+ * Threads: MHD's listener, one thread per connection (a long poll blocks its
+ * own thread on a condition variable), and the reaper. One mutex guards the
+ * table; `changed` is broadcast on every change and at stop.
+ */
+#ifndef EA_MONITOR_H
+#define EA_MONITOR_H
+
+#include "base/status.h"
+
+typedef struct {
+    const char *host;  /* address to listen on; NULL: 127.0.0.1 */
+    int port;          /* 0: any free port (ea_monitor_port) */
+    int heartbeat_ms;  /* told to members; <= 0: 200 */
+    int dead_after_ms; /* silence after which a member is dead; <= 0: 1000 */
+} ea_monitor_opts;
+
+typedef struct ea_monitor ea_monitor;
+
+ea_status ea_monitor_start(const ea_monitor_opts *o, ea_monitor **out);
+int ea_monitor_port(const ea_monitor *m);
+/* Epoch of this run (random, chosen at start). */
+unsigned long long ea_monitor_epoch(const ea_monitor *m);
+/* Stops listening, wakes every long poll, joins all threads, frees. NULL is fine. */
+void ea_monitor_stop(ea_monitor *m);
+
+#endif

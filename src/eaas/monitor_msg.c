@@ -1,0 +1,420 @@
+/*
+ * monitor_msg.c — parsing and checking the monitor's JSON messages (see
+ * monitor_msg.h for the messages and their limits; docs/protocol.md for the
+ * protocol).
+ *
+ * Every value is read through one of the small getters below, which check
+ * the type and the limits and name the JSON path in the error, so a refused
+ * message always says which field and why. Parsers either fill their output
+ * completely or leave nothing allocated behind.
+ */
+#include "eaas/monitor_msg.h"
+
+#include <jansson.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/base64.h"
+#include "base/util.h"
+#include "eaas/http_client.h"
+
+#define MEMBERS_MAX 4096
+#define EVENTS_MAX 1024
+
+const char *ea_mon_role_name(ea_mon_role r) { return r == EA_MON_SERVER ? "server" : "client"; }
+
+const char *ea_mon_event_name(ea_mon_event_kind k) {
+    return k == EA_MON_EV_REGISTER ? "register" : k == EA_MON_EV_DEAD ? "dead" : "leave";
+}
+
+/* ---- getters: type, limits, path in the error ---------------------------------------- */
+
+static ea_status parse_object(const char *body, size_t len, const char *what, json_t **out) {
+    EA_TRY(ea_json_parse(body ? body : "", body ? len : 0, what, out));
+    if (json_is_object(*out)) return EA_OK;
+    json_decref(*out);
+    *out = NULL;
+    return ea_err(EA_ERR_FORMAT, "%s: expected a JSON object", what);
+}
+
+static ea_status get_str(const json_t *o, const char *key, const char *path, size_t max, const char **s, size_t *n) {
+    const json_t *v = json_object_get(o, key);
+    if (!v) return ea_err(EA_ERR_FORMAT, "%s%s: missing", path, key);
+    if (!json_is_string(v)) return ea_err(EA_ERR_FORMAT, "%s%s: expected a string", path, key);
+    *s = json_string_value(v);
+    *n = json_string_length(v);
+    if (*n == 0 || *n > max) return ea_err(EA_ERR_RANGE, "%s%s: length %zu not in [1, %zu]", path, key, *n, max);
+    return EA_OK;
+}
+
+static ea_status get_uint(const json_t *o, const char *key, const char *path, long long lo, uint64_t *out) {
+    const json_t *v = json_object_get(o, key);
+    if (!v || !json_is_integer(v)) return ea_err(EA_ERR_FORMAT, "%s%s: expected an integer", path, key);
+    long long x = json_integer_value(v);
+    if (x < lo) return ea_err(EA_ERR_RANGE, "%s%s: %lld < %lld", path, key, x, lo);
+    *out = (uint64_t)x;
+    return EA_OK;
+}
+
+static int id_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == ':' || c == '@' || c == '-';
+}
+
+static ea_status get_id(const json_t *o, const char *path, char id[EA_MON_ID_MAX + 1]) {
+    const char *s;
+    size_t n;
+    EA_TRY(get_str(o, "id", path, EA_MON_ID_MAX, &s, &n));
+    for (size_t i = 0; i < n; i++)
+        if (!id_char(s[i])) return ea_err(EA_ERR_FORMAT, "%sid: character %zu is not one of [A-Za-z0-9._:@-]", path, i);
+    memcpy(id, s, n);
+    id[n] = 0;
+    return EA_OK;
+}
+
+/* One of names[0..n) -> its index. */
+static ea_status get_enum(const json_t *o, const char *key, const char *path, const char *const *names, int n,
+                          int *out) {
+    const char *s;
+    size_t len;
+    EA_TRY(get_str(o, key, path, 16, &s, &len));
+    for (int i = 0; i < n; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], s, len) == 0) return (*out = i), EA_OK;
+    return ea_err(EA_ERR_RANGE, "%s%s: '%.*s' is not %s%s%s", path, key, (int)len, s, names[0], n > 2 ? ", " : " or ",
+                  n > 2 ? "... (see docs/protocol.md)" : names[1]);
+}
+
+static ea_status get_http(const json_t *o, const char *path, char http[EA_MON_HTTP_MAX + 1]) {
+    const char *s;
+    size_t n;
+    char host[EA_MON_HTTP_MAX + 1];
+    int port;
+    EA_TRY(get_str(o, "http", path, EA_MON_HTTP_MAX, &s, &n));
+    if (memchr(s, 0, n) || ea_hostport_parse(s, host, sizeof host, &port) != EA_OK)
+        return ea_err(EA_ERR_FORMAT, "%shttp: '%.*s' is not host:port", path, (int)(n < 64 ? n : 64), s);
+    memcpy(http, s, n + 1);
+    return EA_OK;
+}
+
+/* ---- ranges ------------------------------------------------------------------------ */
+
+static ea_status range_at(const json_t *r, const char *path, size_t i, ea_range *out) {
+    if (!json_is_array(r) || json_array_size(r) != 2) return ea_err(EA_ERR_FORMAT, "%s[%zu]: expected [a, b]", path, i);
+    long long v[2];
+    for (size_t j = 0; j < 2; j++) {
+        const json_t *x = json_array_get(r, j);
+        if (!json_is_integer(x)) return ea_err(EA_ERR_FORMAT, "%s[%zu][%zu]: expected an integer", path, i, j);
+        v[j] = json_integer_value(x);
+        if (v[j] < 0 || v[j] > EA_MON_RANGE_MAX)
+            return ea_err(EA_ERR_RANGE, "%s[%zu][%zu]: %lld not in [0, %d]", path, i, j, v[j], EA_MON_RANGE_MAX);
+    }
+    if (v[0] > v[1]) return ea_err(EA_ERR_RANGE, "%s[%zu]: %lld > %lld (a range is [a, b] with a <= b)", path, i, v[0], v[1]);
+    out->a = (int32_t)v[0];
+    out->b = (int32_t)v[1];
+    return EA_OK;
+}
+
+static ea_status get_ranges(const json_t *hosted, const char *key, const char *path, ea_range **out, int *n) {
+    char p[64];
+    snprintf(p, sizeof p, "%s%s", path, key);
+    const json_t *a = json_object_get(hosted, key);
+    if (!json_is_array(a)) return ea_err(EA_ERR_FORMAT, "%s: expected an array of [a, b]", p);
+    size_t m = json_array_size(a);
+    if (m < 1 || m > EA_MON_RANGES_MAX) return ea_err(EA_ERR_RANGE, "%s: %zu ranges, not in [1, %d]", p, m, EA_MON_RANGES_MAX);
+    ea_range *r = ea_malloc(m * sizeof *r);
+    if (!r) return ea_err(EA_ERR_NOMEM, "%s", p);
+    for (size_t i = 0; i < m; i++) {
+        ea_status s = range_at(json_array_get(a, i), p, i, &r[i]);
+        if (s != EA_OK) {
+            ea_free(r);
+            return s;
+        }
+    }
+    *out = r;
+    *n = (int)m;
+    return EA_OK;
+}
+
+/* "hosted": {"layers": [...], "experts": [...]} under path (e.g. "servers[2]."). */
+static ea_status get_hosted(const json_t *o, const char *path, ea_range **layers, int *n_layers, ea_range **experts,
+                            int *n_experts) {
+    const json_t *h = json_object_get(o, "hosted");
+    if (!json_is_object(h)) return ea_err(EA_ERR_FORMAT, "%shosted: expected an object", path);
+    char p[48];
+    snprintf(p, sizeof p, "%shosted.", path);
+    EA_TRY(get_ranges(h, "layers", p, layers, n_layers));
+    ea_status s = get_ranges(h, "experts", p, experts, n_experts);
+    if (s != EA_OK) {
+        ea_free(*layers);
+        *layers = NULL;
+    }
+    return s;
+}
+
+/* The base64 text of "ucx", checked to decode. OUT: *s, *n (views o). */
+static ea_status get_ucx(const json_t *o, const char *path, const char **s, size_t *n) {
+    EA_TRY(get_str(o, "ucx", path, EA_MON_UCX_MAX, s, n));
+    uint8_t *raw = ea_malloc(ea_base64_dec_max(*n) + 1);
+    if (!raw) return ea_err(EA_ERR_NOMEM, "%sucx", path);
+    size_t m;
+    ea_status st = ea_base64_decode(*s, *n, raw, &m);
+    ea_free(raw);
+    return st == EA_OK ? EA_OK : ea_err_wrap(st, "%sucx: ", path);
+}
+
+/* ---- requests from members ---------------------------------------------------------- */
+
+static ea_status register_server(const json_t *o, ea_mon_register *r) {
+    const char *u;
+    size_t un;
+    EA_TRY(get_ucx(o, "", &u, &un));
+    EA_TRY(get_http(o, "", r->http));
+    EA_TRY(get_hosted(o, "", &r->layers, &r->n_layers, &r->experts, &r->n_experts));
+    r->ucx = ea_strndup(u, un);
+    return r->ucx ? EA_OK : ea_err(EA_ERR_NOMEM, "ucx");
+}
+
+ea_status ea_mon_register_parse(const char *body, size_t len, ea_mon_register *out) {
+    static const char *const roles[] = {"server", "client"};
+    memset(out, 0, sizeof *out);
+    json_t *o;
+    EA_TRY(parse_object(body, len, "register", &o));
+    int role = 0;
+    ea_status s = get_enum(o, "role", "", roles, 2, &role);
+    if (s == EA_OK) s = get_id(o, "", out->id);
+    out->role = (ea_mon_role)role;
+    if (s == EA_OK && out->role == EA_MON_SERVER) s = register_server(o, out);
+    json_decref(o);
+    if (s != EA_OK) ea_mon_register_free(out);
+    return s;
+}
+
+void ea_mon_register_free(ea_mon_register *r) {
+    ea_free(r->ucx);
+    ea_free(r->layers);
+    ea_free(r->experts);
+    memset(r, 0, sizeof *r);
+}
+
+ea_status ea_mon_id_parse(const char *body, size_t len, char id[EA_MON_ID_MAX + 1]) {
+    json_t *o;
+    EA_TRY(parse_object(body, len, "message", &o));
+    ea_status s = get_id(o, "", id);
+    json_decref(o);
+    return s;
+}
+
+ea_status ea_mon_epoch_parse(const char *s, uint64_t *epoch) {
+    uint64_t v = 0;
+    size_t n = s ? strlen(s) : 0;
+    if (n != 16) return ea_err(EA_ERR_FORMAT, "epoch: expected 16 hex digits");
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return ea_err(EA_ERR_FORMAT, "epoch: character %zu is not a hex digit", i);
+        v = v << 4 | (uint64_t)d;
+    }
+    *epoch = v;
+    return EA_OK;
+}
+
+void ea_mon_epoch_format(uint64_t epoch, char out[17]) { snprintf(out, 17, "%016" PRIx64, epoch); }
+
+/* A decimal in [0, max]. */
+static ea_status parse_dec(const char *s, const char *name, uint64_t max, uint64_t *out) {
+    size_t n = strlen(s);
+    uint64_t v = 0;
+    if (n == 0 || n > 19) return ea_err(EA_ERR_FORMAT, "%s: expected a decimal integer", name);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return ea_err(EA_ERR_FORMAT, "%s: expected a decimal integer", name);
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (v > max) return ea_err(EA_ERR_RANGE, "%s: %" PRIu64 " not in [0, %" PRIu64 "]", name, v, max);
+    *out = v;
+    return EA_OK;
+}
+
+ea_status ea_mon_query_parse(const char *after_s, const char *wait_s, const char *epoch_s, uint64_t *after,
+                             int *wait_ms, uint64_t *epoch, int *has_epoch) {
+    uint64_t a = 0, w = 0, e = 0;
+    if (after_s) EA_TRY(parse_dec(after_s, "after", INT64_MAX, &a));
+    if (wait_s) EA_TRY(parse_dec(wait_s, "wait_ms", EA_MON_WAIT_MAX_MS, &w));
+    if (epoch_s) EA_TRY(ea_mon_epoch_parse(epoch_s, &e));
+    *after = a;
+    *wait_ms = (int)w;
+    *epoch = e;
+    *has_epoch = epoch_s != NULL;
+    return EA_OK;
+}
+
+/* ---- the table (GET /cluster) ------------------------------------------------------ */
+
+static ea_status member_common(const json_t *o, const char *path, char *id, int *live, uint64_t *since) {
+    static const char *const states[] = {"dead", "live"};
+    EA_TRY(get_id(o, path, id));
+    EA_TRY(get_enum(o, "state", path, states, 2, live));
+    return get_uint(o, "since", path, 1, since);
+}
+
+static void server_free(ea_cluster_server *s) {
+    ea_free(s->ucx);
+    ea_free(s->layers);
+    ea_free(s->experts);
+}
+
+static ea_status cluster_server(const json_t *o, const char *path, ea_cluster_server *s) {
+    if (!json_is_object(o)) return ea_err(EA_ERR_FORMAT, "%s: expected an object", path);
+    EA_TRY(member_common(o, path, s->id, &s->live, &s->since));
+    const char *u;
+    size_t un;
+    EA_TRY(get_ucx(o, path, &u, &un));
+    if (!(s->ucx = ea_malloc(ea_base64_dec_max(un) + 1))) return ea_err(EA_ERR_NOMEM, "%sucx", path);
+    EA_TRY(ea_base64_decode(u, un, s->ucx, &s->ucx_len));
+    EA_TRY(get_http(o, path, s->http));
+    return get_hosted(o, path, &s->layers, &s->n_layers, &s->experts, &s->n_experts);
+}
+
+static ea_status cluster_event(const json_t *o, const char *path, ea_cluster_event *e) {
+    static const char *const kinds[] = {"register", "dead", "leave"}, *const roles[] = {"server", "client"};
+    if (!json_is_object(o)) return ea_err(EA_ERR_FORMAT, "%s: expected an object", path);
+    int kind = 0, role = 0;
+    EA_TRY(get_uint(o, "version", path, 2, &e->version));
+    EA_TRY(get_enum(o, "kind", path, kinds, 3, &kind));
+    EA_TRY(get_enum(o, "role", path, roles, 2, &role));
+    e->kind = (ea_mon_event_kind)kind;
+    e->role = (ea_mon_role)role;
+    return get_id(o, path, e->id);
+}
+
+/* The array `key` of o, at most max elements. OUT: *n. */
+static ea_status get_array(const json_t *o, const char *key, size_t max, const json_t **a, size_t *n) {
+    *a = json_object_get(o, key);
+    if (!json_is_array(*a)) return ea_err(EA_ERR_FORMAT, "%s: expected an array", key);
+    *n = json_array_size(*a);
+    return *n <= max ? EA_OK : ea_err(EA_ERR_RANGE, "%s: %zu entries, more than %zu", key, *n, max);
+}
+
+static ea_status cluster_servers(const json_t *o, ea_cluster *c) {
+    const json_t *a;
+    size_t n;
+    EA_TRY(get_array(o, "servers", MEMBERS_MAX, &a, &n));
+    if (n && !(c->servers = ea_calloc(n, sizeof *c->servers))) return ea_err(EA_ERR_NOMEM, "servers");
+    for (size_t i = 0; i < n; i++, c->n_servers++) {
+        char p[32];
+        snprintf(p, sizeof p, "servers[%zu].", i);
+        ea_status s = cluster_server(json_array_get(a, i), p, &c->servers[i]);
+        if (s != EA_OK) {
+            server_free(&c->servers[i]); /* not counted yet: its allocations so far */
+            return s;
+        }
+    }
+    return EA_OK;
+}
+
+static ea_status cluster_clients(const json_t *o, ea_cluster *c) {
+    const json_t *a;
+    size_t n;
+    EA_TRY(get_array(o, "clients", MEMBERS_MAX, &a, &n));
+    if (n && !(c->clients = ea_calloc(n, sizeof *c->clients))) return ea_err(EA_ERR_NOMEM, "clients");
+    for (size_t i = 0; i < n; i++, c->n_clients++) {
+        char p[32];
+        snprintf(p, sizeof p, "clients[%zu].", i);
+        const json_t *x = json_array_get(a, i);
+        if (!json_is_object(x)) return ea_err(EA_ERR_FORMAT, "%s: expected an object", p);
+        ea_cluster_client *cl = &c->clients[i];
+        EA_TRY(member_common(x, p, cl->id, &cl->live, &cl->since));
+    }
+    return EA_OK;
+}
+
+/* "events", when present: in strictly increasing version order, none past the table's version. */
+static ea_status cluster_events(const json_t *o, ea_cluster *c) {
+    const json_t *a;
+    size_t n;
+    if (!json_object_get(o, "events")) return EA_OK;
+    EA_TRY(get_array(o, "events", EVENTS_MAX, &a, &n));
+    c->has_events = 1;
+    if (n && !(c->events = ea_calloc(n, sizeof *c->events))) return ea_err(EA_ERR_NOMEM, "events");
+    for (size_t i = 0; i < n; i++, c->n_events++) {
+        char p[32];
+        snprintf(p, sizeof p, "events[%zu].", i);
+        ea_cluster_event *e = &c->events[i];
+        EA_TRY(cluster_event(json_array_get(a, i), p, e));
+        if (e->version > c->version || (i && e->version <= e[-1].version))
+            return ea_err(EA_ERR_RANGE, "%sversion: %" PRIu64 " out of order", p, e->version);
+    }
+    return EA_OK;
+}
+
+static ea_status cluster_body(const json_t *o, ea_cluster *c) {
+    const json_t *e = json_object_get(o, "epoch");
+    if (!json_is_string(e) || json_string_length(e) != 16) return ea_err(EA_ERR_FORMAT, "epoch: expected 16 hex digits");
+    EA_TRY(ea_mon_epoch_parse(json_string_value(e), &c->epoch));
+    EA_TRY(get_uint(o, "version", "", 1, &c->version));
+    EA_TRY(cluster_servers(o, c));
+    EA_TRY(cluster_clients(o, c));
+    return cluster_events(o, c);
+}
+
+ea_status ea_cluster_parse(const char *json, size_t len, ea_cluster *out) {
+    memset(out, 0, sizeof *out);
+    json_t *o;
+    EA_TRY(parse_object(json, len, "cluster", &o));
+    ea_status s = cluster_body(o, out);
+    json_decref(o);
+    if (s != EA_OK) ea_cluster_free(out);
+    return s == EA_OK ? EA_OK : ea_err_wrap(s, "cluster: ");
+}
+
+void ea_cluster_free(ea_cluster *c) {
+    for (int i = 0; i < c->n_servers; i++) server_free(&c->servers[i]);
+    ea_free(c->servers);
+    ea_free(c->clients);
+    ea_free(c->events);
+    memset(c, 0, sizeof *c);
+}
+
+int ea_cluster_hosts(const ea_cluster_server *s, int layer, int expert) {
+    int in_l = 0, in_e = 0;
+    for (int i = 0; i < s->n_layers && !in_l; i++) in_l = layer >= s->layers[i].a && layer <= s->layers[i].b;
+    for (int i = 0; i < s->n_experts && !in_e; i++) in_e = expert >= s->experts[i].a && expert <= s->experts[i].b;
+    return in_l && in_e;
+}
+
+/* ---- a server's register fields ------------------------------------------------------ */
+
+json_t *ea__mon_ranges_json(const ea_range *r, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) json_array_append_new(a, json_pack("[ii]", (int)r[i].a, (int)r[i].b));
+    return a;
+}
+
+char *ea_member_server_fields(const void *ucx_addr, size_t ucx_len, const char *http, const ea_range *layers,
+                              int n_layers, const ea_range *experts, int n_experts) {
+    size_t tl = ea_base64_enc_len(ucx_len);
+    if (ucx_len == 0 || tl > EA_MON_UCX_MAX) return ea_err(EA_ERR_RANGE, "ucx address of %zu bytes", ucx_len), NULL;
+    char *txt = ea_malloc(tl + 1);
+    if (!txt) return ea_err(EA_ERR_NOMEM, "server fields"), NULL;
+    ea_base64_encode(ucx_addr, ucx_len, txt);
+    json_t *o = json_pack("{s:s, s:s, s:{s:o, s:o}}", "ucx", txt, "http", http ? http : "", "hosted", "layers",
+                          ea__mon_ranges_json(layers, n_layers), "experts", ea__mon_ranges_json(experts, n_experts));
+    ea_free(txt);
+    char *out = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    /* check what we built as the monitor will */
+    char *body = NULL;
+    if (out) {
+        size_t n = strlen(out);
+        body = ea_malloc(n + 40);
+        if (body) snprintf(body, n + 40, "{\"role\":\"server\",\"id\":\"x\",%s", out + 1);
+    }
+    ea_mon_register r;
+    ea_status s = body ? ea_mon_register_parse(body, strlen(body), &r) : ea_err(EA_ERR_NOMEM, "server fields");
+    ea_mon_register_free(&r);
+    ea_free(body);
+    char *ret = s == EA_OK ? ea_strdup(out) : NULL;
+    free(out);
+    return ret;
+}
