@@ -2,7 +2,12 @@
 # demo.sh — sets up, builds, and shows the system on a small model:
 # make a tiny Qwen3-MoE model, inspect it, tokenize, render a chat, then serve it
 # over the OpenAI API, stream one chat answer with the official client, and stop
-# the server cleanly (SIGTERM, drained).
+# the server cleanly (SIGTERM, drained). Then Expert-as-a-Service: a monitor,
+# two expert servers hosting the same experts (replicas) and an attention client
+# serving the API with --experts-remote; a chat answer streams, one expert
+# server is killed with SIGKILL while the same request streams again, the
+# answer completes (the same text), the next request is answered, and
+# everything stops cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -42,3 +47,53 @@ kill -TERM "$SERVER"
 wait "$SERVER" && echo "server stopped cleanly" || { echo "server exit code $?"; exit 1; }
 trap - EXIT
 tail -3 "$OUT/serve.log"
+
+echo
+echo "== Expert-as-a-Service: monitor + two expert servers (replicas) + an attention client"
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
+# wait_for LOG REGEX PID: the first match of REGEX once it appears in LOG
+wait_for() {
+  for _ in $(seq 1 300); do
+    grep -qE "$2" "$1" && { grep -oE "$2" "$1" | head -1; return 0; }
+    kill -0 "$3" 2>/dev/null || { echo "process exited:"; cat "$1"; return 1; }
+    sleep 0.1
+  done
+  echo "timed out waiting for '$2' in $1"; cat "$1"; return 1
+}
+$E monitor --port 0 > "$OUT/monitor.log" 2>&1 &
+MONP=$!; PIDS+=("$MONP")
+MON=$(wait_for "$OUT/monitor.log" 'listening on [0-9.]+:[0-9]+' "$MONP" | sed 's/listening on //')
+echo "monitor at $MON"
+for x in expert-a expert-b; do
+  $E expert --model "$M" --monitor "$MON" --port 0 --id "$x" --threads 1 > "$OUT/$x.log" 2>&1 &
+  PIDS+=("$!"); eval "PID_${x#expert-}=$!"
+  echo "$x: $(wait_for "$OUT/$x.log" 'listening on [0-9.]+:[0-9]+' "$!")"
+done
+$E serve --model "$M" --port 0 --threads 1 --experts-remote "$MON" --expert-timeout-ms 500 2> "$OUT/client.log" &
+CLIENT=$!; PIDS+=("$CLIENT")
+CPORT=$(wait_for "$OUT/client.log" 'listening on http://127.0.0.1:[0-9]+' "$CLIENT" | sed 's/.*://')
+wait_for "$OUT/client.log" ' ready: ' "$CLIENT" >/dev/null
+echo "cluster: $(curl -s "http://$MON/cluster" | python3 -c 'import json,sys; t=json.load(sys.stdin); print("version", t["version"], [(s["id"], s["state"]) for s in t["servers"]], len(t["clients"]), "client")')"
+URL="http://127.0.0.1:$CPORT/v1"
+Q="Why do mixture-of-experts models need load balancing?"
+echo "-- a chat answer, experts on the expert servers:"
+node tools/node/demo_chat.mjs "$URL" qwen3-tiny "$Q" 96 | tee "$OUT/answer1.txt"
+echo "-- the same request again; expert-a is killed (SIGKILL) while it streams:"
+rm -f "$OUT/mark"
+node tools/node/demo_chat.mjs "$URL" qwen3-tiny "$Q" 96 "$OUT/mark" > "$OUT/answer2.txt" &
+NODEP=$!
+for _ in $(seq 1 200); do [ -f "$OUT/mark" ] && break; sleep 0.02; done
+kill -KILL "$PID_a"; echo "   (expert-a killed)"
+wait "$NODEP"
+cat "$OUT/answer2.txt"
+cmp -s "$OUT/answer1.txt" "$OUT/answer2.txt" && echo "-> the answer completed through the failure, identical to the first" ||
+  { echo "-> the answers differ"; exit 1; }
+curl -s "http://127.0.0.1:$CPORT/metrics" | grep -E '^eaas:remote_(failovers|timeouts)_total'
+echo "-- the next request, on expert-b alone:"
+node tools/node/demo_chat.mjs "$URL" qwen3-tiny "And what is an expert server?" 32
+echo "== stop everything (SIGTERM each: client, expert-b, monitor)"
+for p in "$CLIENT" "$PID_b" "$MONP"; do kill -TERM "$p"; wait "$p" || { echo "process $p exit code $?"; exit 1; }; done
+wait "$PID_a" 2>/dev/null || true
+trap - EXIT
+echo "all stopped cleanly"

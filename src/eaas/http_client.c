@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +181,8 @@ static ea_status wait_fd(int fd, short events, const limits *l, const char *what
 static ea_status connect_one(const struct addrinfo *ai, const limits *l, int *out) {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) return ea_err(EA_ERR_IO, "socket: %s", strerror(errno));
+    int one = 1; /* small messages: no Nagle delay */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
         int e = errno;
         close(fd);
@@ -211,9 +215,10 @@ static ea_status open_conn(const char *host, int port, const limits *l, int *fd)
     return s;
 }
 
-static ea_status send_all(int fd, const char *p, size_t n, const limits *l) {
+/* more: MSG_MORE, so the head and the body leave in one segment when they fit. */
+static ea_status send_all(int fd, const char *p, size_t n, int more, const limits *l) {
     while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
         if (w > 0) {
             p += w;
             n -= (size_t)w;
@@ -237,8 +242,8 @@ static ea_status send_request(int fd, const char *hostport, const char *method, 
                  : snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", method, path,
                             hostport);
     if (n < 0 || (size_t)n >= sizeof head) return ea_err(EA_ERR_INVALID_ARG, "request line too long");
-    EA_TRY(send_all(fd, head, (size_t)n, l));
-    return send_all(fd, body ? body : "", bl, l);
+    EA_TRY(send_all(fd, head, (size_t)n, bl > 0, l));
+    return send_all(fd, body ? body : "", bl, 0, l);
 }
 
 /* The received bytes, grown as they come. */
@@ -274,11 +279,17 @@ static ea_status recv_response(int fd, rbuf *b, const limits *l, int *status, si
 
 static ea_status call_on(int fd, const char *hostport, const char *method, const char *path, const char *body,
                          const limits *l, int *status, char **resp_body) {
-    EA_TRY(send_request(fd, hostport, method, path, body, l));
+    ea_status sent = send_request(fd, hostport, method, path, body, l);
+    if (sent != EA_OK && sent != EA_ERR_IO) return sent;
+    /* a send that failed (EPIPE, ECONNRESET) may be a server that answered early
+     * (413) and closed: its answer, when we can read it, is the result */
     rbuf b = {0};
     size_t off = 0, len = 0;
     int st = 0;
+    char why[256];
+    snprintf(why, sizeof why, "%s", sent != EA_OK ? ea_errmsg() : "");
     ea_status s = recv_response(fd, &b, l, &st, &off, &len);
+    if (s != EA_OK && sent != EA_OK) s = ea_err(sent, "%s", why);
     char *out = s == EA_OK ? ea_malloc(len + 1) : NULL;
     if (s == EA_OK && !out) s = ea_err(EA_ERR_NOMEM, "response body of %zu bytes", len);
     if (s == EA_OK) {

@@ -31,7 +31,7 @@
 
 #define CALL_MS 1000      /* deadline of register, heartbeat and leave */
 #define LEAVE_MS 500
-#define POLL_WAIT_MS 10000 /* the long poll's wait_ms */
+#define POLL_WAIT_MS 10000 /* the long poll's wait_ms unless the options say */
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
 
@@ -42,6 +42,7 @@ struct ea_member {
     char *reg_body; /* owns: the /register JSON */
     void (*on_table)(void *ctx, const char *cluster_json);
     void *ctx;
+    int poll_wait_ms;
     int stop_pipe[2]; /* [0] readable once stopping */
     pthread_t hb, tb;
     int hb_started, tb_started, stopped;
@@ -157,11 +158,11 @@ static void *tb_main(void *arg) {
     int have = 0, backoff = BACKOFF_MIN_MS;
     while (!nap(m, 0)) {
         char path[128];
-        if (have) snprintf(path, sizeof path, "/cluster?after=%" PRIu64 "&wait_ms=%d&epoch=%016" PRIx64, version, POLL_WAIT_MS, epoch);
+        if (have) snprintf(path, sizeof path, "/cluster?after=%" PRIu64 "&wait_ms=%d&epoch=%016" PRIx64, version, m->poll_wait_ms, epoch);
         else snprintf(path, sizeof path, "/cluster");
         int st = 0;
         char *body = NULL;
-        ea_status s = ea_http_call_cancel(m->monitor, "GET", path, NULL, POLL_WAIT_MS + 5000, m->stop_pipe[0], &st, &body);
+        ea_status s = ea_http_call_cancel(m->monitor, "GET", path, NULL, m->poll_wait_ms + 5000, m->stop_pipe[0], &st, &body);
         if (s == EA_ERR_CANCELLED) break;
         ea_cluster c;
         if (s == EA_OK && st == 200 && ea_cluster_parse(body, strlen(body), &c) == EA_OK) {
@@ -241,6 +242,7 @@ ea_status ea_member_start(const ea_member_opts *o, ea_member **out) {
     m->role = o->role;
     m->on_table = o->on_table;
     m->ctx = o->ctx;
+    m->poll_wait_ms = o->poll_wait_ms > 0 && o->poll_wait_ms <= EA_MON_WAIT_MAX_MS ? o->poll_wait_ms : POLL_WAIT_MS;
     m->stop_pipe[0] = m->stop_pipe[1] = -1;
     ea_status s = start(m, o);
     if (s != EA_OK) {

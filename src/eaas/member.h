@@ -18,7 +18,7 @@
  *              doubling to 1 s), then POST /heartbeat every heartbeat_ms (the
  *              monitor's value); a 404 (the monitor forgot us: it restarted,
  *              or declared us dead) or a new epoch -> register again at once
- *   table      GET /cluster?after=V&wait_ms=10000&epoch=E, a long poll; each
+ *   table      GET /cluster?after=V&wait_ms=W&epoch=E, a long poll (W = poll_wait_ms); each
  *              answer with a new epoch, or the same epoch and a higher version,
  *              is handed to on_table — in version order, never twice
  * If the monitor is down both keep retrying quietly: one warning line when an
@@ -42,6 +42,7 @@ typedef struct {
                             (a server's: ea_member_server_fields) */
     void (*on_table)(void *ctx, const char *cluster_json); /* NULL: no table thread */
     void *ctx;
+    int poll_wait_ms;    /* wait_ms of the table long poll; <= 0: 10000 */
 } ea_member_opts;
 
 typedef struct ea_member ea_member;

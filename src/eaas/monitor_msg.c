@@ -391,30 +391,34 @@ json_t *ea__mon_ranges_json(const ea_range *r, int n) {
     return a;
 }
 
-char *ea_member_server_fields(const void *ucx_addr, size_t ucx_len, const char *http, const ea_range *layers,
-                              int n_layers, const ea_range *experts, int n_experts) {
-    size_t tl = ea_base64_enc_len(ucx_len);
-    if (ucx_len == 0 || tl > EA_MON_UCX_MAX) return ea_err(EA_ERR_RANGE, "ucx address of %zu bytes", ucx_len), NULL;
-    char *txt = ea_malloc(tl + 1);
-    if (!txt) return ea_err(EA_ERR_NOMEM, "server fields"), NULL;
+/* {"ucx","http","hosted"} as a JSON object (new reference; NULL out of memory). */
+static json_t *server_fields_json(const void *ucx_addr, size_t ucx_len, const char *http, const ea_range *layers,
+                                  int n_layers, const ea_range *experts, int n_experts) {
+    char *txt = ea_malloc(ea_base64_enc_len(ucx_len) + 1);
+    if (!txt) return NULL;
     ea_base64_encode(ucx_addr, ucx_len, txt);
     json_t *o = json_pack("{s:s, s:s, s:{s:o, s:o}}", "ucx", txt, "http", http ? http : "", "hosted", "layers",
                           ea__mon_ranges_json(layers, n_layers), "experts", ea__mon_ranges_json(experts, n_experts));
     ea_free(txt);
-    char *out = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    return o;
+}
+
+char *ea_member_server_fields(const void *ucx_addr, size_t ucx_len, const char *http, const ea_range *layers,
+                              int n_layers, const ea_range *experts, int n_experts) {
+    if (ucx_len == 0 || ea_base64_enc_len(ucx_len) > EA_MON_UCX_MAX)
+        return ea_err(EA_ERR_RANGE, "ucx address of %zu bytes", ucx_len), NULL;
+    json_t *o = server_fields_json(ucx_addr, ucx_len, http, layers, n_layers, experts, n_experts);
+    char *fields = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    /* check them as the monitor will, inside a whole register message */
+    json_object_set_new(o, "role", json_string("server"));
+    json_object_set_new(o, "id", json_string("check"));
+    char *whole = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
-    /* check what we built as the monitor will */
-    char *body = NULL;
-    if (out) {
-        size_t n = strlen(out);
-        body = ea_malloc(n + 40);
-        if (body) snprintf(body, n + 40, "{\"role\":\"server\",\"id\":\"x\",%s", out + 1);
-    }
-    ea_mon_register r;
-    ea_status s = body ? ea_mon_register_parse(body, strlen(body), &r) : ea_err(EA_ERR_NOMEM, "server fields");
+    ea_mon_register r = {0};
+    ea_status s = fields && whole ? ea_mon_register_parse(whole, strlen(whole), &r) : ea_err(EA_ERR_NOMEM, "server fields");
     ea_mon_register_free(&r);
-    ea_free(body);
-    char *ret = s == EA_OK ? ea_strdup(out) : NULL;
-    free(out);
+    char *ret = s == EA_OK ? ea_strdup(fields) : NULL;
+    free(fields);
+    free(whole);
     return ret;
 }
