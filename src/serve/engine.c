@@ -28,7 +28,7 @@ void ea_engine_destroy(ea_engine *e) {
 }
 
 /* test_router_bias: each MoE layer's router_bias becomes (model's bias or 0) + the test bias */
-static ea_status ea__test_router_bias(ea_engine *e) {
+static ea_status apply_test_router_bias(ea_engine *e) {
     const float *tb = e->o.test_router_bias;
     if (!tb) return EA_OK;
     const ea_model_config *c = &e->m->cfg;
@@ -187,7 +187,7 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
         const char *alt = ea_k_isa_supported("avx512") ? "avx512" : ea_k_isa_supported("avx2") ? "avx2" : "scalar";
         if ((s = ea_kctx_set_isa(e->kctx_router, alt)) != EA_OK) goto fail;
     }
-    if ((s = ea__test_router_bias(e)) != EA_OK) goto fail;
+    if ((s = apply_test_router_bias(e)) != EA_OK) goto fail;
     if ((s = moe_chain(e)) != EA_OK) goto fail;
 
     int kd, vd;
