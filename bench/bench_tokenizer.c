@@ -31,21 +31,21 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", ea_errmsg());
         return 1;
     }
-    ea_tok_text one = {0}, text = {0};
+    ea_sbuf one = {0}, text = {0};
     for (char *p = data; p < data + n;) {
         char *e = memchr(p, '\n', (size_t)(data + n - p));
         size_t len = e ? (size_t)(e - p) : (size_t)(data + n - p);
         json_error_t err;
         json_t *j = len ? json_loadb(p, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err) : NULL;
         if (json_is_string(j)) {
-            ea_tok_text_append(&one, json_string_value(j), json_string_length(j));
-            ea_tok_text_append(&one, "\n", 1);
+            ea_sbuf_append(&one, json_string_value(j), json_string_length(j));
+            ea_sbuf_append(&one, "\n", 1);
         }
         json_decref(j);
         p += len + 1;
     }
     ea_free(data);
-    while ((double)text.len < mb * 1e6) ea_tok_text_append(&text, one.data, one.len);
+    while ((double)text.len < mb * 1e6) ea_sbuf_append(&text, one.data, one.len);
     const char *models[] = {"qwen3", "deepseek_v3"};
     for (int m = 0; m < 2; m++) {
         char dir[1300];
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
         ea_tokens_free(&ids);
         ea_tokenizer_destroy(t);
     }
-    ea_tok_text_free(&one);
-    ea_tok_text_free(&text);
+    ea_sbuf_deinit(&one);
+    ea_sbuf_deinit(&text);
     return 0;
 }

@@ -87,3 +87,26 @@ void *ea_arena_alloc(ea_arena *a, size_t size, size_t align) {
 }
 
 void ea_arena_reset(ea_arena *a) { a->used = 0; }
+
+size_t ea_grow_cap(size_t cap, size_t need, size_t first) {
+    size_t c = cap ? cap : first;
+    if (c == 0) c = 1;
+    while (c < need) {
+        if (c > ((size_t)-1) / 2) return 0;
+        c *= 2;
+    }
+    return c;
+}
+
+int ea_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t first) {
+    if (need <= *cap) return 0;
+    size_t nc = ea_grow_cap(*cap, need, first), bytes;
+    if (!nc || !ea_mul_ok(nc, elem, &bytes)) return -1;
+    void *old;
+    memcpy(&old, pp, sizeof old); /* pp is a T **: read and write it as bytes */
+    void *p = ea_realloc(old, bytes);
+    if (!p) return -1;
+    memcpy(pp, &p, sizeof p);
+    *cap = nc;
+    return 0;
+}

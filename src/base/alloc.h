@@ -13,6 +13,7 @@
  *   ea_alloc_count()                            allocations so far
  *   ea_alloc_fail_after(n)                      the (n+1)th allocation from now
  *                                               returns NULL; -1 turns it off
+ *   ea_grow(&arr, &cap, need, sizeof *arr, N)   grow an array by doubling (the one rule)
  *
  * The arena (per-step scratch) hands out aligned pieces of one block sized at
  * load time; reset() makes it empty again in O(1). It never grows: running out
@@ -35,6 +36,17 @@ char *ea_strndup(const char *s, size_t n);
 
 uint64_t ea_alloc_count(void);
 void ea_alloc_fail_after(long n);
+
+/* Array growth, the one rule for every growable array: the capacity for `need`
+ * elements of an array that has `cap` is `first` when cap is 0, else cap,
+ * doubled until it is >= need (when need <= cap, cap). 0 if that overflows. */
+size_t ea_grow_cap(size_t cap, size_t need, size_t first);
+/* Make the ea_realloc'd array *(T **)pp, of *cap elements of elem bytes, hold at
+ * least need elements (new capacity: ea_grow_cap). 0 ok (also when it already
+ * did), -1 out of memory or size overflow: the array and *cap are unchanged.
+ *   if (ea_grow(&v->items, &v->cap, v->n + 1, sizeof *v->items, 64)) return no memory;
+ *   v->items[v->n++] = x; */
+int ea_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t first);
 
 /* Checked size arithmetic for lengths from outside: returns 0 on overflow. */
 int ea_mul_ok(size_t a, size_t b, size_t *out);

@@ -11,7 +11,7 @@
 
 #include "base/alloc.h"
 
-static int reserve(ea_sbuf *b, size_t extra) {
+int ea_sbuf_reserve(ea_sbuf *b, size_t extra) {
     if (b->failed) return 0;
     size_t need;
     if (!ea_add_ok(b->len, extra, &need) || !ea_add_ok(need, 1, &need)) {
@@ -19,14 +19,8 @@ static int reserve(ea_sbuf *b, size_t extra) {
         return 0;
     }
     if (need <= b->cap) return 1;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need) {
-        if (cap > ((size_t)-1) / 2) {
-            cap = need;
-            break;
-        }
-        cap *= 2;
-    }
+    size_t cap = ea_grow_cap(b->cap, need, 256);
+    if (!cap) cap = need; /* doubling would overflow */
     char *p = ea_realloc(b->data, cap);
     if (!p) {
         b->failed = 1;
@@ -48,10 +42,22 @@ void ea_sbuf_reset(ea_sbuf *b) {
 }
 
 void ea_sbuf_append(ea_sbuf *b, const void *data, size_t n) {
-    if (!reserve(b, n)) return;
+    if (!ea_sbuf_reserve(b, n)) return;
     if (n) memcpy(b->data + b->len, data, n);
     b->len += n;
     b->data[b->len] = 0;
+}
+
+void *ea_sbuf_extend(ea_sbuf *b, size_t n) {
+    if (!ea_sbuf_reserve(b, n)) return NULL;
+    char *p = b->data + b->len;
+    b->len += n;
+    b->data[b->len] = 0;
+    return p;
+}
+
+ea_status ea_sbuf_check(const ea_sbuf *b, const char *what) {
+    return b->failed ? ea_err(EA_ERR_NOMEM, "%s: out of memory", what) : EA_OK;
 }
 
 void ea_sbuf_puts(ea_sbuf *b, const char *s) { ea_sbuf_append(b, s, strlen(s)); }
@@ -70,7 +76,7 @@ void ea_sbuf_printf(ea_sbuf *b, const char *fmt, ...) {
         ea_sbuf_append(b, small, (size_t)n);
         return;
     }
-    if (!reserve(b, (size_t)n)) return;
+    if (!ea_sbuf_reserve(b, (size_t)n)) return;
     va_start(ap, fmt);
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -93,7 +99,7 @@ char *ea_sbuf_take(ea_sbuf *b, size_t *len) {
         if (len) *len = 0;
         return NULL;
     }
-    if (!reserve(b, 0)) return NULL;
+    if (!ea_sbuf_reserve(b, 0)) return NULL;
     b->data[b->len] = 0;
     char *p = b->data;
     if (len) *len = b->len;

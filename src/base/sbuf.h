@@ -1,6 +1,7 @@
 /*
- * sbuf.h — a growable byte buffer for building HTTP bodies (JSON, SSE,
- * Prometheus text) without fixed-size truncation.
+ * sbuf.h — the growable byte buffer of eaas: HTTP bodies (JSON, SSE,
+ * Prometheus text), decoded text (the tokenizer), messages of any length
+ * (the control bus's batch and its MPI broadcast).
  *
  *   ea_sbuf b = {0};
  *   ea_sbuf_printf(&b, "eaas:num_requests_running %d\n", n);
@@ -16,6 +17,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "base/status.h"
+
 typedef struct {
     char *data; /* owns; NUL-terminated when len > 0 or after any append */
     size_t len;
@@ -26,6 +29,12 @@ typedef struct {
 void ea_sbuf_deinit(ea_sbuf *b);
 void ea_sbuf_reset(ea_sbuf *b); /* len = 0, keeps the storage */
 void ea_sbuf_append(ea_sbuf *b, const void *data, size_t n);
+/* Room for n more bytes and a NUL without moving data again: 1, or 0 once failed. */
+int ea_sbuf_reserve(ea_sbuf *b, size_t n);
+/* Append n bytes left for the caller to write (NUL after them); their address, or NULL once failed. */
+void *ea_sbuf_extend(ea_sbuf *b, size_t n);
+/* EA_OK, or EA_ERR_NOMEM "<what>: out of memory" once an append failed: for callers that return ea_status. */
+ea_status ea_sbuf_check(const ea_sbuf *b, const char *what);
 void ea_sbuf_puts(ea_sbuf *b, const char *s);
 /* Append s[0..n) as valid UTF-8: each byte that starts no valid sequence (overlongs,
  * surrogates and > U+10FFFF included) becomes U+FFFD — the one rule for text that

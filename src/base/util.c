@@ -226,9 +226,10 @@ size_t ea_peak_rss_bytes(void) {
     return kb * 1024;
 }
 
-uint64_t ea_splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+uint64_t ea_splitmix64_mix(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
+
+uint64_t ea_splitmix64(uint64_t *state) { return ea_splitmix64_mix(*state += 0x9e3779b97f4a7c15ull); }

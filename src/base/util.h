@@ -17,9 +17,12 @@ double ea_now_s(void);
 
 /* 64-bit FNV-1a, chainable: pass the previous hash as seed (0 starts fresh). */
 uint64_t ea_hash64(const void *data, size_t n, uint64_t seed);
-/* splitmix64: adds the golden-ratio step to *state and returns the mixed value
- * (seeds the request RNG; spreads a counter into a seed). */
+/* splitmix64: adds the golden-ratio step (0x9e3779b97f4a7c15) to *state and
+ * returns ea_splitmix64_mix of it (seeds the request RNG; spreads a counter into
+ * a seed; make-model's weights are its stream). */
 uint64_t ea_splitmix64(uint64_t *state);
+/* splitmix64's finaliser alone: a bijective 64-bit mix (Stafford's variant 13). */
+uint64_t ea_splitmix64_mix(uint64_t z);
 /* XXH64 (xxHash's 64-bit hash, bit-exact with the reference: XXH64("", 0) =
  * 0xef46db3751d8e999): ~10x faster than ea_hash64 on large buffers (four
  * independent 64-bit lanes), for hashing weights. Chain by passing the

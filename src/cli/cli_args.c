@@ -7,6 +7,7 @@
  * every rank checks the same flags; only rank 0 prints, so a bad flag is one
  * line, not one per rank.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,17 @@ int ea_cli_parse(const char *cmd, const char *usage, const ea_arg *spec, int arg
         return 0;
     }
     return -1;
+}
+
+int ea_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "eaas %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    if (usage) fputs(usage, stderr);
+    return 2;
 }
 
 int ea_cli_allow_long_ctx(int flag) {

@@ -60,7 +60,8 @@ typedef struct {
     double ttft, e2e;
     int output_tokens, prompt_tokens;
     double *itl; /* owns */
-    int n_itl, cap_itl;
+    int n_itl;
+    size_t cap_itl;
     char error[160];
 } bench_result;
 
@@ -263,13 +264,7 @@ typedef struct {
 } sse_state;
 
 static void push_itl(bench_result *res, double v) {
-    if (res->n_itl == res->cap_itl) {
-        int cap = res->cap_itl ? res->cap_itl * 2 : 64;
-        double *p = ea_realloc(res->itl, (size_t)cap * sizeof *p);
-        if (!p) return;
-        res->itl = p;
-        res->cap_itl = cap;
-    }
+    if (ea_grow(&res->itl, &res->cap_itl, (size_t)res->n_itl + 1, sizeof *res->itl, 64)) return;
     res->itl[res->n_itl++] = v;
 }
 
@@ -372,14 +367,7 @@ static void *worker(void *arg) {
 
 /* ---- prompts ------------------------------------------------------------------------ */
 
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+static double rng_unit(uint64_t *s) { return (double)(ea_splitmix64(s) >> 11) * (1.0 / 9007199254740992.0); }
 
 static ea_status load_dataset(const char *path, int n, int output_len, bench_prompt *out) {
     char *data;
@@ -517,14 +505,11 @@ static int bench_serve(int argc, char **argv) {
     int rc = ea_cli_parse("bench serve", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     url_parts u;
-    if (!url || parse_url(url, &u) != 0 || rest.n_pos) {
-        fprintf(stderr, "eaas bench serve: --url http://HOST:PORT is required\n");
-        return 2;
-    }
-    if (dataset && ea_args_given(spec, &rest, "input-len")) {
-        fprintf(stderr, "eaas bench serve: --input-len does not apply with --dataset (the prompts come from the file)\n");
-        return 2;
-    }
+    if (!url || parse_url(url, &u) != 0 || rest.n_pos)
+        return ea_cli_usage_error("bench serve", NULL, "--url http://HOST:PORT is required");
+    if (dataset && ea_args_given(spec, &rest, "input-len"))
+        return ea_cli_usage_error("bench serve", NULL,
+                                  "--input-len does not apply with --dataset (the prompts come from the file)");
     if (concurrency == 0) concurrency = rate > 0 ? (num_prompts < 1024 ? num_prompts : 1024) : 1;
     if (concurrency > num_prompts) concurrency = num_prompts;
 
@@ -560,7 +545,7 @@ static int bench_serve(int argc, char **argv) {
         for (int i = 0; i < num_prompts; i++) {
             bench_prompt *p = &b.prompts[i];
             if (!(p->ids = ea_malloc((size_t)input_len * sizeof *p->ids))) goto out;
-            for (int k = 0; k < input_len; k++) p->ids[k] = 1000 + (int32_t)(rng_next(&rs) % 20000);
+            for (int k = 0; k < input_len; k++) p->ids[k] = 1000 + (int32_t)(ea_splitmix64(&rs) % 20000);
             p->n_ids = input_len;
             p->output_len = output_len;
         }
@@ -669,6 +654,5 @@ int ea_cmd_bench(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "serve") == 0) return bench_serve(argc - 1, argv + 1);
-    fprintf(stderr, "eaas bench: unknown benchmark '%s' (known: serve)\n", argv[1]);
-    return 2;
+    return ea_cli_usage_error("bench", NULL, "unknown benchmark '%s' (known: serve)", argv[1]);
 }

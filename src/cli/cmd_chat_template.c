@@ -45,14 +45,10 @@ int ea_cmd_chat_template(int argc, char **argv) {
     int rc = ea_cli_parse("chat-template", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     ea_status s;
-    if ((!model && !builtin) || (model && builtin) || rest.n_pos > 0) {
-        fprintf(stderr, "eaas chat-template: give exactly one of --model or --builtin (see --help)\n");
-        return 2;
-    }
-    if (!messages_path && !print_template && !print_config) {
-        fprintf(stderr, "eaas chat-template: --messages FILE is required (see --help)\n");
-        return 2;
-    }
+    if ((!model && !builtin) || (model && builtin) || rest.n_pos > 0)
+        return ea_cli_usage_error("chat-template", NULL, "give exactly one of --model or --builtin (see --help)");
+    if (!messages_path && !print_template && !print_config)
+        return ea_cli_usage_error("chat-template", NULL, "--messages FILE is required (see --help)");
 
     json_t *doc = NULL, *tools = NULL, *ctx = NULL;
     ea_chat_config cfg = {0};
@@ -64,10 +60,8 @@ int ea_cmd_chat_template(int argc, char **argv) {
     if (builtin) {
         const char *src = ea_builtin_chat_template(builtin);
         const char *bos = NULL, *eos = NULL;
-        if (!src || ea_builtin_special_tokens(builtin, &bos, &eos) != 0) {
-            fprintf(stderr, "eaas chat-template: unknown --builtin family '%s' (mixtral, olmoe)\n", builtin);
-            return 2;
-        }
+        if (!src || ea_builtin_special_tokens(builtin, &bos, &eos) != 0)
+            return ea_cli_usage_error("chat-template", NULL, "unknown --builtin family '%s' (mixtral, olmoe)", builtin);
         cfg.template_src = ea_strdup(src);
         cfg.template_len = strlen(src);
         cfg.bos_token = bos ? ea_strdup(bos) : NULL;

@@ -63,13 +63,14 @@ static ea_status parse_list(const char *s, ea_tokens *ids) {
 
 static ea_status collect(int n_pos, const char *const *pos, ea_tokens *ids) {
     if (n_pos == 1 && strcmp(pos[0], "-") == 0) {
-        ea_tok_text b = {0};
+        ea_sbuf b = {0};
         char buf[65536];
         size_t got;
-        EA_TRY(ea_tok_text_append(&b, "", 0));
-        while ((got = fread(buf, 1, sizeof buf, stdin)) > 0) EA_TRY(ea_tok_text_append(&b, buf, got));
-        ea_status s = parse_json_ids(b.data, b.len, ids);
-        ea_tok_text_free(&b);
+        ea_sbuf_append(&b, "", 0);
+        while ((got = fread(buf, 1, sizeof buf, stdin)) > 0) ea_sbuf_append(&b, buf, got);
+        ea_status s = ea_sbuf_check(&b, "stdin");
+        if (s == EA_OK) s = parse_json_ids(b.data, b.len, ids);
+        ea_sbuf_deinit(&b);
         return s;
     }
     for (int i = 0; i < n_pos; i++) {
@@ -92,16 +93,13 @@ int ea_cmd_detokenize(int argc, char **argv) {
     int rc = ea_cli_parse("detokenize", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     ea_status s;
-    if (!model || rest.n_pos < 1) {
-        fprintf(stderr, "eaas detokenize: needs --model MODEL and token ids; see --help\n");
-        return 2;
-    }
+    if (!model || rest.n_pos < 1)
+        return ea_cli_usage_error("detokenize", NULL, "needs --model MODEL and token ids; see --help");
     ea_tokens ids = {0};
     s = collect(rest.n_pos, rest.pos, &ids);
     if (s != EA_OK) {
         ea_tokens_free(&ids);
-        fprintf(stderr, "eaas detokenize: %s\n", ea_errmsg());
-        return 2;
+        return ea_cli_usage_error("detokenize", NULL, "%s", ea_errmsg());
     }
     ea_tokenizer *t;
     s = ea_tokenizer_load(model, &t);
@@ -109,18 +107,18 @@ int ea_cmd_detokenize(int argc, char **argv) {
         ea_tokens_free(&ids);
         return ea_cli_fail(argv[0], s);
     }
-    ea_tok_text text = {0};
+    ea_sbuf text = {0};
     s = ea_tokenizer_decode_append(t, ids.ids, ids.n, skip ? EA_DETOK_SKIP_SPECIAL : 0, &text);
     if (s == EA_OK && json) {
-        ea_tok_text j = {0};
-        s = ea_tok_text_append_json(&j, text.data, text.len);
+        ea_sbuf j = {0};
+        s = ea_tok_append_json(&j, text.data, text.len);
         if (s == EA_OK) puts(j.data);
-        ea_tok_text_free(&j);
+        ea_sbuf_deinit(&j);
     } else if (s == EA_OK) {
         fwrite(text.data, 1, text.len, stdout);
         putchar('\n');
     }
-    ea_tok_text_free(&text);
+    ea_sbuf_deinit(&text);
     ea_tokens_free(&ids);
     ea_tokenizer_destroy(t);
     return s == EA_OK ? 0 : ea_cli_fail(argv[0], s);

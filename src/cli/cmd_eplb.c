@@ -35,8 +35,6 @@ static const char usage_text[] =
     "place: compute an expert placement from token counts (format of ../shared/eplb/expected).\n"
     "score: balancedness (mean/max rank load) of a placement and of the contiguous baseline.\n\n";
 
-static void ea__usage(FILE *f) { fputs(usage_text, f); }
-
 /* basename of path without `suffix` (if it ends with it) into buf. */
 static void ea__stem(char *buf, size_t n, const char *path, const char *suffix) {
     const char *b = strrchr(path, '/');
@@ -63,11 +61,8 @@ static int ea__place(int argc, char **argv) {
     int rc = ea_cli_parse("eplb place", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     ea_status st;
-    if (!workload || P <= 0 || R <= 0 || rest.n_pos) {
-        fprintf(stderr, "eaas eplb place: --workload, --physical and --ranks are required\n");
-        ea__usage(stderr);
-        return 2;
-    }
+    if (!workload || P <= 0 || R <= 0 || rest.n_pos)
+        return ea_cli_usage_error("eplb place", usage_text, "--workload, --physical and --ranks are required");
     ea_eplb_algo algo;
     if ((st = ea_eplb_algo_parse(algo_s, &algo)) != EA_OK) return ea_cli_fail("eplb place", st) + 1;
     int L, E;
@@ -129,11 +124,8 @@ static int ea__score(int argc, char **argv) {
     int rc = ea_cli_parse("eplb score", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     ea_status st;
-    if (!workload || !placement || R <= 0 || rest.n_pos) {
-        fprintf(stderr, "eaas eplb score: --workload, --placement and --ranks are required\n");
-        ea__usage(stderr);
-        return 2;
-    }
+    if (!workload || !placement || R <= 0 || rest.n_pos)
+        return ea_cli_usage_error("eplb score", usage_text, "--workload, --placement and --ranks are required");
     int L, E;
     rc = 1;
     int64_t *counts = NULL;
@@ -184,12 +176,10 @@ fail:
 
 int ea_cmd_eplb(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        ea__usage(argc < 2 ? stderr : stdout);
+        fputs(usage_text, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "place") == 0) return ea__place(argc - 1, argv + 1);
     if (strcmp(argv[1], "score") == 0) return ea__score(argc - 1, argv + 1);
-    fprintf(stderr, "eaas eplb: unknown subcommand '%s'\n", argv[1]);
-    ea__usage(stderr);
-    return 2;
+    return ea_cli_usage_error("eplb", usage_text, "unknown subcommand '%s'", argv[1]);
 }

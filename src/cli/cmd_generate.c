@@ -73,20 +73,14 @@ int ea_cmd_generate(int argc, char **argv) {
     ea_args_rest rest;
     int rc = ea_cli_parse("generate", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
-    if (!model || !prompt || rest.n_pos) {
-        fprintf(stderr, "eaas generate: %s (see --help)\n",
-                rest.n_pos ? "unexpected argument; quote the prompt" : "--model and --prompt are required");
-        return 2;
-    }
+    if (!model || !prompt || rest.n_pos)
+        return ea_cli_usage_error("generate", NULL, "%s (see --help)",
+                                  rest.n_pos ? "unexpected argument; quote the prompt" : "--model and --prompt are required");
     if ((rc = ea_cli_check_model(argv[0], model, ctx, "--ctx", allow_long)) != 0) return rc;
-    if (strcmp(gen_config, "auto") && strcmp(gen_config, "vllm")) {
-        fprintf(stderr, "eaas generate: --generation-config: '%s', expected auto or vllm\n", gen_config);
-        return 2;
-    }
-    if (stop && (!stop[0] || strlen(stop) >= EA_STOP_TEXT_HOLD / 2)) {
-        fprintf(stderr, "eaas generate: --stop: 1 to %d bytes\n", EA_STOP_TEXT_HOLD / 2 - 1);
-        return 2;
-    }
+    if (strcmp(gen_config, "auto") && strcmp(gen_config, "vllm"))
+        return ea_cli_usage_error("generate", NULL, "--generation-config: '%s', expected auto or vllm", gen_config);
+    if (stop && (!stop[0] || strlen(stop) >= EA_STOP_TEXT_HOLD / 2))
+        return ea_cli_usage_error("generate", NULL, "--stop: 1 to %d bytes", EA_STOP_TEXT_HOLD / 2 - 1);
     ea_status s;
 
     ea_tokenizer *tok = NULL;

@@ -69,10 +69,7 @@ int ea_cmd_inspect(int argc, char **argv) {
     int rc = ea_cli_parse("inspect", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     ea_status s;
-    if (rest.n_pos != 1) {
-        fprintf(stderr, "eaas inspect: needs one MODEL (see --help)\n");
-        return 2;
-    }
+    if (rest.n_pos != 1) return ea_cli_usage_error("inspect", NULL, "needs one MODEL (see --help)");
     ea_model *m;
     s = ea_model_open(rest.pos[0], &m);
     if (s != EA_OK) return ea_cli_fail(argv[0], s);

@@ -47,11 +47,9 @@ int ea_cmd_make_model(int argc, char **argv) {
     int rc = ea_cli_parse("make-model", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     ea_status st;
-    if (rest.n_pos > 0 || !family || (!out && !dry)) {
-        fprintf(stderr, "eaas make-model: %s (see --help)\n",
-                rest.n_pos ? "unexpected positional argument" : "--family and --out are required");
-        return 2;
-    }
+    if (rest.n_pos > 0 || !family || (!out && !dry))
+        return ea_cli_usage_error("make-model", NULL, "%s (see --help)",
+                                  rest.n_pos ? "unexpected positional argument" : "--family and --out are required");
     ea_mm_options o;
     memset(&o, 0, sizeof o);
     o.family = family;
@@ -66,15 +64,10 @@ int ea_cmd_make_model(int argc, char **argv) {
         o.format = EA_MM_HF;
     else if (strcmp(format, "gguf") == 0)
         o.format = EA_MM_GGUF;
-    else {
-        fprintf(stderr, "eaas make-model: --format must be hf or gguf, not '%s'\n", format);
-        return 2;
-    }
+    else
+        return ea_cli_usage_error("make-model", NULL, "--format must be hf or gguf, not '%s'", format);
     int dt = ea_dtype_parse(dtype);
-    if (dt < 0) {
-        fprintf(stderr, "eaas make-model: unknown --dtype '%s' (f32, f16, bf16, q8_0)\n", dtype);
-        return 2;
-    }
+    if (dt < 0) return ea_cli_usage_error("make-model", NULL, "unknown --dtype '%s' (f32, f16, bf16, q8_0)", dtype);
     o.dtype = (ea_dtype)dt;
     char cache[4096];
     if (!npm) {

@@ -4,7 +4,8 @@
  * (eaas/monitor.h; its messages in docs/protocol.md, "Monitor").
  *
  * Prints one line, "monitor listening on HOST:PORT", to standard output once
- * the port is open (with --port 0, the port the kernel chose), then serves
+ * the port is open (with --port 0, the port the kernel chose; an IPv6 HOST in
+ * brackets, so the line's address is what --monitor takes), then serves
  * until SIGINT or SIGTERM, and stops cleanly: long polls are answered, every
  * thread is joined, exit status 0. The signal handler only sets a flag; the
  * main thread polls it. A second signal kills the process (default action).
@@ -65,7 +66,8 @@ int ea_cmd_monitor(int argc, char **argv) {
     ea_monitor *m;
     ea_status s = ea_monitor_start(&o, &m);
     if (s != EA_OK) return ea_cli_fail("monitor", s);
-    printf("monitor listening on %s:%d\n", host, ea_monitor_port(m));
+    int v6 = strchr(host, ':') != NULL; /* an IPv6 address: [addr]:port, as ea_hostport_parse reads it */
+    printf("monitor listening on %s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "", ea_monitor_port(m));
     fflush(stdout);
     struct timespec nap = {0, 50 * 1000000L};
     while (!g_stop) nanosleep(&nap, NULL);

@@ -45,10 +45,8 @@ int ea_cmd_perplexity(int argc, char **argv) {
     ea_args_rest rest;
     int rc = ea_cli_parse("perplexity", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
-    if (!model || !file || rest.n_pos) {
-        fprintf(stderr, "eaas perplexity: --model and --file are required (see --help)\n");
-        return 2;
-    }
+    if (!model || !file || rest.n_pos)
+        return ea_cli_usage_error("perplexity", NULL, "--model and --file are required (see --help)");
     if ((rc = ea_cli_check_model(argv[0], model, ctx, "--ctx", allow_long)) != 0) return rc;
     ea_status s;
     ea_tokenizer *tok = NULL;

@@ -200,10 +200,7 @@ int ea_cmd_serve(int argc, char **argv) {
     ea_args_rest rest;
     int rc = ea_cli_parse("serve", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
-    if (rest.n_pos > 0) {
-        fprintf(stderr, "eaas serve: unexpected argument '%s'\n", rest.pos[0]);
-        return 2;
-    }
+    if (rest.n_pos > 0) return ea_cli_usage_error("serve", NULL, "unexpected argument '%s'", rest.pos[0]);
     if (f.init_expert_location) f.eplb = 1;
     if ((rc = check_flags(&f)) != 0) return rc;
 

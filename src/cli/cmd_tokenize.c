@@ -68,16 +68,15 @@ static ea_status run_jsonl(const ea_tokenizer *t, const char *path, unsigned fla
 }
 
 static ea_status read_stdin(char **out, size_t *n) {
-    ea_tok_text b = {0};
+    ea_sbuf b = {0};
     char buf[65536];
     size_t got;
-    EA_TRY(ea_tok_text_append(&b, "", 0));
-    while ((got = fread(buf, 1, sizeof buf, stdin)) > 0) {
-        ea_status s = ea_tok_text_append(&b, buf, got);
-        if (s != EA_OK) {
-            ea_tok_text_free(&b);
-            return s;
-        }
+    ea_sbuf_append(&b, "", 0);
+    while ((got = fread(buf, 1, sizeof buf, stdin)) > 0) ea_sbuf_append(&b, buf, got);
+    ea_status s = ea_sbuf_check(&b, "stdin");
+    if (s != EA_OK) {
+        ea_sbuf_deinit(&b);
+        return s;
     }
     *out = b.data;
     *n = b.len;
@@ -99,10 +98,9 @@ int ea_cmd_tokenize(int argc, char **argv) {
     int rc = ea_cli_parse("tokenize", usage_text, spec, argc, argv, &rest);
     if (rc >= 0) return rc;
     ea_status s;
-    if (!model || (!jsonl && rest.n_pos != 1) || (jsonl && rest.n_pos != 0)) {
-        fprintf(stderr, "eaas tokenize: needs --model MODEL and one TEXT (or --input-jsonl FILE); see --help\n");
-        return 2;
-    }
+    if (!model || (!jsonl && rest.n_pos != 1) || (jsonl && rest.n_pos != 0))
+        return ea_cli_usage_error("tokenize", NULL,
+                                  "needs --model MODEL and one TEXT (or --input-jsonl FILE); see --help");
     unsigned flags = (no_special ? 0u : EA_TOK_ADD_SPECIAL) | (split_special ? 0u : EA_TOK_PARSE_SPECIAL);
     ea_tokenizer *t;
     s = ea_tokenizer_load(model, &t);
@@ -127,15 +125,15 @@ int ea_cmd_tokenize(int argc, char **argv) {
     if (s == EA_OK && json) {
         print_ids(&ids);
     } else if (s == EA_OK) {
-        ea_tok_text line = {0};
+        ea_sbuf line = {0};
         for (size_t i = 0; i < ids.n && s == EA_OK; i++) {
             size_t n;
             const char *b = ea_tokenizer_token_bytes(t, ids.ids[i], &n);
             line.len = 0;
-            s = ea_tok_text_append_json(&line, b ? b : "", n);
+            s = ea_tok_append_json(&line, b ? b : "", n);
             if (s == EA_OK) printf("%d\t%s\n", (int)ids.ids[i], line.data);
         }
-        ea_tok_text_free(&line);
+        ea_sbuf_deinit(&line);
     }
     ea_tokens_free(&ids);
     ea_free(owned);

@@ -32,6 +32,11 @@ int ea_cli_fail(const char *cmd, ea_status s);
  * usage then the flag table to stdout and return 0; otherwise return -1 and
  * the caller goes on. */
 int ea_cli_parse(const char *cmd, const char *usage, const ea_arg *spec, int argc, char **argv, ea_args_rest *rest);
+/* A usage error the flag table cannot see (a required flag or argument missing,
+ * a stray argument, a value of the wrong word): print "eaas <cmd>: <message>"
+ * to stderr, then `usage` when it is not NULL, and return 2.
+ *   if (!model) return ea_cli_usage_error("perplexity", NULL, "--model is required (see --help)"); */
+int ea_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* 1 if a context longer than the model's max_position_embeddings is allowed:
  * flag (--allow-long-max-ctx) or EAAS_ALLOW_LONG_MAX_CTX=1 in the environment
  * (as vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN). */

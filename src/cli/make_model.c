@@ -221,18 +221,13 @@ typedef struct {
 
 typedef struct {
     ea__mm_src *v; /* owns */
-    int n, cap;
+    int n;
+    size_t cap;
 } ea__mm_plan;
 
 static ea_status ea__mm_add(ea__mm_plan *p, const char *name, const char *gguf, int n_dims, int64_t d0, int64_t d1,
                             int init) {
-    if (p->n == p->cap) {
-        int nc = p->cap ? 2 * p->cap : 256;
-        ea__mm_src *nv = ea_realloc(p->v, (size_t)nc * sizeof *nv);
-        if (!nv) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
-        p->v = nv;
-        p->cap = nc;
-    }
+    if (ea_grow(&p->v, &p->cap, (size_t)p->n + 1, sizeof *p->v, 256)) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
     ea__mm_src *s = &p->v[p->n++];
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", name);
@@ -408,28 +403,18 @@ ea_status ea_mm_param_counts(const ea_mm_shape *s, int64_t *total, int64_t *acti
 
 /* ----------------------------------------------------------------- values */
 
-static inline uint64_t ea__mix64(uint64_t z) {
-    z ^= z >> 30;
-    z *= 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 27;
-    z *= 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return z;
-}
-
-#define EA__MM_GAMMA 0x9E3779B97F4A7C15ull
-
 uint64_t ea_mm_tensor_key(uint64_t seed, const char *name) {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
     for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
         h ^= *c;
         h *= 0x100000001b3ull;
     }
-    return ea__mix64(h ^ ea__mix64(seed));
+    return ea_splitmix64_mix(h ^ ea_splitmix64_mix(seed));
 }
 
 double ea_mm_uniform(uint64_t key, uint64_t i) {
-    uint64_t z = ea__mix64(key + (i + 1) * EA__MM_GAMMA);
+    uint64_t st = key + i * 0x9E3779B97F4A7C15ull; /* z_i: element i of key's splitmix64 stream */
+    uint64_t z = ea_splitmix64(&st);
     return ((double)(z >> 40) + 0.5) * (1.0 / 8388608.0) - 1.0;
 }
 
@@ -437,9 +422,9 @@ double ea_mm_uniform(uint64_t key, uint64_t i) {
 static void ea__mm_gen(const ea__mm_src *t, uint64_t i0, size_t n, float *out, ea_dtype round) {
     const uint64_t key = t->key;
     const double base = t->base, scale = t->scale;
-    uint64_t c = key + (i0 + 1) * EA__MM_GAMMA;
-    for (size_t k = 0; k < n; k++, c += EA__MM_GAMMA) {
-        uint64_t z = ea__mix64(c);
+    uint64_t st = key + i0 * 0x9E3779B97F4A7C15ull; /* key's splitmix64 stream from element i0 */
+    for (size_t k = 0; k < n; k++) {
+        uint64_t z = ea_splitmix64(&st);
         double v = ((double)(z >> 40) + 0.5) * (1.0 / 8388608.0) - 1.0;
         out[k] = (float)(base + scale * v);
     }
@@ -467,18 +452,13 @@ typedef struct {
 
 typedef struct {
     ea__mm_gt *v; /* owns */
-    int n, cap;
+    int n;
+    size_t cap;
 } ea__mm_gplan;
 
 static ea_status ea__mm_gpush(ea__mm_gplan *g, const char *name, int kind, int src, int n_dims, const int64_t *torch_shape,
                               ea_dtype want) {
-    if (g->n == g->cap) {
-        int nc = g->cap ? 2 * g->cap : 256;
-        ea__mm_gt *nv = ea_realloc(g->v, (size_t)nc * sizeof *nv);
-        if (!nv) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
-        g->v = nv;
-        g->cap = nc;
-    }
+    if (ea_grow(&g->v, &g->cap, (size_t)g->n + 1, sizeof *g->v, 256)) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
     ea__mm_gt *t = &g->v[g->n++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);

@@ -5,10 +5,12 @@
  */
 #include "cli/serve_ext.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "eplb/eplb_backend.h"
+#include "serve/openai.h"
 
 /* The chain's JSON statistics member `name` ("ep", "eplb"), or NULL when no backend in it has that name. */
 static int ea__chain_member(ea_moe_backend *be, const char *name, ea_sbuf *out) {
@@ -20,12 +22,16 @@ static int ea__chain_member(ea_moe_backend *be, const char *name, ea_sbuf *out) 
     return m != NULL;
 }
 
+/* An OpenAI error body (openai.h) with its status. */
+static void ea__error(ea_sbuf *out, int *status, int code, const char *type, const char *what) {
+    ea_oai_error e;
+    ea_oai_fail(&e, code, type, NULL, NULL, "%s", what);
+    *status = code;
+    ea_oai_render_error(&e, out);
+}
+
 static void ea__not_on(ea_sbuf *out, int *status, const char *what) {
-    json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", what, "type", "invalid_request_error",
-                          "param", "code");
-    *status = 404;
-    ea_sbuf_json(out, e);
-    json_decref(e);
+    ea__error(out, status, 404, "invalid_request_error", what);
 }
 
 static int ea__ext_handle(void *vctx, const char *method, const char *url, int *status, const char **ctype,
@@ -48,9 +54,9 @@ static int ea__ext_handle(void *vctx, const char *method, const char *url, int *
     }
     int want_get = !strcmp(what, "record/dump") || !strcmp(what, "stats");
     if ((want_get && !get) || (!want_get && !post)) {
-        *status = 405;
-        ea_sbuf_printf(out, "{\"error\":{\"message\":\"method %s is not allowed for %s\",\"type\":"
-                            "\"invalid_request_error\",\"param\":null,\"code\":null}}", method, url);
+        char msg[256];
+        snprintf(msg, sizeof msg, "method %s is not allowed for %s", method, url);
+        ea__error(out, status, 405, "invalid_request_error", msg);
         return 1;
     }
     if (!strcmp(what, "record/start")) {
@@ -63,8 +69,7 @@ static int ea__ext_handle(void *vctx, const char *method, const char *url, int *
         char *text = NULL;
         size_t len = 0;
         if (ea_eplb_record_dump(x->eplb, &text, &len) != EA_OK) {
-            *status = 500;
-            ea_sbuf_puts(out, "{\"error\":{\"message\":\"dump failed\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+            ea__error(out, status, 500, "server_error", "dump failed");
             return 1;
         }
         *ctype = "text/plain; charset=utf-8";

@@ -23,7 +23,8 @@ typedef struct {
     char id[EA_MON_ID_MAX + 1];
     uint64_t since; /* the incarnation connected */
     int index;      /* in the remote backend */
-    int dropped;
+    int dropped;    /* the table said it is gone */
+    double retry_at, backoff; /* it missed a deadline while the table says live: connect again then */
 } known;
 
 typedef struct {
@@ -145,7 +146,7 @@ static ea_status dial_server(void *ctx, const ea_remote_hello *me, ea_xsrv_slot_
     if (!body) return ea_err(EA_ERR_NOMEM, "connect request");
     int status = 0;
     char *resp = NULL;
-    ea_status st = ea_http_call(d->sv->http, "POST", "/connect", body, 2000, &status, &resp);
+    ea_status st = ea_http_call(d->sv->http, "POST", "/connect", body, 1000, &status, &resp);
     free(body);
     if (st != EA_OK) return st;
     json_t *j = json_loads(resp, 0, NULL);
@@ -200,10 +201,36 @@ static ea_status connect_server(glue *g, ea_moe_backend *be, const ea_cluster_se
     return EA_OK;
 }
 
+/* A server this backend gave up (a missed deadline, a refusal) that the
+ * monitor still lists live — slow for a moment, not dead: connected again
+ * (a new slot) after 1 s, backing off to 30 s while that fails. Returns 1 if
+ * it is still waiting. */
+static int revive(glue *g, ea_moe_backend *be, const ea_cluster_server *sv, known *k) {
+    double now = ea_now_s();
+    if (k->retry_at == 0) {
+        k->backoff = 1.0;
+        k->retry_at = now + k->backoff;
+    }
+    if (now < k->retry_at) return 1;
+    EA_LOGI("remote experts: server %s missed a deadline but the monitor lists it live: connecting again", k->id);
+    if (connect_server(g, be, sv, k) == EA_OK) {
+        k->retry_at = k->backoff = 0;
+        return 0;
+    }
+    EA_LOGW("remote experts: server %s: %s", k->id, ea_errmsg());
+    k->backoff = k->backoff * 2 < 30 ? k->backoff * 2 : 30;
+    k->retry_at = now + k->backoff;
+    return revive(g, be, sv, k);
+}
+
 static void apply_server(glue *g, ea_moe_backend *be, const ea_cluster_server *sv, int *failed) {
     known *k = find_known(g, sv->id);
     if (k && k->since != sv->since) drop(be, k, "registered again: the old connection is dropped");
     else if (k && !sv->live) drop(be, k, "is dead (monitor)");
+    if (k && k->since == sv->since && sv->live && !k->dropped && !ea_remote_server_live(be, k->index)) {
+        revive(g, be, sv, k);
+        return;
+    }
     if (!sv->live || (k && k->since == sv->since)) return;
     if (connect_server(g, be, sv, k) != EA_OK) {
         EA_LOGW("remote experts: cannot connect to expert server %s at %s: %s", sv->id, sv->http, ea_errmsg());
@@ -213,7 +240,12 @@ static void apply_server(glue *g, ea_moe_backend *be, const ea_cluster_server *s
 
 static void sync_table(void *ctx, ea_moe_backend *be) {
     glue *g = ctx;
-    if (!atomic_load(&g->fresh) || ea_now_s() < g->retry_at) return;
+    double now = ea_now_s();
+    int due = atomic_load(&g->fresh) && now >= g->retry_at;
+    for (int i = 0; i < g->n_kn && !due; i++) /* a server given up by the backend, to revive */
+        due = !g->kn[i].dropped && !ea_remote_server_live(be, g->kn[i].index) &&
+              (g->kn[i].retry_at == 0 || now >= g->kn[i].retry_at);
+    if (!due) return;
     atomic_store(&g->fresh, 0);
     pthread_mutex_lock(&g->mu);
     char *json = g->newest ? ea_strdup(g->newest) : NULL;

@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,7 +225,9 @@ static void *poll_loop(void *arg) {
         }
         double now = ea_now_s();
         if (work || r > 0) last_work = now;
+        else if (now - last_work > 0.1) nanosleep(&(struct timespec){0, 2000000}, NULL); /* idle: ~0 CPU */
         else if (now - last_work > 2e-3) nanosleep(&(struct timespec){0, 50000}, NULL);
+        else if (now - last_work > 20e-6) sched_yield(); /* clients may share our cores */
     }
     take_requests(n, 1);
     return NULL;

@@ -13,6 +13,7 @@
 #include "eaas/remote.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -166,7 +167,11 @@ static ea_status remote_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_ou
         double end = ea_now_s() + R->o.timeout_s;
         int left = 0;
         for (int s = 0; s < R->n_sv; s++) left += R->sv[s].pending;
+        double t_spin = ea_now_s() + 20e-6;
         while (left > 0) {
+            /* spin 20 us, then give the core away between polls: the servers
+             * may share this machine's cores with us */
+            if (ea_now_s() > t_spin) sched_yield();
             ea_ucx_progress(R->u);
             for (int s = 0; s < R->n_sv; s++) {
                 rsrv *v = &R->sv[s];
@@ -404,6 +409,11 @@ void ea_remote_get_stats(ea_moe_backend *be, ea_remote_stats *out) {
     out->failed_pairs = atomic_load(&R->failed_pairs);
     out->servers_live = 0;
     for (int s = 0; s < R->n_sv; s++) out->servers_live += atomic_load(&R->sv[s].live);
+}
+
+int ea_remote_server_live(ea_moe_backend *be, int server) {
+    remote *R = (remote *)be;
+    return server >= 0 && server < R->n_sv && atomic_load(&R->sv[server].live);
 }
 
 void ea_remote_server_dead(ea_moe_backend *be, int server) {

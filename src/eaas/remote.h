@@ -81,6 +81,9 @@ typedef struct {
 /* be must come from ea_remote_create. */
 void ea_remote_get_stats(ea_moe_backend *be, ea_remote_stats *out);
 
+/* 1 while server i is live in this backend (not timed out, refused or reported dead). */
+int ea_remote_server_live(ea_moe_backend *be, int server);
+
 /* Mark server i dead (a monitor notice); its experts go to their replicas from
  * the next call. Any thread. */
 void ea_remote_server_dead(ea_moe_backend *be, int server);

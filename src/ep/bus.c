@@ -12,14 +12,9 @@
 ea_status ea_dist_bus_bcast(void *ctx, uint8_t **buf, size_t *len) {
     ea_dist_bus *b = ctx;
     if (ea_dist_rank(b->d) == 0) {
-        if (b->msg.cap < *len) {
-            uint8_t *nd = ea_realloc(b->msg.data, *len);
-            if (!nd) return ea_err(EA_ERR_NOMEM, "control bus");
-            b->msg.data = nd;
-            b->msg.cap = *len;
-        }
-        memcpy(b->msg.data, *buf, *len);
-        b->msg.len = *len;
+        ea_sbuf_reset(&b->msg);
+        ea_sbuf_append(&b->msg, *buf, *len);
+        if (b->msg.failed) return ea_err(EA_ERR_NOMEM, "control bus");
         return ea_dist_bcast_msg(b->d, &b->msg, 0, EA__BUS_MAX, "control bus");
     }
     EA_TRY(ea_dist_bcast_msg(b->d, &b->msg, 0, EA__BUS_MAX, "control bus"));
@@ -30,4 +25,4 @@ ea_status ea_dist_bus_bcast(void *ctx, uint8_t **buf, size_t *len) {
     return EA_OK;
 }
 
-void ea_dist_bus_deinit(ea_dist_bus *b) { ea_dist_msg_free(&b->msg); }
+void ea_dist_bus_deinit(ea_dist_bus *b) { ea_sbuf_deinit(&b->msg); }

@@ -19,7 +19,7 @@
 
 typedef struct {
     ea_dist *d;      /* borrows */
-    ea_dist_msg msg; /* owns: the last batch */
+    ea_sbuf msg;     /* owns: the last batch */
 } ea_dist_bus;
 
 /* Rank 0: send buf[0..len). Others: receive into a new ea_malloc'd *buf of *len bytes (the caller frees it).

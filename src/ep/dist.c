@@ -333,7 +333,7 @@ ea_status ea_dist_bcast(ea_dist *d, void *buf, size_t n, int root, const char *w
     return EA_OK;
 }
 
-ea_status ea_dist_bcast_msg(ea_dist *d, ea_dist_msg *m, int root, size_t max_len, const char *what) {
+ea_status ea_dist_bcast_msg(ea_dist *d, ea_sbuf *m, int root, size_t max_len, const char *what) {
     uint64_t len = d->rank == root ? (uint64_t)m->len : 0;
     EA_TRY(ea_dist_bcast(d, &len, sizeof len, root, what));
     if (len > max_len || len > INT_MAX) {
@@ -343,27 +343,16 @@ ea_status ea_dist_bcast_msg(ea_dist *d, ea_dist_msg *m, int root, size_t max_len
         return ea_err(EA_ERR_RANGE, "%s", d->error);
     }
     if (d->rank != root) {
-        if (len > m->cap) {
-            uint8_t *p = ea_realloc(m->data, (size_t)len);
-            if (!p) {
-                snprintf(d->error, sizeof d->error, "rank %d: no memory for message '%s' of %llu bytes", d->rank,
-                         what, (unsigned long long)len);
-                set_broken(d);
-                return ea_err(EA_ERR_NOMEM, "%s", d->error);
-            }
-            m->data = p;
-            m->cap = (size_t)len;
+        ea_sbuf_reset(m);
+        if (len > 0 && !ea_sbuf_extend(m, (size_t)len)) {
+            snprintf(d->error, sizeof d->error, "rank %d: no memory for message '%s' of %llu bytes", d->rank, what,
+                     (unsigned long long)len);
+            set_broken(d);
+            return ea_err(EA_ERR_NOMEM, "%s", d->error);
         }
-        m->len = (size_t)len;
     }
     if (len == 0) return EA_OK;
     return ea_dist_bcast(d, m->data, (size_t)len, root, what);
-}
-
-void ea_dist_msg_free(ea_dist_msg *m) {
-    if (!m) return;
-    ea_free(m->data);
-    memset(m, 0, sizeof *m);
 }
 
 ea_status ea_dist_allgatherv(ea_dist *d, const void *send, void *recv, const size_t *counts, const char *what) {

@@ -45,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/sbuf.h"
 #include "base/status.h"
 
 typedef struct ea_dist ea_dist;
@@ -81,16 +82,11 @@ ea_status ea_dist_barrier(ea_dist *d, const char *what);
 /* buf (n bytes) from root to all. */
 ea_status ea_dist_bcast(ea_dist *d, void *buf, size_t n, int root, const char *what);
 
-/* A byte message of any length, e.g. the control bus's event batch. The
- * buffer is owned by the struct and grows as needed; free with ea_dist_msg_free. */
-typedef struct {
-    uint8_t *data; /* owns */
-    size_t len, cap;
-} ea_dist_msg;
-/* root's m->data[0..len) to every rank: length first, then bytes. Non-root
- * ranks get len set and data grown; `max_len` bounds what they accept. */
-ea_status ea_dist_bcast_msg(ea_dist *d, ea_dist_msg *m, int root, size_t max_len, const char *what);
-void ea_dist_msg_free(ea_dist_msg *m);
+/* A byte message of any length (an ea_sbuf, base/sbuf.h), e.g. the control
+ * bus's event batch: root's m->data[0..len) to every rank, length first, then
+ * bytes. Non-root ranks get m's content replaced (m grows as needed; the
+ * caller frees it with ea_sbuf_deinit); `max_len` bounds what they accept. */
+ea_status ea_dist_bcast_msg(ea_dist *d, ea_sbuf *m, int root, size_t max_len, const char *what);
 
 /* Every rank contributes send[0..counts[rank]) bytes; recv gets all
  * contributions concatenated in rank order (recv holds sum(counts) bytes).

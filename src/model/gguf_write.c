@@ -38,7 +38,8 @@ struct ea_gguf_writer {
     uint64_t n_kv;
     char **keys; /* owns: for the uniqueness check */
     ea__ggw_tensor *t; /* owns */
-    int n, cap;
+    int n;
+    size_t cap;
     int begun;
     int cur;
     uint64_t cur_done;
@@ -86,13 +87,8 @@ void ea_gguf_writer_destroy(ea_gguf_writer *w) {
 }
 
 static ea_status ea__ggw_need(ea_gguf_writer *w, size_t n) {
-    if (w->kv_len + n <= w->kv_cap) return EA_OK;
-    size_t nc = w->kv_cap ? w->kv_cap : 4096;
-    while (nc < w->kv_len + n) nc *= 2;
-    uint8_t *p = ea_realloc(w->kv, nc);
-    if (!p) return ea_err(EA_ERR_NOMEM, "gguf writer: out of memory (%zu bytes of metadata)", nc);
-    w->kv = p;
-    w->kv_cap = nc;
+    if (ea_grow(&w->kv, &w->kv_cap, w->kv_len + n, 1, 4096))
+        return ea_err(EA_ERR_NOMEM, "gguf writer: out of memory (%zu bytes of metadata)", w->kv_len + n);
     return EA_OK;
 }
 
@@ -212,13 +208,7 @@ ea_status ea_gguf_writer_add_tensor(ea_gguf_writer *w, const char *name, ea_dtyp
         if (!ea_mul_ok(nb, (size_t)ne[i], &nb)) return ea_err(EA_ERR_RANGE, "gguf writer: tensor '%s': too big", name);
     for (int i = 0; i < w->n; i++)
         if (strcmp(w->t[i].name, name) == 0) return ea_err(EA_ERR_INVALID_ARG, "gguf writer: tensor '%s' declared twice", name);
-    if (w->n == w->cap) {
-        int nc = w->cap ? 2 * w->cap : 64;
-        ea__ggw_tensor *nt = ea_realloc(w->t, (size_t)nc * sizeof *nt);
-        if (!nt) return ea_err(EA_ERR_NOMEM, "gguf writer: out of memory");
-        w->t = nt;
-        w->cap = nc;
-    }
+    if (ea_grow(&w->t, &w->cap, (size_t)w->n + 1, sizeof *w->t, 64)) return ea_err(EA_ERR_NOMEM, "gguf writer: out of memory");
     ea__ggw_tensor *t = &w->t[w->n];
     memset(t, 0, sizeof *t);
     t->name = ea_strdup(name);

@@ -61,13 +61,15 @@ typedef struct {
     uint8_t *loaded; /* owns: n_layers * n_experts, 1 once ea_model_load_experts chose the expert */
     int dense_copied; /* ea_model_load_dense ran */
     struct ea__arena { void *p; size_t n; } *arenas; /* owns each mapping: the loaded weights' copies */
-    int n_arenas, cap_arenas;
+    int n_arenas;
+    size_t cap_arenas;
 } ea__files;
 
 typedef struct {
     void **bufs; /* owns each (ea_aligned_alloc) */
     size_t *lens;
-    int n, cap;
+    int n;
+    size_t cap;
 } ea__owned;
 
 typedef struct {
@@ -150,16 +152,10 @@ static const char *ea__nm(char *buf, size_t n, const char *fmt, ...) {
 
 static void *ea__own(ea__ld *ld, size_t n) {
     ea__owned *o = ld->own;
-    if (o->n == o->cap) {
-        int cap = o->cap ? 2 * o->cap : 16;
-        void **nb = ea_realloc(o->bufs, (size_t)cap * sizeof *nb);
-        if (!nb) return NULL;
-        o->bufs = nb;
-        size_t *nl = ea_realloc(o->lens, (size_t)cap * sizeof *nl);
-        if (!nl) return NULL;
-        o->lens = nl;
-        o->cap = cap;
-    }
+    size_t cap_bufs = o->cap; /* bufs and lens share one capacity: grow bufs first, then lens and the count */
+    if (ea_grow(&o->bufs, &cap_bufs, (size_t)o->n + 1, sizeof *o->bufs, 16) ||
+        ea_grow(&o->lens, &o->cap, (size_t)o->n + 1, sizeof *o->lens, 16))
+        return NULL;
     void *p = ea_aligned_alloc(64, n ? n : 64);
     if (p) {
         o->lens[o->n] = n;
@@ -620,13 +616,7 @@ static void ea__zap(const void *p, size_t n) {
 
 /* n bytes of anonymous memory, 2 MiB-aligned, advised for huge pages; owned by f. */
 static uint8_t *ea__arena(ea__files *f, size_t n) {
-    if (f->n_arenas == f->cap_arenas) {
-        int cap = f->cap_arenas ? 2 * f->cap_arenas : 16;
-        struct ea__arena *na = ea_realloc(f->arenas, (size_t)cap * sizeof *na);
-        if (!na) return NULL;
-        f->arenas = na;
-        f->cap_arenas = cap;
-    }
+    if (ea_grow(&f->arenas, &f->cap_arenas, (size_t)f->n_arenas + 1, sizeof *f->arenas, 16)) return NULL;
     size_t len = n + EA__HUGE;
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;

@@ -323,12 +323,7 @@ static ea_status ea__st_list(const char *dir, json_t *wmap, const char *ipath, c
             int seen = 0;
             for (size_t i = 0; i < cnt && !seen; i++) seen = strcmp(v[i], fn) == 0;
             if (seen) continue;
-            if (cnt == cap) {
-                char **nv = ea_realloc(v, 2 * cap * sizeof *v);
-                if (!nv) { s = ea_err(EA_ERR_NOMEM, "%s: no memory", dir); break; }
-                v = nv;
-                cap *= 2;
-            }
+            if (ea_grow(&v, &cap, cnt + 1, sizeof *v, 16)) { s = ea_err(EA_ERR_NOMEM, "%s: no memory", dir); break; }
             if (!(v[cnt] = ea_strdup(fn))) { s = ea_err(EA_ERR_NOMEM, "%s: no memory", dir); break; }
             cnt++;
         }
@@ -342,12 +337,7 @@ static ea_status ea__st_list(const char *dir, json_t *wmap, const char *ipath, c
         while ((e = readdir(d))) {
             size_t l = strlen(e->d_name);
             if (l < 13 || strcmp(e->d_name + l - 12, ".safetensors") != 0 || e->d_name[0] == '.') continue;
-            if (cnt == cap) {
-                char **nv = ea_realloc(v, 2 * cap * sizeof *v);
-                if (!nv) { s = ea_err(EA_ERR_NOMEM, "%s: no memory", dir); break; }
-                v = nv;
-                cap *= 2;
-            }
+            if (ea_grow(&v, &cap, cnt + 1, sizeof *v, 16)) { s = ea_err(EA_ERR_NOMEM, "%s: no memory", dir); break; }
             if (!(v[cnt] = ea_strdup(e->d_name))) { s = ea_err(EA_ERR_NOMEM, "%s: no memory", dir); break; }
             cnt++;
         }

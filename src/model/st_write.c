@@ -33,7 +33,8 @@ struct ea_st_writer {
     char *dir; /* owns */
     int n_shards;
     ea__stw_tensor *t; /* owns: n entries */
-    int n, cap;
+    int n;
+    size_t cap;
     int begun;
     uint64_t total;
     int cur;           /* tensor being written */
@@ -87,13 +88,8 @@ ea_status ea_st_writer_add(ea_st_writer *w, const char *name, ea_dtype dt, int n
     for (int i = 0; i < w->n; i++)
         if (strcmp(w->t[i].name, name) == 0)
             return ea_err(EA_ERR_INVALID_ARG, "safetensors writer: tensor '%s' declared twice", name);
-    if (w->n == w->cap) {
-        int nc = w->cap ? w->cap * 2 : 64;
-        ea__stw_tensor *nt = ea_realloc(w->t, (size_t)nc * sizeof *nt);
-        if (!nt) return ea_err(EA_ERR_NOMEM, "safetensors writer: out of memory");
-        w->t = nt;
-        w->cap = nc;
-    }
+    if (ea_grow(&w->t, &w->cap, (size_t)w->n + 1, sizeof *w->t, 64))
+        return ea_err(EA_ERR_NOMEM, "safetensors writer: out of memory");
     ea__stw_tensor *t = &w->t[w->n];
     memset(t, 0, sizeof *t);
     t->name = ea_strdup(name);

@@ -95,7 +95,7 @@ static ea__kvd_ent *ea__ix_find(const ea_kv_disk *d, uint64_t key) {
 }
 
 static ea_status ea__ix_grow(ea_kv_disk *d) {
-    size_t nc = d->cap ? d->cap * 2 : 256;
+    size_t nc = ea_grow_cap(d->cap, d->cap + 1, 256);
     size_t live = 0;
     for (size_t i = 0; i < d->cap; i++) live += d->ix[i].state == 1;
     if (d->cap && live * 4 < d->cap) nc = d->cap; /* mostly tombstones: rehash in place */

@@ -14,24 +14,12 @@
  * uncomputed, one decode token; logits are taken for requests whose chunk
  * reaches n_tokens, and one token is sampled for them.
  *
- * Prefix cache: block i of a sequence is keyed by
- *   h_i = hash(h_{i-1}, tokens of block i)        (h_{-1} = 0)
- * and maps to a KV block the cache holds one reference on. Only full blocks
- * are inserted. At admission a request shares the longest run of cached
- * blocks of its prompt, leaving at least one prompt token to compute (its
- * logits are needed). Blocks whose only holder is the cache are evicted
- * least-recently-used first when the free list runs dry.
- * Disk tier (kv_disk.h, optional): an evicted block is written to disk under
- * its key first (and every cached block at destroy); at admission, when the
- * chain misses in memory, the next key is looked up on disk and, if valid,
- * read into a free block that joins the memory cache and is shared.
- * Multi-rank: every rank evicts and reads the same keys since all run the same
- * schedule; a file valid on one rank but not another would make their
- * schedules differ (see docs/serving.md "Prefix cache disk tier").
- *
- * Text (stop_text.h): a token's bytes become whole UTF-8 characters; of
- * those, everything that cannot be the start of a stop string is emitted. A
- * stop string found ends the request with finish "stop" and is not emitted.
+ * The step loop's other state lives in its own modules, each with its design
+ * in its header: the request object, its event ring and its checks
+ * (request.h), the prefix cache with its disk tier (prefix_cache.h), a
+ * request's output text with its stop strings (text_stream.h), and the
+ * control bus's batch format (bus_codec.h; the MPI transport is ep/bus.c).
+ * This file keeps the queues, the plan of each step and the step loop.
  *
  * Locks: s->mu guards incoming, n_incoming, stopping, stats; r->mu guards
  * r's event ring and refs. The step loop holds no lock while it computes.
@@ -48,50 +36,17 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "serve/detok.h"
-#include "serve/kv_disk.h"
-#include "serve/stop_text.h"
+#include "serve/bus_codec.h"
+#include "serve/prefix_cache.h"
+#include "serve/request.h"
 #include "tokenizer/tokenizer.h"
-
-struct ea_request {
-    uint64_t id;
-    ea_req_params p;          /* stop strings and prompt point into owned copies */
-    char *stop_copy[EA_MAX_STOP];
-    int32_t *tokens;          /* owns: (cap) prompt then generated */
-    int n_tokens, cap;
-    int n_computed;
-    int n_generated;
-    int seq;                  /* sequence slot, -1 when not running */
-    int cached_tokens;
-    int32_t *out_counts;      /* owns: (vocab) when penalties are used */
-    uint8_t *prompt_seen;     /* owns: (vocab) when repetition penalty is used */
-    ea_rng rng;
-    ea_stop_text text;        /* UTF-8 assembly and stop-string hold-back of the output */
-    int finished;             /* step loop: DONE/ERROR pushed */
-    int headless;             /* made from the control bus on a rank without clients */
-    int cancel_applied;       /* step loop: cancel arrived through the bus */
-    atomic_int cancelled;
-    double t_arrival, t_first, t_finish, t_admit;
-
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    ea_event *ev;             /* owns: ring of cap_ev events */
-    int ev_head, ev_n, cap_ev;
-    int refs;                 /* 2 at submit: the client and the scheduler */
-    ea_request *next;         /* in incoming / waiting / running lists */
-};
-
-typedef struct {
-    uint64_t key;
-    int32_t block;   /* -1 = empty slot, -2 = tombstone */
-    uint64_t stamp;  /* last use, for LRU */
-} ea__pc_entry;
 
 struct ea_sched {
     ea_engine *e;
     const struct ea_tokenizer *tok;
     ea_sched_opts o;
     int vocab;
+    ea__req_limits lim;     /* what submitted requests are checked against */
     ea_sampler *sampler;
     float *logits;          /* (max_batch_tokens, vocab) */
     float *raw;             /* (vocab) copy for logprobs */
@@ -101,11 +56,8 @@ struct ea_sched {
     int *p_cnt;             /* tokens each planned request contributes */
     ea_request **slots;     /* (max_seqs) running request of each sequence slot */
 
-    /* prefix cache: open addressing, power-of-two size */
-    ea__pc_entry *pc;
-    int pc_cap;
-    uint64_t pc_clock;
-    ea_kv_disk *disk;       /* owns: the disk tier, or NULL */
+    ea_prefix_cache *pc;    /* owns; NULL when the prefix cache is off */
+    ea_text_slices slices;  /* step loop: the text of the token being emitted */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -125,199 +77,19 @@ struct ea_sched {
     ea_request *running;    /* step loop only, in admission order */
     int n_running;
     int shutdown_seen;      /* step loop: the bus carried a shutdown */
-    uint8_t *bus_buf;       /* step loop: the batch being built (rank 0) */
-    size_t bus_len, bus_cap;
+    ea_sbuf bus_out;        /* step loop: the batch being built (rank 0) */
 };
-
-static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, ea_request **out);
-
-/* ------------------------------------------------------------ events */
-
-static void ea__req_unref(ea_request *r) {
-    pthread_mutex_lock(&r->mu);
-    int left = --r->refs;
-    pthread_mutex_unlock(&r->mu);
-    if (left) return;
-    for (int i = 0; i < EA_MAX_STOP; i++) ea_free(r->stop_copy[i]);
-    ea_free(r->tokens);
-    ea_free(r->out_counts);
-    ea_free(r->prompt_seen);
-    ea_free(r->ev);
-    pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
-    ea_free(r);
-}
-
-static void ea__push(ea_request *r, const ea_event *ev) {
-    if (r->headless) return;
-    pthread_mutex_lock(&r->mu);
-    if (r->ev_n == r->cap_ev) {
-        int nc = r->cap_ev * 2;
-        ea_event *ne = ea_malloc(sizeof *ne * (size_t)nc);
-        if (!ne) { /* cannot grow: drop the oldest TOKEN event rather than block the step loop */
-            EA_LOGE("request %llu: event queue full and no memory; dropping an event", (unsigned long long)r->id);
-            r->ev_head = (r->ev_head + 1) % r->cap_ev;
-            r->ev_n--;
-        } else {
-            for (int i = 0; i < r->ev_n; i++) ne[i] = r->ev[(r->ev_head + i) % r->cap_ev];
-            ea_free(r->ev);
-            r->ev = ne;
-            r->ev_head = 0;
-            r->cap_ev = nc;
-        }
-    }
-    r->ev[(r->ev_head + r->ev_n) % r->cap_ev] = *ev;
-    r->ev_n++;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-}
-
-ea_status ea_req_next(ea_request *r, int timeout_ms, ea_event *ev) {
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += timeout_ms / 1000;
-    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&r->mu);
-    while (r->ev_n == 0) {
-        if (pthread_cond_timedwait(&r->cv, &r->mu, &dl) != 0 && r->ev_n == 0) {
-            pthread_mutex_unlock(&r->mu);
-            return EA_ERR_TIMEOUT;
-        }
-    }
-    *ev = r->ev[r->ev_head];
-    r->ev_head = (r->ev_head + 1) % r->cap_ev;
-    r->ev_n--;
-    pthread_mutex_unlock(&r->mu);
-    return EA_OK;
-}
-
-void ea_req_cancel(ea_request *r) { atomic_store(&r->cancelled, 1); }
-void ea_req_release(ea_request *r) {
-    if (r) {
-        ea_req_cancel(r);
-        ea__req_unref(r);
-    }
-}
-uint64_t ea_req_id(const ea_request *r) { return r->id; }
-void ea_req_times(const ea_request *r, double *arrival, double *first_token, double *finished, double *queued) {
-    if (arrival) *arrival = r->t_arrival;
-    if (first_token) *first_token = r->t_first;
-    if (finished) *finished = r->t_finish;
-    if (queued) *queued = r->t_admit > 0 ? r->t_admit - r->t_arrival : 0;
-}
 
 /* ------------------------------------------------------------ prefix cache */
 
-static int ea__pc_find(ea_sched *s, uint64_t key) {
-    if (!s->pc) return -1;
-    for (int i = (int)(key & (uint64_t)(s->pc_cap - 1)), n = 0; n < s->pc_cap; i = (i + 1) & (s->pc_cap - 1), n++) {
-        if (s->pc[i].block == -1) return -1;
-        if (s->pc[i].block >= 0 && s->pc[i].key == key) return i;
-    }
-    return -1;
-}
-
-static void ea__pc_insert(ea_sched *s, uint64_t key, int32_t block) {
-    if (!s->pc || ea__pc_find(s, key) >= 0) return;
-    for (int i = (int)(key & (uint64_t)(s->pc_cap - 1)), n = 0; n < s->pc_cap; i = (i + 1) & (s->pc_cap - 1), n++)
-        if (s->pc[i].block < 0) {
-            s->pc[i].key = key;
-            s->pc[i].block = block;
-            s->pc[i].stamp = ++s->pc_clock;
-            s->e->kv.refcnt[block]++; /* the cache's reference */
-            return;
-        }
-}
-
-static void ea__disk_stats(ea_sched *s) {
-    ea_kv_disk_stats ds;
-    ea_kv_disk_get_stats(s->disk, &ds);
+/* prefix_cache.h's on_disk: the disk tier's counters into the stats, after each disk operation. */
+static void ea__disk_stats(void *ctx, const ea_kv_disk_stats *ds) {
+    ea_sched *s = ctx;
     pthread_mutex_lock(&s->mu);
-    s->st.kv_disk_writes = ds.writes;
-    s->st.kv_disk_reads = ds.reads;
-    s->st.kv_disk_skipped = ds.skipped;
+    s->st.kv_disk_writes = ds->writes;
+    s->st.kv_disk_reads = ds->reads;
+    s->st.kv_disk_skipped = ds->skipped;
     pthread_mutex_unlock(&s->mu);
-}
-
-/* Write cache entry i's block to the disk tier (a failure costs only the copy). */
-static void ea__disk_put(ea_sched *s, int i) {
-    if (!s->disk || ea_kv_disk_has(s->disk, s->pc[i].key)) return;
-    if (ea_kv_disk_put(s->disk, s->pc[i].key, &s->e->kv, s->pc[i].block) != EA_OK)
-        EA_LOGW("kv disk: block not written: %s", ea_errmsg());
-    ea__disk_stats(s);
-}
-
-/* Free one block held only by the cache (LRU). 1 if one was freed. */
-static int ea__pc_evict_one(ea_sched *s) {
-    if (!s->pc) return 0;
-    int best = -1;
-    for (int i = 0; i < s->pc_cap; i++)
-        if (s->pc[i].block >= 0 && s->e->kv.refcnt[s->pc[i].block] == 1 && (best < 0 || s->pc[i].stamp < s->pc[best].stamp))
-            best = i;
-    if (best < 0) return 0;
-    ea__disk_put(s, best);
-    ea_kv_cache *kv = &s->e->kv;
-    int32_t b = s->pc[best].block;
-    kv->refcnt[b] = 0;
-    kv->free_list[kv->n_free++] = b;
-    s->pc[best].block = -2;
-    return 1;
-}
-
-static uint64_t ea__block_hash(uint64_t prev, const int32_t *t, int n) { return ea_hash64(t, sizeof(int32_t) * (size_t)n, prev ? prev : 0x9e3779b97f4a7c15ull); }
-
-/* Insert r's full computed blocks (cheap to repeat: already-present keys are skipped). */
-static void ea__pc_add_seq(ea_sched *s, ea_request *r) {
-    if (!s->pc) return;
-    ea_kv_cache *kv = &s->e->kv;
-    int B = kv->block_size;
-    uint64_t h = 0;
-    const int32_t *table = kv->tables + (size_t)r->seq * kv->max_blocks_per_seq;
-    for (int i = 0; (i + 1) * B <= r->n_computed; i++) {
-        h = ea__block_hash(h, r->tokens + (size_t)i * B, B);
-        ea__pc_insert(s, h, table[i]);
-    }
-}
-
-/* Read key from the disk tier into a free block and insert it in the memory cache.
- * The cache entry's index, or -1 (not on disk, invalid, or no block free). */
-static int ea__disk_load(ea_sched *s, uint64_t key) {
-    if (!s->disk || !ea_kv_disk_has(s->disk, key)) return -1;
-    ea_kv_cache *kv = &s->e->kv;
-    if (kv->n_free == 0 && !ea__pc_evict_one(s)) return -1;
-    int32_t b = kv->free_list[--kv->n_free];
-    int at = -1;
-    if (ea_kv_disk_get(s->disk, key, kv, b) == EA_OK) {
-        ea__pc_insert(s, key, b);
-        at = ea__pc_find(s, key);
-        if (at >= 0 && s->pc[at].block != b) at = -1; /* cannot happen: the key missed in memory */
-    } else {
-        EA_LOGW("kv disk: %s", ea_errmsg());
-    }
-    if (at < 0) kv->free_list[kv->n_free++] = b; /* refcnt stays 0 */
-    ea__disk_stats(s);
-    return at;
-}
-
-/* Share the longest cached prefix of r's tokens; leaves >= 1 token to compute. */
-static void ea__pc_attach(ea_sched *s, ea_request *r) {
-    if (!s->pc) return;
-    ea_kv_cache *kv = &s->e->kv;
-    int B = kv->block_size;
-    uint64_t h = 0;
-    for (int i = 0; (i + 1) * B < r->n_tokens; i++) {
-        h = ea__block_hash(h, r->tokens + (size_t)i * B, B);
-        int at = ea__pc_find(s, h);
-        if (at < 0) at = ea__disk_load(s, h);
-        if (at < 0) break;
-        if (ea_kv_seq_share(kv, r->seq, s->pc[at].block) != EA_OK) break;
-        s->pc[at].stamp = ++s->pc_clock;
-        r->n_computed = (i + 1) * B;
-    }
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -339,9 +111,9 @@ static void ea__finish(ea_sched *s, ea_request *r, ea_finish why, ea_status err,
         ev.completion_tokens = r->n_generated;
         ev.cached_tokens = r->cached_tokens;
     }
-    ea__push(r, &ev);
+    ea__req_push(r, &ev);
     if (r->seq >= 0) {
-        if (err == EA_OK) ea__pc_add_seq(s, r);
+        if (err == EA_OK) ea_prefix_cache_add_seq(s->pc, r->seq, r->tokens, r->n_computed);
         ea_kv_seq_release(&s->e->kv, r->seq);
         s->slots[r->seq] = NULL;
         r->seq = -1;
@@ -369,7 +141,7 @@ static void ea__list_append(ea_request **head, ea_request *r) {
 
 static void ea__preempt(ea_sched *s, ea_request *r) {
     EA_LOGD("preempting request %llu (%d tokens)", (unsigned long long)r->id, r->n_tokens);
-    ea__pc_add_seq(s, r);
+    ea_prefix_cache_add_seq(s->pc, r->seq, r->tokens, r->n_computed);
     ea_kv_seq_release(&s->e->kv, r->seq);
     s->slots[r->seq] = NULL;
     r->seq = -1;
@@ -390,7 +162,7 @@ static ea_status ea__reserve(ea_sched *s, ea_request *r, int n_pos) {
     for (;;) {
         ea_status st = ea_kv_seq_reserve(&s->e->kv, r->seq, n_pos);
         if (st != EA_ERR_BUSY) return st;
-        if (ea__pc_evict_one(s)) continue;
+        if (ea_prefix_cache_evict_one(s->pc)) continue;
         ea_request *victim = NULL;
         for (ea_request *q = s->running; q; q = q->next)
             if (q != r) victim = q; /* the newest */
@@ -399,87 +171,36 @@ static ea_status ea__reserve(ea_sched *s, ea_request *r, int n_pos) {
     }
 }
 
-/* ------------------------------------------------------------ text */
-
-/* Where r's emitted text goes: TOKEN events of at most one event's text each,
- * never splitting a character. The first event keeps ev's token and logprobs,
- * later ones carry token -1. */
-typedef struct {
-    ea_request *r;
-    ea_event *ev;
-    int pushed;
-} ea__text_out;
-
-static void ea__text_sink(void *ctx, const char *text, int n) {
-    ea__text_out *o = ctx;
-    while (n > 0) {
-        int c = n < (int)sizeof o->ev->text - 1 ? n : (int)sizeof o->ev->text - 1;
-        while (c > 0 && c < n && ((unsigned char)text[c] & 0xc0) == 0x80) c--;
-        memcpy(o->ev->text, text, (size_t)c);
-        o->ev->text[c] = 0;
-        o->ev->text_len = c;
-        ea__push(o->r, o->ev);
-        o->ev->token = -1;
-        o->ev->n_top = 0;
-        o->pushed = 1;
-        text += c;
-        n -= c;
-    }
-}
-
-/* Add a token's text and push its TOKEN event(s): at least one, with empty text
- * if all of it is held back (the token still reports its id). Returns 1 if a
- * stop string matched (the text before it is emitted, the rest dropped). */
-static int ea__text(ea_sched *s, ea_request *r, int32_t tok, ea_event *ev) {
-    char bytes[1024];
-    int nb = ea_detok_token_bytes(s->tok, tok, bytes, (int)sizeof bytes);
-    ea__text_out o = {r, ev, 0};
-    int stopped = ea_stop_text_add(&r->text, bytes, nb, ea__text_sink, &o);
-    if (!o.pushed) {
-        ev->text[0] = 0;
-        ev->text_len = 0;
-        ea__push(r, ev);
-    }
-    return stopped;
-}
-
-/* Flush held text at the end (no stop string matched). */
-static void ea__flush_text(ea_request *r) {
-    ea_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = EA_EV_TOKEN;
-    ev.token = -1;
-    ea__text_out o = {r, &ev, 0};
-    ea_stop_text_flush(&r->text, ea__text_sink, &o);
-}
-
 /* ------------------------------------------------------------ one step */
 
-static int ea__is_eos(const ea_sched *s, int32_t t) {
+/* EOS ends r unless it asked to ignore EOS. */
+static int ea__is_eos(const ea_sched *s, const ea_request *r, int32_t t) {
     const ea_model_config *c = &s->e->m->cfg;
+    if (r->p.ignore_eos) return 0;
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_token_ids[i] == t) return 1;
     return 0;
 }
 
-/* Sample r's next token from logits row `row` and emit it. */
-static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
-    ea_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = EA_EV_TOKEN;
+/* Sample r's next token from logits row `row` (ids without a token masked) into a
+ * new TOKEN event, with its logprobs over the masked row when asked. */
+static void ea__sample(ea_sched *s, ea_request *r, float *row, ea_event *ev) {
+    memset(ev, 0, sizeof *ev);
+    ev->kind = EA_EV_TOKEN;
     int want_lp = r->p.logprobs || r->p.top_logprobs > 0;
     ea_sampler_mask(s->sampler, row); /* logprobs too only over ids that have a token */
     if (want_lp) memcpy(s->raw, row, sizeof(float) * (size_t)s->vocab);
-    int32_t t = ea_sample(s->sampler, &r->p.sp, &r->rng, row, r->out_counts, r->prompt_seen);
+    ev->token = ea_sample(s->sampler, &r->p.sp, &r->rng, row, r->out_counts, r->prompt_seen);
     if (want_lp) {
-        ev.n_top = r->p.top_logprobs;
-        ev.logprob = ea_logprob(s->raw, s->vocab, t, ev.n_top, ev.top_ids, ev.top_lp);
+        ev->n_top = r->p.top_logprobs;
+        ev->logprob = ea_logprob(s->raw, s->vocab, ev->token, ev->n_top, ev->top_ids, ev->top_lp);
     }
-    ev.token = t;
-    if (r->n_tokens == r->cap) { /* cap was sized n_prompt + max_tokens at submit */
-        ea__finish(s, r, EA_FINISH_LENGTH, EA_OK, NULL);
-        return;
-    }
+}
+
+/* Append token t to r's tokens and count it. 0 if r has no room left (its
+ * tokens were sized n_prompt + max_tokens at submit). */
+static int ea__append_token(ea_sched *s, ea_request *r, int32_t t) {
+    if (r->n_tokens == r->cap) return 0;
     r->tokens[r->n_tokens++] = t;
     r->n_generated++;
     if (r->out_counts) r->out_counts[t]++;
@@ -487,20 +208,34 @@ static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
     pthread_mutex_lock(&s->mu);
     s->st.generation_tokens++;
     pthread_mutex_unlock(&s->mu);
+    return 1;
+}
 
-    int eos = !r->p.ignore_eos && ea__is_eos(s, t);
-    int stopped = 0;
-    if (!eos)
-        stopped = ea__text(s, r, t, &ev); /* pushes the TOKEN event(s) */
-    else
-        ea__push(r, &ev);
-    if (eos || stopped) {
-        if (!stopped) ea__flush_text(r);
-        ea__finish(s, r, EA_FINISH_STOP, EA_OK, NULL);
-    } else if (r->n_generated >= r->p.max_tokens) {
-        ea__flush_text(r);
+/* Why r ends after its last token: EOS or a stop string (stop), max_tokens
+ * (length), or not yet (EA_FINISH_NONE). */
+static ea_finish ea__finish_reason(const ea_request *r, int eos, int stopped) {
+    if (eos || stopped) return EA_FINISH_STOP;
+    if (r->n_generated >= r->p.max_tokens) return EA_FINISH_LENGTH;
+    return EA_FINISH_NONE;
+}
+
+/* Sample r's next token from logits row `row`, emit it, and end r when it is done. */
+static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
+    ea_event ev;
+    ea__sample(s, r, row, &ev);
+    if (!ea__append_token(s, r, ev.token)) {
         ea__finish(s, r, EA_FINISH_LENGTH, EA_OK, NULL);
+        return;
     }
+    int eos = ea__is_eos(s, r, ev.token), stopped = 0;
+    if (eos)
+        ea__req_push(r, &ev); /* EOS has no text */
+    else
+        stopped = ea__req_emit_text(r, &ev, &s->slices);
+    ea_finish why = ea__finish_reason(r, eos, stopped);
+    if (why == EA_FINISH_NONE) return;
+    if (!stopped) ea__req_flush_text(r, &s->slices);
+    ea__finish(s, r, why, EA_OK, NULL);
 }
 
 static void ea__take_incoming(ea_sched *s) {
@@ -528,7 +263,7 @@ static void ea__drop_finished(ea_sched *s) {
     for (ea_request **p = &s->running; *p;) {
         ea_request *r = *p;
         if (ea__cancelled(s, r) && !r->finished) {
-            ea__flush_text(r);
+            ea__req_flush_text(r, &s->slices);
             ea__finish(s, r, EA_FINISH_CANCELLED, EA_OK, NULL);
         }
         if (r->finished) {
@@ -565,12 +300,12 @@ static void ea__admit(ea_sched *s) {
         ea_request *r = s->waiting;
         r->seq = slot;
         r->n_computed = 0;
-        ea__pc_attach(s, r);
+        r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens);
         /* admit only if the first chunk fits without preempting anyone */
         int first = r->n_tokens - r->n_computed;
         if (first > s->o.max_batch_tokens) first = s->o.max_batch_tokens;
         ea_status st = ea_kv_seq_reserve(kv, slot, r->n_computed + first);
-        while (st == EA_ERR_BUSY && ea__pc_evict_one(s)) st = ea_kv_seq_reserve(kv, slot, r->n_computed + first);
+        while (st == EA_ERR_BUSY && ea_prefix_cache_evict_one(s->pc)) st = ea_kv_seq_reserve(kv, slot, r->n_computed + first);
         if (st != EA_OK) {
             ea_kv_seq_release(kv, slot);
             r->seq = -1;
@@ -706,64 +441,8 @@ static int ea__step(ea_sched *s) {
 
 /* ------------------------------------------------------------ control bus
  *
- * One batch per step (little-endian):
- *   u32 magic "EAB1"   u64 step   u32 n_events   then n_events of:
- *   u8 kind (1 submit, 2 cancel, 3 shutdown)   u64 request id
- *   submit only: i32 n_prompt, max_tokens, ignore_eos, logprobs, top_logprobs, n_stop;
- *                f32 temperature, top_p; i32 top_k; f32 min_p, presence, frequency,
- *                repetition; u64 seed; n_stop x (u32 len, bytes); n_prompt x i32 ids
- * An empty batch (n_events 0) is the tick that keeps every rank in step.
+ * The batch format is bus_codec.h; the transport is s->o.bus (ep/bus.c).
  */
-
-static int ea__put(ea_sched *s, const void *p, size_t n) {
-    if (s->bus_len + n > s->bus_cap) {
-        size_t nc = s->bus_cap ? s->bus_cap * 2 : 4096;
-        while (nc < s->bus_len + n) nc *= 2;
-        uint8_t *nb = ea_realloc(s->bus_buf, nc);
-        if (!nb) return 0;
-        s->bus_buf = nb;
-        s->bus_cap = nc;
-    }
-    memcpy(s->bus_buf + s->bus_len, p, n);
-    s->bus_len += n;
-    return 1;
-}
-#define EA__PUT(v) ok &= ea__put(s, &(v), sizeof(v))
-
-static int ea__put_submit(ea_sched *s, const ea_request *r) {
-    int ok = 1;
-    uint8_t kind = 1;
-    int32_t iv[6] = {r->p.n_prompt, r->p.max_tokens, r->p.ignore_eos, r->p.logprobs, r->p.top_logprobs, r->p.n_stop};
-    float fv[2] = {r->p.sp.temperature, r->p.sp.top_p};
-    int32_t tk = r->p.sp.top_k;
-    float fv2[4] = {r->p.sp.min_p, r->p.sp.presence_penalty, r->p.sp.frequency_penalty, r->p.sp.repetition_penalty};
-    uint64_t seed = r->p.sp.seed;
-    EA__PUT(kind);
-    EA__PUT(r->id);
-    EA__PUT(iv);
-    EA__PUT(fv);
-    EA__PUT(tk);
-    EA__PUT(fv2);
-    EA__PUT(seed);
-    for (int i = 0; i < r->p.n_stop; i++) {
-        uint32_t n = (uint32_t)strlen(r->p.stop[i]);
-        EA__PUT(n);
-        ok &= ea__put(s, r->p.stop[i], n);
-    }
-    ok &= ea__put(s, r->tokens, sizeof(int32_t) * (size_t)r->p.n_prompt);
-    return ok;
-}
-
-typedef struct {
-    const uint8_t *p, *end;
-} ea__rd;
-
-static int ea__get(ea__rd *d, void *out, size_t n) {
-    if ((size_t)(d->end - d->p) < n) return 0;
-    memcpy(out, d->p, n);
-    d->p += n;
-    return 1;
-}
 
 static ea_request *ea__find(ea_sched *s, uint64_t id) {
     for (ea_request *r = s->running; r; r = r->next)
@@ -773,89 +452,62 @@ static ea_request *ea__find(ea_sched *s, uint64_t id) {
     return NULL;
 }
 
+/* Make the request of a submit event on a rank without clients (headless). */
+static ea_status ea__bus_request(ea_sched *s, const ea_bus_event *ev, ea_request **out) {
+    ea_req_params p = ev->p;
+    int32_t *tmp = ea_malloc(sizeof(int32_t) * (size_t)p.n_prompt); /* aligned; copied by ea__req_new */
+    if (!tmp) return ea_err(EA_ERR_NOMEM, "control bus");
+    memcpy(tmp, ev->prompt, sizeof(int32_t) * (size_t)p.n_prompt);
+    p.prompt = tmp;
+    ea_status st = ea__req_new(&s->lim, &p, 1, out);
+    ea_free(tmp);
+    if (st != EA_OK) return ea_err_wrap(st, "control bus: request %llu: ", (unsigned long long)ev->id);
+    (*out)->id = ev->id;
+    return EA_OK;
+}
+
 /* Apply one received batch. `mine` is rank 0's list of the requests it announced. */
 static ea_status ea__apply(ea_sched *s, const uint8_t *buf, size_t len, ea_request **mine) {
-    ea__rd d = {buf, buf + len};
-    uint32_t magic, n;
-    uint64_t step;
-    if (!ea__get(&d, &magic, 4) || magic != 0x31424145u || !ea__get(&d, &step, 8) || !ea__get(&d, &n, 4))
-        return ea_err(EA_ERR_FORMAT, "control bus: bad batch header (%zu bytes)", len);
-    for (uint32_t i = 0; i < n; i++) {
-        uint8_t kind;
-        uint64_t id;
-        if (!ea__get(&d, &kind, 1) || !ea__get(&d, &id, 8))
-            return ea_err(EA_ERR_FORMAT, "control bus: event %u of %u truncated", i, n);
-        if (kind == 1) {
-            int32_t iv[6], tk;
-            float fv[2], fv2[4];
-            uint64_t seed;
-            if (!ea__get(&d, iv, sizeof iv) || !ea__get(&d, fv, sizeof fv) || !ea__get(&d, &tk, 4) ||
-                !ea__get(&d, fv2, sizeof fv2) || !ea__get(&d, &seed, 8) || iv[5] < 0 || iv[5] > EA_MAX_STOP ||
-                iv[0] <= 0 || iv[0] > (1 << 24))
-                return ea_err(EA_ERR_FORMAT, "control bus: submit %llu malformed", (unsigned long long)id);
+    ea_bus_reader rd;
+    ea_bus_event ev;
+    int more;
+    EA_TRY(ea_bus_read_begin(&rd, buf, len));
+    for (;;) {
+        EA_TRY(ea_bus_read_next(&rd, &ev, &more));
+        if (!more) return EA_OK;
+        if (ev.kind == EA_BUS_SUBMIT) {
             ea_request *r = NULL;
             if (mine && *mine) { /* rank 0: the request object already exists, in this order */
                 r = *mine;
                 *mine = r->next;
-                if (r->id != id) return ea_err(EA_ERR_INTERNAL, "control bus: order mismatch at request %llu", (unsigned long long)id);
+                if (r->id != ev.id)
+                    return ea_err(EA_ERR_INTERNAL, "control bus: order mismatch at request %llu", (unsigned long long)ev.id);
                 r->next = NULL;
-                for (int k = 0; k < iv[5]; k++) {
-                    uint32_t sl;
-                    if (!ea__get(&d, &sl, 4) || (size_t)(d.end - d.p) < sl) return ea_err(EA_ERR_FORMAT, "control bus: stop");
-                    d.p += sl;
-                }
-                if ((size_t)(d.end - d.p) < sizeof(int32_t) * (size_t)iv[0]) return ea_err(EA_ERR_FORMAT, "control bus: prompt");
-                d.p += sizeof(int32_t) * (size_t)iv[0];
             } else {
-                char stops[EA_MAX_STOP][EA_STOP_TEXT_HOLD / 2];
-                ea_req_params p;
-                memset(&p, 0, sizeof p);
-                p.n_prompt = iv[0];
-                p.max_tokens = iv[1];
-                p.ignore_eos = iv[2];
-                p.logprobs = iv[3];
-                p.top_logprobs = iv[4];
-                p.n_stop = iv[5];
-                p.sp.temperature = fv[0];
-                p.sp.top_p = fv[1];
-                p.sp.top_k = tk;
-                p.sp.min_p = fv2[0];
-                p.sp.presence_penalty = fv2[1];
-                p.sp.frequency_penalty = fv2[2];
-                p.sp.repetition_penalty = fv2[3];
-                p.sp.seed = seed;
-                for (int k = 0; k < p.n_stop; k++) {
-                    uint32_t sl;
-                    if (!ea__get(&d, &sl, 4) || sl >= sizeof stops[k] || !ea__get(&d, stops[k], sl))
-                        return ea_err(EA_ERR_FORMAT, "control bus: stop string of %llu", (unsigned long long)id);
-                    stops[k][sl] = 0;
-                    p.stop[k] = stops[k];
-                }
-                if ((size_t)(d.end - d.p) < sizeof(int32_t) * (size_t)p.n_prompt)
-                    return ea_err(EA_ERR_FORMAT, "control bus: prompt of %llu truncated", (unsigned long long)id);
-                p.prompt = (const int32_t *)(const void *)d.p; /* copied by ea__req_new */
-                int32_t *tmp = ea_malloc(sizeof(int32_t) * (size_t)p.n_prompt);
-                if (!tmp) return ea_err(EA_ERR_NOMEM, "control bus");
-                memcpy(tmp, d.p, sizeof(int32_t) * (size_t)p.n_prompt);
-                p.prompt = tmp;
-                d.p += sizeof(int32_t) * (size_t)p.n_prompt;
-                ea_status st = ea__req_new(s, &p, 1, &r);
-                ea_free(tmp);
-                if (st != EA_OK) return ea_err_wrap(st, "control bus: request %llu: ", (unsigned long long)id);
-                r->id = id;
+                EA_TRY(ea__bus_request(s, &ev, &r));
             }
             ea__list_append(&s->waiting, r);
             s->n_waiting++;
-        } else if (kind == 2) {
-            ea_request *r = ea__find(s, id);
+        } else if (ev.kind == EA_BUS_CANCEL) {
+            ea_request *r = ea__find(s, ev.id);
             if (r) r->cancel_applied = 1;
-        } else if (kind == 3) {
-            s->shutdown_seen = 1;
         } else {
-            return ea_err(EA_ERR_FORMAT, "control bus: unknown event kind %u", kind);
+            s->shutdown_seen = 1;
         }
     }
-    return EA_OK;
+}
+
+/* Rank 0: this step's batch into s->bus_out — the new requests (`mine`, in
+ * order), the cancels not yet sent, and the shutdown when it is time. */
+static ea_status ea__bus_build(ea_sched *s, ea_request *mine, int shutdown) {
+    ea_sbuf *b = &s->bus_out;
+    ea_bus_begin(b, s->st.steps);
+    for (ea_request *r = mine; r; r = r->next) ea_bus_put_submit(b, r->id, &r->p);
+    for (int pass = 0; pass < 2; pass++)
+        for (ea_request *r = pass ? s->waiting : s->running; r; r = r->next)
+            if (atomic_load(&r->cancelled) && !r->cancel_applied && !r->finished) ea_bus_put_cancel(b, r->id);
+    if (shutdown) ea_bus_put_shutdown(b);
+    return b->failed ? ea_err(EA_ERR_NOMEM, "control bus batch") : EA_OK;
 }
 
 /* One round of the bus: rank 0 builds and sends the batch, everyone applies it. */
@@ -871,34 +523,9 @@ static ea_status ea__bus_round(ea_sched *s, int shutdown) {
         s->incoming = s->incoming_tail = NULL;
         s->n_incoming = 0;
         pthread_mutex_unlock(&s->mu);
-        s->bus_len = 0;
-        int ok = 1;
-        uint32_t magic = 0x31424145u, n = 0;
-        uint64_t step = s->st.steps;
-        EA__PUT(magic);
-        EA__PUT(step);
-        size_t n_at = s->bus_len;
-        EA__PUT(n);
-        for (ea_request *r = mine; r; r = r->next, n++) ok &= ea__put_submit(s, r);
-        for (int pass = 0; pass < 2; pass++)
-            for (ea_request *r = pass ? s->waiting : s->running; r; r = r->next)
-                if (atomic_load(&r->cancelled) && !r->cancel_applied && !r->finished) {
-                    uint8_t kind = 2;
-                    EA__PUT(kind);
-                    EA__PUT(r->id);
-                    n++;
-                }
-        if (shutdown) {
-            uint8_t kind = 3;
-            uint64_t z = 0;
-            EA__PUT(kind);
-            EA__PUT(z);
-            n++;
-        }
-        if (!ok) return ea_err(EA_ERR_NOMEM, "control bus batch");
-        memcpy(s->bus_buf + n_at, &n, 4);
-        buf = s->bus_buf;
-        len = s->bus_len;
+        EA_TRY(ea__bus_build(s, mine, shutdown));
+        buf = (uint8_t *)s->bus_out.data;
+        len = s->bus_out.len;
     }
     EA_TRY(bus->bcast(bus->ctx, &buf, &len));
     ea_status st = ea__apply(s, buf, len, bus->rank == 0 ? &mine : NULL);
@@ -1013,32 +640,27 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
     s->p_req = ea_malloc(sizeof(ea_request *) * (size_t)e->kv.max_seqs);
     s->p_cnt = ea_malloc(sizeof(int) * (size_t)e->kv.max_seqs);
     s->slots = ea_calloc((size_t)e->kv.max_seqs, sizeof(ea_request *));
-    if (o->prefix_cache) {
-        s->pc_cap = 1;
-        while (s->pc_cap < 2 * e->kv.n_blocks) s->pc_cap *= 2;
-        s->pc = ea_malloc(sizeof *s->pc * (size_t)s->pc_cap);
-        if (s->pc)
-            for (int i = 0; i < s->pc_cap; i++) s->pc[i].block = -1;
-    }
     if (st == EA_OK && tok) { /* ids with no token are never sampled (tokenizer.h: the one rule) */
         int n_pad = 0;
         st = ea_sampler_forbid_untokenized(s->sampler, tok, &n_pad);
         if (st == EA_OK && n_pad)
             EA_LOGI("%d of the model's %d vocabulary ids have no token in the tokenizer: never sampled", n_pad, s->vocab);
     }
-    if (st == EA_OK && o->prefix_cache && s->pc && o->kv_disk_dir && o->kv_disk_dir[0]) {
-        ea_kv_disk_opts dopt = {.dir = o->kv_disk_dir, .mode = o->par_mode, .world = o->par_world, .rank = o->par_rank,
-                                .max_bytes = o->kv_disk_max_mib * 1024 * 1024};
-        st = ea_kv_disk_open(&dopt, e->m, &e->kv, &s->disk);
-        if (st == EA_OK) ea__disk_stats(s);
+    if (st == EA_OK && o->prefix_cache) {
+        ea_prefix_cache_opts po = {.disk_dir = o->kv_disk_dir, .disk_max_mib = o->kv_disk_max_mib, .par_mode = o->par_mode,
+                                   .par_world = o->par_world, .par_rank = o->par_rank,
+                                   .on_disk = ea__disk_stats, .on_disk_ctx = s};
+        st = ea_prefix_cache_create(&e->kv, e->m, &po, &s->pc);
     }
     if (st == EA_OK && (!s->logits || !s->raw || !s->b_tok || !s->b_pos || !s->b_seq || !s->b_rows || !s->b_req || !s->p_req || !s->p_cnt ||
-                        !s->slots || (o->prefix_cache && !s->pc)))
+                        !s->slots))
         st = ea_err(EA_ERR_NOMEM, "scheduler buffers");
     if (st != EA_OK) {
         ea_sched_destroy(s);
         return st;
     }
+    s->lim = (ea__req_limits){.max_ctx = e->o.max_ctx, .kv_tokens = ea_sched_kv_tokens(s), .vocab = s->vocab, .tok = tok,
+                              .defaults = o->model_sampling_defaults ? &e->m->cfg : NULL};
     s->st.last_step_time = ea_now_s();
     *out = s;
     return EA_OK;
@@ -1082,11 +704,7 @@ void ea_sched_stop(ea_sched *s, double drain_seconds) {
 void ea_sched_destroy(ea_sched *s) {
     if (!s) return;
     ea_sched_stop(s, 0);
-    if (s->disk) { /* keep what the memory cache holds for the next start */
-        for (int i = 0; i < s->pc_cap; i++)
-            if (s->pc[i].block >= 0) ea__disk_put(s, i);
-        ea_kv_disk_close(s->disk);
-    }
+    ea_prefix_cache_destroy(s->pc); /* writes what it holds to the disk tier for the next start */
     ea_sampler_destroy(s->sampler);
     ea_aligned_free(s->logits);
     ea_free(s->raw);
@@ -1098,8 +716,7 @@ void ea_sched_destroy(ea_sched *s) {
     ea_free(s->p_req);
     ea_free(s->p_cnt);
     ea_free(s->slots);
-    ea_free(s->pc);
-    ea_free(s->bus_buf);
+    ea_sbuf_deinit(&s->bus_out);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     ea_free(s);
@@ -1110,82 +727,11 @@ int ea_sched_context_len(const ea_sched *s) { return s->e->o.max_ctx; }
 int ea_sched_kv_tokens(const ea_sched *s) { return s->e->kv.n_blocks * s->e->kv.block_size; }
 ea_moe_health ea_sched_moe_health(ea_sched *s, char *why, size_t n) { return ea_moe_backend_health(s->e->be, why, n); }
 
-/* Validate p and make a request (refs 2: client and scheduler; 1 when headless). */
-static ea_status ea__req_new(ea_sched *s, const ea_req_params *p, int headless, ea_request **out) {
-    *out = NULL;
-    int ctx = s->e->o.max_ctx;
-    if (p->n_prompt <= 0) return ea_err(EA_ERR_INVALID_ARG, "the prompt is empty");
-    if (p->max_tokens <= 0) return ea_err(EA_ERR_INVALID_ARG, "max_tokens must be at least 1");
-    if (p->n_prompt >= ctx)
-        return ea_err(EA_ERR_RANGE, "this model's maximum context length is %d tokens, but the prompt has %d", ctx, p->n_prompt);
-    if ((long)p->n_prompt + p->max_tokens > ctx)
-        return ea_err(EA_ERR_RANGE,
-                      "this model's maximum context length is %d tokens; the prompt (%d) plus max_tokens (%d) exceeds it",
-                      ctx, p->n_prompt, p->max_tokens);
-    /* admission: what can never fit the whole KV cache would only be preempted and fail late */
-    if ((long)p->n_prompt + p->max_tokens > ea_sched_kv_tokens(s))
-        return ea_err(EA_ERR_RANGE,
-                      "this request can never fit in the KV cache, which holds %d tokens in all: the prompt (%d) plus "
-                      "max_tokens (%d) is %ld; reduce them or enlarge the cache (--kv-cache-mib)",
-                      ea_sched_kv_tokens(s), p->n_prompt, p->max_tokens, (long)p->n_prompt + p->max_tokens);
-    if (p->n_stop < 0 || p->n_stop > EA_MAX_STOP) return ea_err(EA_ERR_INVALID_ARG, "at most %d stop strings", EA_MAX_STOP);
-    if (p->top_logprobs < 0 || p->top_logprobs > EA_MAX_TOP_LOGPROBS)
-        return ea_err(EA_ERR_INVALID_ARG, "top_logprobs must be between 0 and %d", EA_MAX_TOP_LOGPROBS);
-    for (int i = 0; i < p->n_prompt; i++)
-        if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab || (s->tok && !ea_tokenizer_has_token(s->tok, p->prompt[i])))
-            return ea_err(EA_ERR_INVALID_ARG, "prompt token %d at index %d is not a token id (%s)", p->prompt[i], i,
-                          p->prompt[i] < 0 || p->prompt[i] >= s->vocab ? "outside the model's vocabulary"
-                                                                      : "the tokenizer has no token for it");
-    for (int i = 0; i < p->n_stop; i++)
-        if (!p->stop[i] || !p->stop[i][0] || strlen(p->stop[i]) >= EA_STOP_TEXT_HOLD / 2)
-            return ea_err(EA_ERR_INVALID_ARG, "stop string %d is empty or longer than %d bytes", i, EA_STOP_TEXT_HOLD / 2);
-
-    ea_request *r = ea_calloc(1, sizeof *r);
-    if (!r) return ea_err(EA_ERR_NOMEM, "request");
-    r->p = *p;
-    r->headless = headless;
-    const ea_model_config *mc = &s->e->m->cfg;
-    if (s->o.model_sampling_defaults && !headless) /* followers get the values through the bus */
-        ea_sampling_model_defaults(&r->p.sp, mc->gen_temperature, mc->gen_top_p, mc->gen_top_k);
-    r->cap = p->n_prompt + p->max_tokens;
-    r->tokens = ea_malloc(sizeof(int32_t) * (size_t)r->cap);
-    r->cap_ev = 64;
-    r->ev = headless ? NULL : ea_malloc(sizeof(ea_event) * (size_t)r->cap_ev);
-    int pen = p->sp.frequency_penalty != 0 || p->sp.presence_penalty != 0 || p->sp.repetition_penalty != 1.0f;
-    if (pen) r->out_counts = ea_calloc((size_t)s->vocab, sizeof(int32_t));
-    if (p->sp.repetition_penalty != 1.0f) r->prompt_seen = ea_calloc((size_t)s->vocab, 1);
-    int ok = r->tokens && (headless || r->ev) && (!pen || r->out_counts) && (p->sp.repetition_penalty == 1.0f || r->prompt_seen);
-    for (int i = 0; ok && i < p->n_stop; i++) {
-        r->stop_copy[i] = ea_strdup(p->stop[i]);
-        r->p.stop[i] = r->stop_copy[i];
-        ok = r->stop_copy[i] != NULL;
-    }
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    r->refs = headless ? 1 : 2;
-    if (!ok) {
-        r->refs = 1;
-        ea__req_unref(r);
-        return ea_err(EA_ERR_NOMEM, "request");
-    }
-    memcpy(r->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
-    r->p.prompt = r->tokens;
-    r->n_tokens = p->n_prompt;
-    if (r->prompt_seen)
-        for (int i = 0; i < p->n_prompt; i++) r->prompt_seen[p->prompt[i]] = 1;
-    ea_stop_text_init(&r->text, r->p.stop, r->p.n_stop);
-    r->seq = -1;
-    ea_rng_seed(&r->rng, p->sp.seed);
-    r->t_arrival = ea_now_s();
-    *out = r;
-    return EA_OK;
-}
-
 ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out) {
     *out = NULL;
     if (s->o.bus && s->o.bus->rank != 0) return ea_err(EA_ERR_INVALID_ARG, "only rank 0 accepts requests");
     ea_request *r;
-    EA_TRY(ea__req_new(s, p, 0, &r));
+    EA_TRY(ea__req_new(&s->lim, p, 0, &r));
     pthread_mutex_lock(&s->mu);
     if (s->stopping || s->st.failed) {
         pthread_mutex_unlock(&s->mu);

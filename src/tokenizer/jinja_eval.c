@@ -338,14 +338,7 @@ static ea_status str_replace(rt *R, const jj_node *at, const jj_val *s, jj_val *
 }
 
 static ea_status push_item(rt *R, jj_val ***v, size_t *n, size_t *cap, jj_val *x) {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        jj_val **nv = ea__jj_alloc(R->pool, nc * sizeof *nv);
-        CHK(nv);
-        if (*n) memcpy(nv, *v, *n * sizeof *nv);
-        *v = nv;
-        *cap = nc;
-    }
+    CHK(ea__jj_grow(R->pool, v, *n, cap, *n + 1, sizeof **v, 8));
     (*v)[(*n)++] = x;
     return EA_OK;
 }

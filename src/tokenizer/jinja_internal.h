@@ -43,6 +43,11 @@ void ea__jj_pool_deinit(jj_pool *p);
 /* 16-byte aligned, zeroed; NULL on failure (sets p->failed). */
 void *ea__jj_alloc(jj_pool *p, size_t n);
 char *ea__jj_strndup(jj_pool *p, const char *s, size_t n);
+/* Grow a pool array: *(T **)pp holds n elements of elem bytes and has room for
+ * *cap; make room for need (capacity: ea_grow_cap from first, base/alloc.h) by
+ * copying the n into a new pool block (the pool frees nothing before it is
+ * deinitialized). false when out of memory (array and *cap unchanged). */
+bool ea__jj_grow(jj_pool *p, void *pp, size_t n, size_t *cap, size_t need, size_t elem, size_t first);
 
 /* ---- source positions ---------------------------------------------------- */
 

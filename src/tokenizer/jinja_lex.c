@@ -48,6 +48,19 @@ void ea__jj_pool_deinit(jj_pool *p) {
     p->head = NULL;
 }
 
+bool ea__jj_grow(jj_pool *p, void *pp, size_t n, size_t *cap, size_t need, size_t elem, size_t first) {
+    if (need <= *cap) return true;
+    size_t nc = ea_grow_cap(*cap, need, first), bytes;
+    if (!nc || !ea_mul_ok(nc, elem, &bytes)) return false;
+    void *nv = ea__jj_alloc(p, bytes), *old;
+    if (!nv) return false;
+    memcpy(&old, pp, sizeof old); /* pp is a T **: read and write it as bytes */
+    if (n) memcpy(nv, old, n * elem);
+    memcpy(pp, &nv, sizeof nv);
+    *cap = nc;
+    return true;
+}
+
 void *ea__jj_alloc(jj_pool *p, size_t n) {
     if (p->failed) return NULL;
     size_t need = (n + 15) & ~(size_t)15;
@@ -253,14 +266,8 @@ static ea_status lex_err(lexer *L, size_t at, const char *what) {
 }
 
 static ea_status push(lexer *L, jj_toktype t, const char *s, size_t n, size_t pos) {
-    if (L->n_toks == L->cap) {
-        size_t cap = L->cap ? L->cap * 2 : 256;
-        jj_token *nt = ea__jj_alloc(L->pool, cap * sizeof *nt);
-        if (!nt) return ea_err(EA_ERR_NOMEM, "chat template: out of memory");
-        if (L->n_toks) memcpy(nt, L->toks, L->n_toks * sizeof *nt);
-        L->toks = nt;
-        L->cap = cap;
-    }
+    if (!ea__jj_grow(L->pool, &L->toks, L->n_toks, &L->cap, L->n_toks + 1, sizeof *L->toks, 256))
+        return ea_err(EA_ERR_NOMEM, "chat template: out of memory");
     char *c = ea__jj_strndup(L->pool, s, n);
     if (!c) return ea_err(EA_ERR_NOMEM, "chat template: out of memory");
     L->toks[L->n_toks++] = (jj_token){t, c, n, (uint32_t)pos};

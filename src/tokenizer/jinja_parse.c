@@ -80,14 +80,7 @@ typedef struct {
 } nlist;
 
 static bool nl_push(parser *P, nlist *l, jj_node *x) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 4;
-        jj_node **nv = ea__jj_alloc(P->pool, cap * sizeof *nv);
-        if (!nv) return false;
-        if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);
-        l->v = nv;
-        l->cap = cap;
-    }
+    if (!ea__jj_grow(P->pool, &l->v, l->n, &l->cap, l->n + 1, sizeof *l->v, 4)) return false;
     l->v[l->n++] = x;
     return true;
 }

@@ -92,22 +92,11 @@ bool ea__jj_map_set(jj_pool *p, jj_map *m, const char *k, size_t n, jj_val *v) {
             m->vals[i] = v;
             return true;
         }
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 8;
-        const char **nk = ea__jj_alloc(p, cap * sizeof *nk);
-        size_t *nl = ea__jj_alloc(p, cap * sizeof *nl);
-        jj_val **nv = ea__jj_alloc(p, cap * sizeof *nv);
-        if (!nk || !nl || !nv) return false;
-        if (m->n) {
-            memcpy(nk, m->keys, m->n * sizeof *nk);
-            memcpy(nl, m->key_lens, m->n * sizeof *nl);
-            memcpy(nv, m->vals, m->n * sizeof *nv);
-        }
-        m->keys = nk;
-        m->key_lens = nl;
-        m->vals = nv;
-        m->cap = cap;
-    }
+    size_t cap_keys = m->cap, cap_lens = m->cap; /* three arrays, one capacity: m->cap grows last */
+    if (!ea__jj_grow(p, &m->keys, m->n, &cap_keys, m->n + 1, sizeof *m->keys, 8) ||
+        !ea__jj_grow(p, &m->key_lens, m->n, &cap_lens, m->n + 1, sizeof *m->key_lens, 8) ||
+        !ea__jj_grow(p, &m->vals, m->n, &m->cap, m->n + 1, sizeof *m->vals, 8))
+        return false;
     char *kc = ea__jj_strndup(p, k, n);
     if (!kc) return false;
     m->keys[m->n] = kc;
@@ -213,15 +202,7 @@ void ea__jj_buf_init(jj_buf *b, jj_pool *p) {
 }
 
 bool ea__jj_buf_add(jj_buf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *ns = ea__jj_alloc(b->pool, cap);
-        if (!ns) return false;
-        if (b->n) memcpy(ns, b->s, b->n);
-        b->s = ns;
-        b->cap = cap;
-    }
+    if (!ea__jj_grow(b->pool, &b->s, b->n, &b->cap, b->n + n + 1, 1, 64)) return false;
     if (n) memcpy(b->s + b->n, s, n);
     b->n += n;
     b->s[b->n] = 0;

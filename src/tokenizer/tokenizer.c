@@ -46,16 +46,8 @@ void ea_tokens_free(ea_tokens *t) {
 }
 
 static ea_status tokens_reserve(ea_tokens *t, size_t extra) {
-    if (t->n + extra <= t->cap) return EA_OK;
-    size_t cap = t->cap ? t->cap : 16;
-    while (cap < t->n + extra) {
-        if (cap > ((size_t)1 << 40)) return ea_err(EA_ERR_NOMEM, "token array too large");
-        cap *= 2;
-    }
-    int32_t *p = ea_realloc(t->ids, cap * sizeof *p);
-    if (!p) return ea_err(EA_ERR_NOMEM, "token array of %zu", cap);
-    t->ids = p;
-    t->cap = cap;
+    if (ea_grow(&t->ids, &t->cap, t->n + extra, sizeof *t->ids, 16))
+        return ea_err(EA_ERR_NOMEM, "token array of %zu", t->n + extra);
     return EA_OK;
 }
 
@@ -65,40 +57,16 @@ ea_status ea_tokens_push(ea_tokens *t, int32_t id) {
     return EA_OK;
 }
 
-void ea_tok_text_free(ea_tok_text *b) {
-    if (!b) return;
-    ea_free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
+/* Append to a text buffer (base/sbuf.h), with the one error for a failed growth. */
+static ea_status text_append(ea_sbuf *b, const void *s, size_t n) {
+    ea_sbuf_append(b, s, n);
+    return ea_sbuf_check(b, "text buffer");
 }
 
 /* Room for n more bytes and a NUL. */
-static ea_status text_reserve(ea_tok_text *b, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) {
-            if (cap > ((size_t)1 << 40)) return ea_err(EA_ERR_NOMEM, "text buffer too large");
-            cap *= 2;
-        }
-        char *p = ea_realloc(b->data, cap);
-        if (!p) return ea_err(EA_ERR_NOMEM, "text buffer of %zu bytes", cap);
-        b->data = p;
-        b->cap = cap;
-    }
-    return EA_OK;
-}
+static ea_status text_reserve(ea_sbuf *b, size_t n) { return ea_sbuf_reserve(b, n) ? EA_OK : ea_sbuf_check(b, "text buffer"); }
 
-static ea_status text_append(ea_tok_text *b, const void *s, size_t n) {
-    EA_TRY(text_reserve(b, n));
-    if (n) memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = 0;
-    return EA_OK;
-}
-
-ea_status ea_tok_text_append(ea_tok_text *b, const void *s, size_t n) { return text_append(b, s, n); }
-
-ea_status ea_tok_text_append_json(ea_tok_text *b, const char *s, size_t n) {
+ea_status ea_tok_append_json(ea_sbuf *b, const char *s, size_t n) {
     const uint8_t *p = (const uint8_t *)s;
     EA_TRY(text_append(b, "\"", 1));
     for (size_t i = 0; i < n;) {
@@ -177,13 +145,8 @@ ea_status ea__tok_alloc(const char *what, ea_tokenizer **out) {
 const char *ea__tok_intern(ea_tokenizer *t, const char *s, size_t len) {
     if (len + 1 > t->pool_left) {
         size_t bs = len + 1 > ((size_t)1 << 20) ? len + 1 : ((size_t)1 << 20);
-        if (t->n_pool_blocks == t->cap_pool_blocks) {
-            int nc = t->cap_pool_blocks ? t->cap_pool_blocks * 2 : 16;
-            char **nb = ea_realloc(t->pool_blocks, (size_t)nc * sizeof *nb);
-            if (!nb) return NULL;
-            t->pool_blocks = nb;
-            t->cap_pool_blocks = nc;
-        }
+        if (ea_grow(&t->pool_blocks, &t->cap_pool_blocks, (size_t)t->n_pool_blocks + 1, sizeof *t->pool_blocks, 16))
+            return NULL;
         char *b = ea_malloc(bs);
         if (!b) return NULL;
         t->pool_blocks[t->n_pool_blocks++] = b;
@@ -217,7 +180,7 @@ ea_status ea__tok_set_vocab_size(ea_tokenizer *t, int64_t n) {
 }
 
 static ea_status map_grow(ea_tokenizer *t) {
-    size_t nc = t->map_cap * 2;
+    size_t nc = ea_grow_cap(t->map_cap, t->map_cap + 1, 1024);
     ea__strmap_slot *nm = ea_malloc(nc * sizeof *nm);
     if (!nm) return ea_err(EA_ERR_NOMEM, "%s: vocabulary map", t->what);
     for (size_t i = 0; i < nc; i++) nm[i].id = -1;
@@ -288,7 +251,7 @@ ea_status ea__tok_set_piece(ea_tokenizer *t, int32_t id, const char *s, size_t l
 }
 
 static ea_status merges_grow(ea_tokenizer *t) {
-    size_t nc = t->merges_cap ? t->merges_cap * 2 : 1024;
+    size_t nc = ea_grow_cap(t->merges_cap, t->merges_cap + 1, 1024);
     ea__merge_slot *nm = ea_malloc(nc * sizeof *nm);
     if (!nm) return ea_err(EA_ERR_NOMEM, "%s: merge map", t->what);
     for (size_t i = 0; i < nc; i++) nm[i].key = UINT64_MAX;
@@ -359,12 +322,8 @@ ea_status ea__tok_add_added(ea_tokenizer *t, int32_t id, const char *s, size_t l
     t->piece_len[id] = (uint32_t)len;
     EA_TRY(map_put(t, p, len, id));
     if (special) t->special[id] = 1;
-    if ((t->n_added & (t->n_added - 1)) == 0) {
-        size_t nc = t->n_added ? (size_t)t->n_added * 2 : 8;
-        ea__added *na = ea_realloc(t->added, nc * sizeof *na);
-        if (!na) return ea_err(EA_ERR_NOMEM, "%s: added tokens", t->what);
-        t->added = na;
-    }
+    if (ea_grow(&t->added, &t->cap_added, (size_t)t->n_added + 1, sizeof *t->added, 8))
+        return ea_err(EA_ERR_NOMEM, "%s: added tokens", t->what);
     t->added[t->n_added++] = (ea__added){.content = p,
                                          .len = (uint32_t)len,
                                          .id = id,
@@ -382,7 +341,7 @@ ea_status ea__tok_add_added(ea_tokenizer *t, int32_t id, const char *s, size_t l
  * inside a class \s becomes its members (\S inside a class is left to PCRE2). */
 #define WS_SET "\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
 
-static ea_status rewrite_ws(const char *p, size_t n, ea_tok_text *o) {
+static ea_status rewrite_ws(const char *p, size_t n, ea_sbuf *o) {
     int in_class = 0;
     for (size_t i = 0; i < n; i++) {
         char c = p[i];
@@ -425,19 +384,19 @@ ea_status ea__tok_add_split(ea_tokenizer *t, const char *pattern, size_t len, in
     int errcode;
     PCRE2_SIZE erroff;
     uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* LITERAL refuses UCP */
-    ea_tok_text rw = {0};
+    ea_sbuf rw = {0};
     if (!literal) {
         ea_status s = rewrite_ws(pattern, len, &rw);
         if (s == EA_OK) s = text_append(&rw, "", 0);
         if (s != EA_OK) {
-            ea_tok_text_free(&rw);
+            ea_sbuf_deinit(&rw);
             return s;
         }
         pattern = rw.data;
         len = rw.len;
     }
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &errcode, &erroff, NULL);
-    ea_tok_text_free(&rw);
+    ea_sbuf_deinit(&rw);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(errcode, msg, sizeof msg);
@@ -575,20 +534,20 @@ typedef struct {
     unsigned flags;
     ea_tokens *out;
     pcre2_match_data *md;
-    ea_tok_text work; /* bytes the pieces point into */
+    ea_sbuf work; /* bytes the pieces point into */
     pieces a, b;
     /* BPE scratch */
     int32_t *sid, *prev, *next;
     size_t sym_cap;
     heap_item *heap;
     size_t heap_n, heap_cap;
-    ea_tok_text bl; /* byte-level string of a word (ignore_merges) */
+    ea_sbuf bl; /* byte-level string of a word (ignore_merges) */
 } enc_ctx;
 
 static void ctx_free(enc_ctx *c) {
     if (c->md) pcre2_match_data_free(c->md);
-    ea_tok_text_free(&c->work);
-    ea_tok_text_free(&c->bl);
+    ea_sbuf_deinit(&c->work);
+    ea_sbuf_deinit(&c->bl);
     ea_free(c->a.v);
     ea_free(c->b.v);
     ea_free(c->sid);
@@ -599,13 +558,7 @@ static void ctx_free(enc_ctx *c) {
 
 static ea_status pieces_push(pieces *p, size_t off, size_t len) {
     if (len == 0) return EA_OK;
-    if (p->n == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 64;
-        piece *nv = ea_realloc(p->v, nc * sizeof *nv);
-        if (!nv) return ea_err(EA_ERR_NOMEM, "pre-tokenizer pieces");
-        p->v = nv;
-        p->cap = nc;
-    }
+    if (ea_grow(&p->v, &p->cap, p->n + 1, sizeof *p->v, 64)) return ea_err(EA_ERR_NOMEM, "pre-tokenizer pieces");
     p->v[p->n++] = (piece){off, len};
     return EA_OK;
 }
@@ -615,13 +568,7 @@ static int heap_less(const heap_item *a, const heap_item *b) {
 }
 
 static ea_status heap_push(enc_ctx *c, heap_item it) {
-    if (c->heap_n == c->heap_cap) {
-        size_t nc = c->heap_cap ? c->heap_cap * 2 : 64;
-        heap_item *nh = ea_realloc(c->heap, nc * sizeof *nh);
-        if (!nh) return ea_err(EA_ERR_NOMEM, "bpe heap");
-        c->heap = nh;
-        c->heap_cap = nc;
-    }
+    if (ea_grow(&c->heap, &c->heap_cap, c->heap_n + 1, sizeof *c->heap, 64)) return ea_err(EA_ERR_NOMEM, "bpe heap");
     size_t i = c->heap_n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -1042,7 +989,7 @@ const char *ea_tokenizer_piece(const ea_tokenizer *t, int32_t id, size_t *len) {
 int32_t ea_tokenizer_find(const ea_tokenizer *t, const char *s, size_t len) { return ea__tok_lookup(t, s, len); }
 
 ea_status ea_tokenizer_decode_append(const ea_tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
-                                     ea_tok_text *out) {
+                                     ea_sbuf *out) {
     size_t start = out->len;
     EA_TRY(text_append(out, "", 0));
     for (size_t i = 0; i < n; i++) {
@@ -1077,10 +1024,10 @@ ea_status ea_tokenizer_decode_append(const ea_tokenizer *t, const int32_t *ids, 
 
 ea_status ea_tokenizer_decode(const ea_tokenizer *t, const int32_t *ids, size_t n, unsigned flags, char **text,
                               size_t *len) {
-    ea_tok_text b = {0};
+    ea_sbuf b = {0};
     ea_status s = ea_tokenizer_decode_append(t, ids, n, flags, &b);
     if (s != EA_OK) {
-        ea_tok_text_free(&b);
+        ea_sbuf_deinit(&b);
         return s;
     }
     *text = b.data;
@@ -1118,7 +1065,7 @@ static int valid_prefix(const uint8_t *p, int n) {
 
 static const char replacement[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
 
-ea_status ea_detok_stream_push_bytes(ea_detok_stream *s, const char *bytes, size_t n, ea_tok_text *out) {
+ea_status ea_detok_stream_push_bytes(ea_detok_stream *s, const char *bytes, size_t n, ea_sbuf *out) {
     const uint8_t *b = (const uint8_t *)bytes;
     EA_TRY(text_append(out, "", 0));
     for (size_t i = 0; i < n; i++) {
@@ -1156,7 +1103,7 @@ ea_status ea_detok_stream_push_bytes(ea_detok_stream *s, const char *bytes, size
     return EA_OK;
 }
 
-ea_status ea_detok_stream_push(const ea_tokenizer *t, ea_detok_stream *s, int32_t id, ea_tok_text *out) {
+ea_status ea_detok_stream_push(const ea_tokenizer *t, ea_detok_stream *s, int32_t id, ea_sbuf *out) {
     size_t n;
     const char *b = ea_tokenizer_token_bytes(t, id, &n);
     if (!b) return ea_err(EA_ERR_RANGE, "token id %d is not in the vocabulary (size %d)", id, t->n_vocab);
@@ -1164,7 +1111,7 @@ ea_status ea_detok_stream_push(const ea_tokenizer *t, ea_detok_stream *s, int32_
     return ea_detok_stream_push_bytes(s, b, n, out);
 }
 
-ea_status ea_detok_stream_flush(ea_detok_stream *s, ea_tok_text *out) {
+ea_status ea_detok_stream_flush(ea_detok_stream *s, ea_sbuf *out) {
     EA_TRY(text_append(out, "", 0));
     if (s->n_pending) {
         s->n_pending = 0;

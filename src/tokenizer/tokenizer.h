@@ -54,6 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/sbuf.h"
 #include "base/status.h"
 
 typedef struct ea_tokenizer ea_tokenizer;
@@ -66,17 +67,9 @@ typedef struct {
 void ea_tokens_free(ea_tokens *t);
 ea_status ea_tokens_push(ea_tokens *t, int32_t id);
 
-/* A growable byte buffer the caller owns (zero-initialize; ea_tok_text_free).
- * data is NUL-terminated whenever len > 0 or after any append. */
-typedef struct {
-    char *data; /* owns */
-    size_t len, cap;
-} ea_tok_text;
-void ea_tok_text_free(ea_tok_text *b);
-ea_status ea_tok_text_append(ea_tok_text *b, const void *s, size_t n);
-/* Append s[0..n) as a JSON string literal (quotes included). Invalid UTF-8
- * bytes become U+FFFD, since JSON text must be valid Unicode. */
-ea_status ea_tok_text_append_json(ea_tok_text *b, const char *s, size_t n);
+/* Append s[0..n) to b (base/sbuf.h) as a JSON string literal (quotes included).
+ * Invalid UTF-8 bytes become U+FFFD, since JSON text must be valid Unicode. */
+ea_status ea_tok_append_json(ea_sbuf *b, const char *s, size_t n);
 
 /* ---- loading ---- */
 
@@ -141,7 +134,7 @@ enum {
 /* The bytes of ids, appended to out. An id outside the vocabulary is
  * EA_ERR_RANGE naming it. */
 ea_status ea_tokenizer_decode_append(const ea_tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
-                                     ea_tok_text *out);
+                                     ea_sbuf *out);
 /* Same into a new NUL-terminated buffer (OUT: *text, *len; ea_free). */
 ea_status ea_tokenizer_decode(const ea_tokenizer *t, const int32_t *ids, size_t n, unsigned flags, char **text,
                               size_t *len);
@@ -170,11 +163,11 @@ typedef struct {
 } ea_detok_stream;
 void ea_detok_stream_init(ea_detok_stream *s, unsigned flags);
 /* Append the complete characters now available after token id. */
-ea_status ea_detok_stream_push(const ea_tokenizer *t, ea_detok_stream *s, int32_t id, ea_tok_text *out);
+ea_status ea_detok_stream_push(const ea_tokenizer *t, ea_detok_stream *s, int32_t id, ea_sbuf *out);
 /* Feed raw bytes (the same logic, for callers that already have bytes). */
-ea_status ea_detok_stream_push_bytes(ea_detok_stream *s, const char *bytes, size_t n, ea_tok_text *out);
+ea_status ea_detok_stream_push_bytes(ea_detok_stream *s, const char *bytes, size_t n, ea_sbuf *out);
 /* End of stream: a pending partial character becomes U+FFFD. */
-ea_status ea_detok_stream_flush(ea_detok_stream *s, ea_tok_text *out);
+ea_status ea_detok_stream_flush(ea_detok_stream *s, ea_sbuf *out);
 
 /* ---- facts ---- */
 

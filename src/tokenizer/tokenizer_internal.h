@@ -73,7 +73,8 @@ struct ea_tokenizer {
 
     /* string pool: every piece, decoded byte string and added token content */
     char **pool_blocks; /* owns each block */
-    int n_pool_blocks, cap_pool_blocks;
+    int n_pool_blocks;
+    size_t cap_pool_blocks;
     char *pool_cur;
     size_t pool_left;
 
@@ -93,8 +94,9 @@ struct ea_tokenizer {
 
     int32_t byte_id[256];
 
-    ea__added *added; /* owns */
+    ea__added *added; /* owns: (cap_added) */
     int n_added;
+    size_t cap_added;
     int32_t *match_index; /* owns: indices into added[], grouped by first byte */
     int32_t match_start[257];
     uint8_t any_normalized_added, any_raw_added;

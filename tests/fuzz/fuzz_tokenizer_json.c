@@ -42,10 +42,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (ea_tokenizer_decode(t, ids.ids, ids.n, flags & 1, &out, &n) == EA_OK) ea_free(out);
             ea_detok_stream st;
             ea_detok_stream_init(&st, flags & 1);
-            ea_tok_text acc = {0};
+            ea_sbuf acc = {0};
             for (size_t i = 0; i < ids.n; i++) ea_detok_stream_push(t, &st, ids.ids[i], &acc);
             ea_detok_stream_flush(&st, &acc);
-            ea_tok_text_free(&acc);
+            ea_sbuf_deinit(&acc);
         }
         ea_tokens_free(&ids);
     }

@@ -37,9 +37,9 @@ static json_t *corpus; /* array of strings */
 
 /* What decode(encode(s)) must give for tokenizer m: s, or for Qwen3 (NFC
  * normalizer) every valid UTF-8 run in NFC and invalid bytes as they are. */
-static void expected_text(int m, const char *s, size_t len, ea_tok_text *out) {
+static void expected_text(int m, const char *s, size_t len, ea_sbuf *out) {
     out->len = 0;
-    ea_tok_text_append(out, "", 0);
+    ea_sbuf_append(out, "", 0);
     for (size_t i = 0; i < len;) {
         size_t j = i;
         while (j < len) {
@@ -51,15 +51,15 @@ static void expected_text(int m, const char *s, size_t len, ea_tok_text *out) {
             char *nf;
             size_t nn;
             if (ea__nfc(s + i, j - i, &nf, &nn) == EA_OK) {
-                ea_tok_text_append(out, nf, nn);
+                ea_sbuf_append(out, nf, nn);
                 ea_free(nf);
             }
         } else if (j > i) {
-            ea_tok_text_append(out, s + i, j - i);
+            ea_sbuf_append(out, s + i, j - i);
         }
         size_t k = j;
         while (k < len && ea__utf8_valid_len((const uint8_t *)s + k, len - k) == 0) k++;
-        ea_tok_text_append(out, s + j, k - j);
+        ea_sbuf_append(out, s + j, k - j);
         i = k;
     }
 }
@@ -91,7 +91,7 @@ TEST(round_trip_and_stream) {
             CHECK(ea_tokenizer_encode(tok[m], s, len, EA_TOK_PARSE_SPECIAL, &ids) == EA_OK);
             char *out;
             size_t n;
-            ea_tok_text want = {0};
+            ea_sbuf want = {0};
             expected_text(m, s, len, &want);
             CHECK(ea_tokenizer_decode(tok[m], ids.ids, ids.n, 0, &out, &n) == EA_OK);
             if (n != want.len || memcmp(out, want.data, n) != 0)
@@ -99,7 +99,7 @@ TEST(round_trip_and_stream) {
             ea_free(out);
             ea_detok_stream st;
             ea_detok_stream_init(&st, 0);
-            ea_tok_text acc = {0};
+            ea_sbuf acc = {0};
             for (size_t k = 0; k < ids.n; k++) {
                 size_t before = acc.len;
                 CHECK(ea_detok_stream_push(tok[m], &st, ids.ids[k], &acc) == EA_OK);
@@ -113,8 +113,8 @@ TEST(round_trip_and_stream) {
             CHECK(ea_detok_stream_flush(&st, &acc) == EA_OK);
             if (acc.len != want.len || (want.len && memcmp(acc.data, want.data, want.len) != 0))
                 FAIL_("%s line %zu: streamed text differs", models[m], i + 1);
-            ea_tok_text_free(&acc);
-            ea_tok_text_free(&want);
+            ea_sbuf_deinit(&acc);
+            ea_sbuf_deinit(&want);
             ea_tokens_free(&ids);
             n_checked++;
         }
@@ -169,16 +169,16 @@ TEST(invalid_utf8_round_trips) {
             char *out;
             size_t n;
             CHECK(ea_tokenizer_decode(tok[m], ids.ids, ids.n, 0, &out, &n) == EA_OK);
-            ea_tok_text want = {0};
+            ea_sbuf want = {0};
             expected_text(m, s, len, &want);
             if (n != want.len || memcmp(out, want.data, n) != 0)
                 FAIL_("%s: byte string %d does not round-trip", models[m], i);
-            ea_tok_text_free(&want);
+            ea_sbuf_deinit(&want);
             ea_free(out);
             /* the stream never emits invalid UTF-8, whatever the bytes */
             ea_detok_stream st;
             ea_detok_stream_init(&st, 0);
-            ea_tok_text acc = {0};
+            ea_sbuf acc = {0};
             for (size_t k = 0; k < ids.n; k++) CHECK(ea_detok_stream_push(tok[m], &st, ids.ids[k], &acc) == EA_OK);
             CHECK(ea_detok_stream_flush(&st, &acc) == EA_OK);
             for (size_t b = 0; b < acc.len;) {
@@ -186,7 +186,7 @@ TEST(invalid_utf8_round_trips) {
                 if (l == 0) FAIL_("%s: stream of byte string %d emitted invalid UTF-8", models[m], i);
                 b += (size_t)l;
             }
-            ea_tok_text_free(&acc);
+            ea_sbuf_deinit(&acc);
             ea_tokens_free(&ids);
         }
     }

@@ -92,16 +92,13 @@ static char *model_path(const char *fam) {
 
 TEST(dist_collectives) {
     int r = ea_dist_rank(g_d), N = ea_dist_size(g_d);
-    ea_dist_msg m = {0};
+    ea_sbuf m = {0};
     const char *text = "submit 42 {\"prompt\":\"hi\"}";
-    if (r == 0) {
-        m.data = (uint8_t *)ea_strdup(text);
-        m.len = m.cap = strlen(text);
-    }
+    if (r == 0) ea_sbuf_puts(&m, text);
     CHECK(ea_dist_bcast_msg(g_d, &m, 0, 1 << 20, "test msg") == EA_OK);
     CHECK_EQ(m.len, strlen(text));
     CHECK(memcmp(m.data, text, m.len) == 0);
-    ea_dist_msg_free(&m);
+    ea_sbuf_deinit(&m);
     /* uneven allgatherv: rank i sends i+1 bytes of value i */
     size_t counts[64], total = 0;
     for (int i = 0; i < N; i++) total += counts[i] = (size_t)i + 1;

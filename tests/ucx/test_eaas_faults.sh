@@ -8,7 +8,7 @@
 #
 #   - SIGKILL of a server: 0 failed requests, texts identical, failovers > 0;
 #   - SIGSTOP of a server (alive, hung): the same, within the deadline
-#     (--expert-timeout-ms 300);
+#     (--expert-timeout-ms 1000);
 #   - elastic join: a third server started while streams run appears in
 #     /cluster and runs pairs (its eaas:expert_tokens_total grows), no restart;
 #   - the monitor killed and started again on its port while streams run:
@@ -37,8 +37,8 @@ start_monitor --heartbeat-ms 100 --dead-after-ms 500 || exit 1
 MON_PORT=${MON##*:}
 start_expert xa --model "$model" --threads 1 || exit 1
 start_expert xb --model "$model" --threads 1 || exit 1
-start_server "$tmp/client.log" --model "$model" --threads 1 --experts-remote "$MON" --expert-timeout-ms 300 || exit 1
-cl=$PORT; CL_PID=$SRV_PID
+start_server "$tmp/client.log" --model "$model" --threads 1 --experts-remote "$MON" --expert-timeout-ms 1000 || exit 1
+cl=$PORT; CL_PID=$SRV_PID; cl_pids+=("$CL_PID")
 
 # streams_with FAULT-COMMAND: 16 streams on the client; FAULT-COMMAND runs once all have started
 streams_with() {
@@ -77,7 +77,7 @@ start_expert xc --model "$model" --threads 1 || exit 1
 t0=$(client_metric eaas:remote_timeouts_total)
 streams_with 'kill -STOP $XPID_xb'
 t1=$(client_metric eaas:remote_timeouts_total)
-check_run "SIGSTOP of server xb mid-stream (deadline 300 ms)"
+check_run "SIGSTOP of server xb mid-stream (deadline 1000 ms)"
 [ "$t1" -gt "$t0" ] && ok "timeouts counted ($t0 -> $t1)" || bad "timeouts $t0 -> $t1"
 kill -CONT "$XPID_xb"; kill -KILL "$XPID_xb"
 
@@ -122,7 +122,7 @@ PY
 
 # a client killed mid-request: its slots are freed within dead-after-ms
 start_server "$tmp/client2.log" --model "$model" --threads 1 --experts-remote "$MON" || exit 1
-cl2=$PORT; cl2_pid=$SRV_PID; SRV_PID=$CL_PID
+cl2=$PORT; cl2_pid=$SRV_PID; cl_pids+=("$cl2_pid"); SRV_PID=$CL_PID
 before=$(metric "http://127.0.0.1:$XPORT_xc" eaas:expert_clients)
 curl -s --max-time 30 -H 'Content-Type: application/json' -d '{"prompt":"x","max_tokens":200,"ignore_eos":true,"stream":true}' \
   "http://127.0.0.1:$cl2/v1/completions" >/dev/null &

@@ -39,7 +39,8 @@ host() {
   ip -n "${P}hub" link set "h$P$1" up
 }
 host mon 1 && host xa 2 && host xb 3 && host cl 4 || { bad "namespaces"; exit 1; }
-in_ns() { local ns="$P$1"; shift; ip netns exec "$ns" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 "$@"; }
+# in_ns NS CMD...: runs CMD in namespace NS; only ever called with & (it execs, so $! is the process)
+in_ns() { local ns="$P$1"; shift; exec ip netns exec "$ns" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 "$@"; }
 
 model="$tmp/model"
 "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 7 --format hf --out "$model" >/dev/null || exit 1
@@ -57,7 +58,7 @@ for x in xa:2 xb:3; do
   wait_line "$tmp/${x%%:*}.log" 'listening on' "$!" >/dev/null || exit 1
 done
 in_ns cl "$EAAS_BIN" serve --model "$model" --host 10.77.0.4 --port 7002 --threads 1 --experts-remote "$MON" \
-  --expert-timeout-ms 300 >"$tmp/client.log" 2>&1 &
+  --expert-timeout-ms 1000 >"$tmp/client.log" 2>&1 &
 CL_PID=$!; cl_pids+=("$CL_PID")
 wait_line "$tmp/client.log" ' ready: ' "$CL_PID" >/dev/null || exit 1
 grep -q "server xa connected" "$tmp/client.log" && grep -q "server xb connected" "$tmp/client.log" &&

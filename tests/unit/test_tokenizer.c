@@ -340,7 +340,7 @@ TEST(post_processor_and_config_bos) {
 
 TEST(stream_decoder_split_characters) {
     ea_detok_stream s;
-    ea_tok_text out = {0};
+    ea_sbuf out = {0};
     ea_detok_stream_init(&s, 0);
     /* é = C3 A9 split over two pushes: nothing, then the whole character */
     CHECK(ea_detok_stream_push_bytes(&s, "caf\xc3", 4, &out) == EA_OK);
@@ -369,7 +369,7 @@ TEST(stream_decoder_split_characters) {
     CHECK_STREQ(out.data, "x");
     CHECK(ea_detok_stream_flush(&s, &out) == EA_OK);
     CHECK_STREQ(out.data, "x\xef\xbf\xbd");
-    ea_tok_text_free(&out);
+    ea_sbuf_deinit(&out);
 }
 
 TEST(stream_decoder_over_tokens) {
@@ -378,7 +378,7 @@ TEST(stream_decoder_over_tokens) {
     CHECK(t);
     ea_detok_stream s;
     ea_detok_stream_init(&s, 0);
-    ea_tok_text out = {0};
+    ea_sbuf out = {0};
     int32_t ids[] = {0xe4, 0xbd, 0xa0, 'h', 0xf0, 0x9f};
     size_t lens[] = {0, 0, 3, 4, 4, 4};
     for (int i = 0; i < 6; i++) {
@@ -388,7 +388,7 @@ TEST(stream_decoder_over_tokens) {
     CHECK(ea_detok_stream_flush(&s, &out) == EA_OK);
     CHECK_STREQ(out.data, "\xe4\xbd\xa0h\xef\xbf\xbd");
     CHECK_EQ(ea_detok_stream_push(t, &s, 99999, &out), EA_ERR_RANGE);
-    ea_tok_text_free(&out);
+    ea_sbuf_deinit(&out);
     ea_tokenizer_destroy(t);
 }
 
@@ -511,10 +511,10 @@ TEST(gguf_vocab_arrays) {
 }
 
 TEST(json_text_helper) {
-    ea_tok_text b = {0};
-    CHECK(ea_tok_text_append_json(&b, "a\"\\\n\x01\xff\xc3\xa9", 8) == EA_OK);
+    ea_sbuf b = {0};
+    CHECK(ea_tok_append_json(&b, "a\"\\\n\x01\xff\xc3\xa9", 8) == EA_OK);
     CHECK_STREQ(b.data, "\"a\\\"\\\\\\n\\u0001\xef\xbf\xbd\xc3\xa9\"");
-    ea_tok_text_free(&b);
+    ea_sbuf_deinit(&b);
 }
 
 /* Many threads encoding at once (the word cache is shared) give the serial ids. */

@@ -1,0 +1,124 @@
+/*
+ * bus_codec.c — see bus_codec.h for the format. Writing appends to an
+ * ea_sbuf (a failed growth sets b->failed, checked once by the caller);
+ * reading copies each field out of the batch after checking it is there.
+ */
+#include "serve/bus_codec.h"
+
+#include <string.h>
+
+#define N_EVENTS_AT 12 /* offset of n_events in the header */
+
+void ea_bus_begin(ea_sbuf *b, uint64_t step) {
+    uint32_t magic = EA_BUS_MAGIC, n = 0;
+    ea_sbuf_reset(b);
+    ea_sbuf_append(b, &magic, sizeof magic);
+    ea_sbuf_append(b, &step, sizeof step);
+    ea_sbuf_append(b, &n, sizeof n);
+}
+
+/* Event header: kind, id; counted in the batch's n_events. */
+static void put_event(ea_sbuf *b, ea_bus_kind kind, uint64_t id) {
+    uint8_t k = (uint8_t)kind;
+    ea_sbuf_append(b, &k, 1);
+    ea_sbuf_append(b, &id, sizeof id);
+    if (b->failed || b->len < N_EVENTS_AT + 4) return;
+    uint32_t n;
+    memcpy(&n, b->data + N_EVENTS_AT, 4);
+    n++;
+    memcpy(b->data + N_EVENTS_AT, &n, 4);
+}
+
+void ea_bus_put_submit(ea_sbuf *b, uint64_t id, const ea_req_params *p) {
+    int32_t iv[6] = {p->n_prompt, p->max_tokens, p->ignore_eos, p->logprobs, p->top_logprobs, p->n_stop};
+    float fv[2] = {p->sp.temperature, p->sp.top_p};
+    int32_t tk = p->sp.top_k;
+    float fv2[4] = {p->sp.min_p, p->sp.presence_penalty, p->sp.frequency_penalty, p->sp.repetition_penalty};
+    uint64_t seed = p->sp.seed;
+    put_event(b, EA_BUS_SUBMIT, id);
+    ea_sbuf_append(b, iv, sizeof iv);
+    ea_sbuf_append(b, fv, sizeof fv);
+    ea_sbuf_append(b, &tk, sizeof tk);
+    ea_sbuf_append(b, fv2, sizeof fv2);
+    ea_sbuf_append(b, &seed, sizeof seed);
+    for (int i = 0; i < p->n_stop; i++) {
+        uint32_t n = (uint32_t)strlen(p->stop[i]);
+        ea_sbuf_append(b, &n, sizeof n);
+        ea_sbuf_append(b, p->stop[i], n);
+    }
+    ea_sbuf_append(b, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
+}
+
+void ea_bus_put_cancel(ea_sbuf *b, uint64_t id) { put_event(b, EA_BUS_CANCEL, id); }
+void ea_bus_put_shutdown(ea_sbuf *b) { put_event(b, EA_BUS_SHUTDOWN, 0); }
+
+static int get(ea_bus_reader *rd, void *out, size_t n) {
+    if ((size_t)(rd->end - rd->p) < n) return 0;
+    memcpy(out, rd->p, n);
+    rd->p += n;
+    return 1;
+}
+
+ea_status ea_bus_read_begin(ea_bus_reader *rd, const void *buf, size_t len) {
+    rd->p = buf;
+    rd->end = rd->p + len;
+    rd->i = 0;
+    uint32_t magic;
+    if (!get(rd, &magic, 4) || magic != EA_BUS_MAGIC || !get(rd, &rd->step, 8) || !get(rd, &rd->n, 4))
+        return ea_err(EA_ERR_FORMAT, "control bus: bad batch header (%zu bytes)", len);
+    return EA_OK;
+}
+
+static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
+    unsigned long long id = (unsigned long long)ev->id;
+    int32_t iv[6], tk;
+    float fv[2], fv2[4];
+    uint64_t seed;
+    if (!get(rd, iv, sizeof iv) || !get(rd, fv, sizeof fv) || !get(rd, &tk, 4) || !get(rd, fv2, sizeof fv2) ||
+        !get(rd, &seed, 8) || iv[5] < 0 || iv[5] > EA_MAX_STOP || iv[0] <= 0 || iv[0] > (1 << 24))
+        return ea_err(EA_ERR_FORMAT, "control bus: submit %llu malformed", id);
+    ea_req_params *p = &ev->p;
+    memset(p, 0, sizeof *p);
+    p->n_prompt = iv[0];
+    p->max_tokens = iv[1];
+    p->ignore_eos = iv[2];
+    p->logprobs = iv[3];
+    p->top_logprobs = iv[4];
+    p->n_stop = iv[5];
+    p->sp.temperature = fv[0];
+    p->sp.top_p = fv[1];
+    p->sp.top_k = tk;
+    p->sp.min_p = fv2[0];
+    p->sp.presence_penalty = fv2[1];
+    p->sp.frequency_penalty = fv2[2];
+    p->sp.repetition_penalty = fv2[3];
+    p->sp.seed = seed;
+    for (int k = 0; k < p->n_stop; k++) {
+        uint32_t sl;
+        if (!get(rd, &sl, 4) || sl >= sizeof ev->stops[k] || !get(rd, ev->stops[k], sl))
+            return ea_err(EA_ERR_FORMAT, "control bus: stop string of %llu", id);
+        ev->stops[k][sl] = 0;
+        p->stop[k] = ev->stops[k];
+    }
+    size_t n = sizeof(int32_t) * (size_t)p->n_prompt;
+    if ((size_t)(rd->end - rd->p) < n) return ea_err(EA_ERR_FORMAT, "control bus: prompt of %llu truncated", id);
+    ev->prompt = rd->p;
+    rd->p += n;
+    return EA_OK;
+}
+
+ea_status ea_bus_read_next(ea_bus_reader *rd, ea_bus_event *ev, int *more) {
+    *more = 0;
+    if (rd->i == rd->n) return EA_OK;
+    uint8_t kind;
+    if (!get(rd, &kind, 1) || !get(rd, &ev->id, 8))
+        return ea_err(EA_ERR_FORMAT, "control bus: event %u of %u truncated", rd->i, rd->n);
+    rd->i++;
+    ev->kind = (ea_bus_kind)kind;
+    ev->prompt = NULL;
+    if (kind == EA_BUS_SUBMIT) EA_TRY(read_submit(rd, ev));
+    else if (kind != EA_BUS_CANCEL && kind != EA_BUS_SHUTDOWN)
+        return ea_err(EA_ERR_FORMAT, "control bus: unknown event kind %u", kind);
+    *more = 1;
+    return EA_OK;
+}

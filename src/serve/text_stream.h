@@ -1,0 +1,57 @@
+/*
+ * text_stream.h — a request's output text, token by token: the token's bytes
+ * (detok.h: special tokens give none) go through the UTF-8 assembly and the
+ * stop-string hold-back of stop_text.h, and what may be shown comes back as
+ * text slices for the scheduler to push as TOKEN events.
+ *
+ *   ea_text_stream ts;
+ *   ea_text_stream_init(&ts, tok, stops, n_stops);   // tok and stops borrowed
+ *   ea_text_slices out;                              // the caller's scratch, reused
+ *   for each sampled token:
+ *       int stop = ea_text_stream_add(&ts, token, &out);
+ *       for (int i = 0; i < out.n; i++) push(ea_text_slice(&out, i, &len), len);
+ *       if (stop) -> finish "stop"
+ *   at the end without a stop: ea_text_stream_flush(&ts, &out), push its slices.
+ *
+ * The slices of one call, in order, are what stop_text emitted in that call:
+ * whole characters only (a stray byte that starts no character counts as one;
+ * bytes pass raw, the API turns bad ones into U+FFFD), never any part of a
+ * stop string. One slice per emission of stop_text, so a consumer that cuts
+ * each slice into events sees the same events as a sink would have.
+ *
+ * Owned by one request; the scheduler's step loop is its only user. No heap.
+ */
+#ifndef EA_TEXT_STREAM_H
+#define EA_TEXT_STREAM_H
+
+#include <stdint.h>
+
+#include "serve/stop_text.h"
+
+struct ea_tokenizer;
+
+#define EA_TEXT_TOKEN_MAX 1024 /* bytes of one token's text taken at most */
+#define EA_TEXT_MAX_SLICES 8
+
+/* The text of one call: slice i is buf[start(i) .. end[i]), start(0) = 0, start(i) = end[i-1]. */
+typedef struct {
+    char buf[EA_STOP_TEXT_HOLD + EA_TEXT_TOKEN_MAX + 16];
+    int n;                        /* slices */
+    int end[EA_TEXT_MAX_SLICES];
+} ea_text_slices;
+
+typedef struct {
+    const struct ea_tokenizer *tok; /* borrows; NULL: tokens have no text (tests with ids only) */
+    ea_stop_text st;
+} ea_text_stream;
+
+void ea_text_stream_init(ea_text_stream *ts, const struct ea_tokenizer *tok, const char *const *stop, int n_stop);
+/* Add one token. OUT: *out, the text that may now be shown. Returns 1 if a stop string
+ * matched (out holds the text before it; nothing more will come), else 0. */
+int ea_text_stream_add(ea_text_stream *ts, int32_t token, ea_text_slices *out);
+/* Everything held back (the request ended without a stop match), into *out. */
+void ea_text_stream_flush(ea_text_stream *ts, ea_text_slices *out);
+/* Slice i of out (*len bytes, > 0). */
+const char *ea_text_slice(const ea_text_slices *out, int i, int *len);
+
+#endif
