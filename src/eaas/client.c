@@ -37,7 +37,8 @@ typedef struct {
     atomic_int fresh;   /* newest not applied yet */
     double retry_at;    /* a server failed to connect: apply the table again after this time */
     known *kn;          /* step thread only */
-    int n_kn, cap_kn;
+    int n_kn;
+    size_t cap_kn;
 } glue;
 
 /* ---- the member thread ---------------------------------------------------------- */
@@ -186,12 +187,7 @@ static ea_status connect_server(glue *g, ea_moe_backend *be, const ea_cluster_se
     ea_free(hosted), ea_free(d.addr), ea_free(d.rkey);
     if (st != EA_OK) return st;
     if (!k) {
-        if (g->n_kn == g->cap_kn) {
-            int cap = g->cap_kn ? g->cap_kn * 2 : 8;
-            known *p = ea_realloc(g->kn, sizeof *p * (size_t)cap);
-            if (!p) return ea_err(EA_ERR_NOMEM, "servers");
-            g->kn = p, g->cap_kn = cap;
-        }
+        if (ea_grow(&g->kn, &g->cap_kn, (size_t)g->n_kn + 1, sizeof *g->kn, 8)) return ea_err(EA_ERR_NOMEM, "servers");
         k = &g->kn[g->n_kn++];
     }
     snprintf(k->id, sizeof k->id, "%s", sv->id);

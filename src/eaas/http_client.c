@@ -253,12 +253,10 @@ typedef struct {
 } rbuf;
 
 static ea_status rbuf_room(rbuf *b) {
-    if (b->cap - b->len >= 4096) return EA_OK;
-    size_t cap = b->cap ? b->cap * 2 : 16384;
-    char *d = ea_realloc(b->data, cap + 1);
-    if (!d) return ea_err(EA_ERR_NOMEM, "response buffer of %zu bytes", cap);
-    b->data = d;
-    b->cap = cap;
+    /* cap is the allocation; its last byte stays for the NUL */
+    if (b->cap > b->len && b->cap - b->len - 1 >= 4096) return EA_OK;
+    if (ea_grow(&b->data, &b->cap, b->len + 4096 + 1, 1, 16384))
+        return ea_err(EA_ERR_NOMEM, "response buffer of %zu bytes", b->len + 4096);
     return EA_OK;
 }
 
@@ -269,7 +267,7 @@ static ea_status recv_response(int fd, rbuf *b, const limits *l, int *status, si
         EA_TRY(ea_http_response_parse(b->data ? b->data : "", b->len, eof, &done, status, off, len));
         if (done) return EA_OK;
         EA_TRY(rbuf_room(b));
-        ssize_t r = recv(fd, b->data + b->len, b->cap - b->len, 0);
+        ssize_t r = recv(fd, b->data + b->len, b->cap - b->len - 1, 0);
         if (r > 0) b->len += (size_t)r;
         else if (r == 0) eof = 1;
         else if (errno == EAGAIN || errno == EWOULDBLOCK) EA_TRY(wait_fd(fd, POLLIN, l, "receive"));

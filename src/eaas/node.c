@@ -63,7 +63,8 @@ struct ea_xnode {
     int n_drops;
     ea_xsrv_stats st;
     peer *peers; /* poll thread only */
-    int n_peers, cap_peers;
+    int n_peers;
+    size_t cap_peers;
     ea_jhttp *http;
     ea_member *mem;
 };
@@ -125,12 +126,8 @@ static ea_status b64_field(const json_t *j, const char *key, uint8_t **out, size
 }
 
 static ea_status remember_peer(ea_xnode *n, const char *member, uint32_t xid) {
-    if (n->n_peers == n->cap_peers) {
-        int cap = n->cap_peers ? n->cap_peers * 2 : 16;
-        peer *p = ea_realloc(n->peers, sizeof *p * (size_t)cap);
-        if (!p) return ea_err(EA_ERR_NOMEM, "peers");
-        n->peers = p, n->cap_peers = cap;
-    }
+    if (ea_grow(&n->peers, &n->cap_peers, (size_t)n->n_peers + 1, sizeof *n->peers, 16))
+        return ea_err(EA_ERR_NOMEM, "peers");
     snprintf(n->peers[n->n_peers].member, sizeof n->peers[0].member, "%s", member);
     n->peers[n->n_peers++].xid = xid;
     return EA_OK;

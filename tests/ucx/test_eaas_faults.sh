@@ -16,6 +16,8 @@
 #     client again (a new epoch);
 #   - a client killed mid-request: the servers free its slot within
 #     --dead-after-ms (plus one heartbeat) — eaas:expert_clients drops;
+#   - a server that dies while the client is idle is dropped on the monitor's
+#     notice: the next calls do not wait out a deadline (timeouts unchanged);
 #   - no live replica: with only a server hosting half of the experts left,
 #     requests fail with an error naming a layer and an expert, /health
 #     answers 503 naming it; a server that hosts them again joins and /health
@@ -151,4 +153,19 @@ for i in $(seq 1 100); do h=$(curl -s -o /dev/null -w '%{http_code}' "http://127
 [ "$h" = 200 ] && ok "/health 200 again once a server hosts them" || bad "/health after xf joined: $h"
 streams_with true
 check_run "serving again on xe + xf"
+
+# the monitor's notice alone drops a server: xg (everything) joins, is used,
+# dies while the client is idle; after dead-after-ms the next calls go to xe
+# and xf without waiting out a deadline
+start_expert xg --model "$model" --threads 1 || exit 1
+streams_with true
+n=$(metric "http://127.0.0.1:$XPORT_xg" eaas:expert_tokens_total)
+kill -KILL "$XPID_xg"
+sleep 0.9
+t0=$(client_metric eaas:remote_timeouts_total)
+streams_with true
+t1=$(client_metric eaas:remote_timeouts_total)
+check_run "after xg (which ran ${n:-0} pairs) died while idle"
+[ "${n:-0}" -gt 0 ] && [ "$t1" = "$t0" ] && ok "the monitor's notice dropped xg: no call waited for it (timeouts $t0 -> $t1)" ||
+  bad "xg: ran ${n:-0} pairs; timeouts $t0 -> $t1"
 serve_test_summary
