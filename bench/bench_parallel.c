@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
     int rank = d ? ea_dist_rank(d) : 0, N = d ? ea_dist_size(d) : 1;
     ea_engine_opts eo = {.model_path = model, .threads = threads, .max_tokens = T, .max_ctx = ctx, .max_seqs = maxb,
                          .kv_blocks = (prefill + 15) / 16 + maxb * ((16 + steps + 1 + 15) / 16) + 4,
-                         .block_size = 16, .dist = d, .parallel = mode};
+                         .block_size = 16, .moe = ea_engine_moe_parallel(mode, d)};
     if ((s = ea_engine_create(&eo, &g)) != EA_OK) {
         fprintf(stderr, "bench_parallel: rank %d: %s\n", rank, ea_errmsg());
         ea_dist_destroy(d);

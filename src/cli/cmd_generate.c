@@ -103,7 +103,7 @@ int ea_cmd_generate(int argc, char **argv) {
     bus.rank = rank;
 
     ea_engine_opts eo = {.model_path = model, .threads = threads, .max_tokens = 512, .max_ctx = ctx, .max_seqs = 1,
-                         .dist = dist, .parallel = pmode};
+                         .moe = ea_engine_moe_parallel(pmode, dist)};
     if ((s = ea_engine_create(&eo, &e)) != EA_OK) goto fail;
     if ((s = ea_tokenizer_load(model, &tok)) != EA_OK) goto fail;
     ea_sched_opts so = {.bus = dist ? &bus : NULL, .max_running = 1, .max_queue = 1, .max_batch_tokens = 512,

@@ -249,14 +249,16 @@ int ea_cmd_serve(int argc, char **argv) {
     double t_load = ea_now_s();
     ea_engine_opts eo = {.model_path = f.model, .threads = f.threads, .max_tokens = f.max_batch_tokens,
                          .max_ctx = f.max_ctx, .max_seqs = f.max_running, .kv_mib = (size_t)f.kv_mib,
-                         .progress = rank == 0 ? on_progress : NULL, .dist = dist, .parallel = pmode,
-                         .eplb = f.eplb, .eplb_redundant = f.eplb_redundant, .eplb_ranks = f.eplb_ranks,
-                         .eplb_window = f.eplb_window,
-                         /* the engine reads interval -1 as "only on request"; min-balancedness 0 means the same here */
-                         .eplb_interval = f.eplb_interval > 0 && f.eplb_min_bal > 0 ? f.eplb_interval : -1,
-                         .eplb_min_balancedness = f.eplb_min_bal, .eplb_layers_per_step = f.eplb_layers_per_step,
-                         .eplb_algorithm = f.eplb_algorithm, .init_expert_location = f.init_expert_location,
-                         .experts_remote = f.experts_remote, .expert_timeout_s = f.expert_timeout_ms / 1000.0};
+                         .progress = rank == 0 ? on_progress : NULL, .moe = ea_engine_moe_parallel(pmode, dist),
+                         .eplb = {.on = f.eplb, .redundant = f.eplb_redundant, .ranks = f.eplb_ranks,
+                                  .window = f.eplb_window,
+                                  /* the engine reads interval -1 as "only on request"; min-balancedness 0 means the same here */
+                                  .interval = f.eplb_interval > 0 && f.eplb_min_bal > 0 ? f.eplb_interval : -1,
+                                  .min_balancedness = f.eplb_min_bal, .layers_per_step = f.eplb_layers_per_step,
+                                  .algorithm = f.eplb_algorithm, .init_expert_location = f.init_expert_location}};
+    if (f.experts_remote && pmode == EA_PAR_NONE) /* under --parallel the ranks hold the experts */
+        eo.moe = (ea_engine_moe_opts){.kind = EA_BACKEND_REMOTE,
+                                      .remote = {.monitor = f.experts_remote, .timeout_s = f.expert_timeout_ms / 1000.0}};
     if ((st = ea_engine_create(&eo, &engine)) != EA_OK) goto fail;
     /* each rank's resident memory against the plan, on rank 0's log (a collective: every rank calls it) */
     if (engine->par && (st = ea_ep_engine_report_memory(engine->par, stderr)) != EA_OK) goto fail;

@@ -23,57 +23,15 @@
 #include "kernels/ops.h"
 #include "moe/moe_local.h"
 
-/* ------------------------------------------------------------ placement */
-
-ea_status ea_ep_placement_from_table(int n_layers, int n_slots, int n_ranks, const int32_t *owner,
-                                     ea_ep_placement *out) {
-    memset(out, 0, sizeof *out);
-    if (n_layers < 1 || n_slots < 1 || n_ranks < 1)
-        return ea_err(EA_ERR_INVALID_ARG, "placement of %d layers x %d slots over %d ranks", n_layers, n_slots, n_ranks);
-    size_t n = (size_t)n_layers * (size_t)n_slots;
-    for (size_t i = 0; i < n; i++)
-        if (owner[i] < 0 || owner[i] >= n_ranks)
-            return ea_err(EA_ERR_RANGE, "placement: layer %zu slot %zu owned by rank %d (ranks 0..%d)", i / (size_t)n_slots,
-                          i % (size_t)n_slots, owner[i], n_ranks - 1);
-    out->owner = ea_malloc(n * sizeof(int32_t));
-    if (!out->owner) return ea_err(EA_ERR_NOMEM, "placement");
-    memcpy(out->owner, owner, n * sizeof(int32_t));
-    out->n_layers = n_layers;
-    out->n_slots = n_slots;
-    out->n_ranks = n_ranks;
-    return EA_OK;
-}
-
-ea_status ea_ep_placement_contiguous(int n_layers, int n_slots, int n_ranks, ea_ep_placement *out) {
-    memset(out, 0, sizeof *out);
-    if (n_ranks < 1 || n_slots < 1 || n_slots % n_ranks != 0)
-        return ea_err(EA_ERR_INVALID_ARG, "%d routed experts do not split evenly over %d ranks", n_slots, n_ranks);
-    int32_t *t = ea_malloc((size_t)n_layers * (size_t)n_slots * sizeof(int32_t));
-    if (!t) return ea_err(EA_ERR_NOMEM, "placement");
-    int per = n_slots / n_ranks;
-    for (int l = 0; l < n_layers; l++)
-        for (int s = 0; s < n_slots; s++) t[(size_t)l * n_slots + s] = s / per;
-    ea_status st = ea_ep_placement_from_table(n_layers, n_slots, n_ranks, t, out);
-    ea_free(t);
-    return st;
-}
-
-void ea_ep_placement_deinit(ea_ep_placement *p) {
-    if (!p) return;
-    ea_free(p->owner);
-    memset(p, 0, sizeof *p);
-}
-
 /* ------------------------------------------------------------ backend */
 
 typedef struct {
     ea_moe_backend base;
-    ea_ep_opts o;
-    ea_ep_placement place; /* owns (a copy) */
+    ea_ep_opts o;          /* place and experts: not kept (borrowed during create) */
+    int n_slots, per_rank; /* the placement's shape: slot p is on rank p / per_rank */
     ea_dist *d;
     int rank, size;
     ea_moe_backend *local; /* owns: only this rank's experts */
-    ea_ffn_weights *pool_keep; /* owns: (n_layers, n_slots) entries the local backend points into */
     int32_t *prow, *pexp, *pidx, *cnt;
     size_t *bytes;
     float *mine, *send, *recv;
@@ -88,19 +46,18 @@ int ea_ep_backend_is(const ea_moe_backend *be) { return be && be->vt == &ea__ep_
 
 /* dispatch: this rank's pairs (pair order) and every rank's pair count. */
 static ea_status ea__ep_dispatch(ea__ep *E, int layer, int n, int k, const int32_t *ids, int *n_mine) {
-    const ea_ep_placement *pl = &E->place;
     int m = 0, P = n * k;
     memset(E->cnt, 0, sizeof(int32_t) * (size_t)E->size);
     for (int p = 0; p < P; p++) {
         int s = ids[p];
-        if (s < 0 || s >= pl->n_slots) return ea_err(EA_ERR_RANGE, "layer %d: expert slot %d of %d", layer, s, pl->n_slots);
-        int r = ea_ep_owner(pl, layer, s);
+        if (s < 0 || s >= E->n_slots) return ea_err(EA_ERR_RANGE, "layer %d: expert slot %d of %d", layer, s, E->n_slots);
+        int r = s / E->per_rank;
         E->cnt[r]++;
         if (r != E->rank) continue;
         E->prow[m] = p / k;
         E->pexp[m] = s;
         E->pidx[m] = p;
-        E->slot_tokens[(size_t)layer * pl->n_slots + s]++;
+        E->slot_tokens[(size_t)layer * E->n_slots + s]++;
         m++;
     }
     *n_mine = m;
@@ -162,7 +119,7 @@ static ea_status ea__ep_submit(ea_moe_backend *be, const ea_moe_call *c) {
     int n = c->n_tokens, k = c->k, layer = c->layer;
     if (n > E->o.max_tokens || k > E->o.max_k)
         return ea_err(EA_ERR_RANGE, "ep call of %d tokens x %d slots exceeds %d x %d", n, k, E->o.max_tokens, E->o.max_k);
-    if (layer < 0 || layer >= E->place.n_layers) return ea_err(EA_ERR_RANGE, "ep: layer %d", layer);
+    if (layer < 0 || layer >= E->o.n_layers) return ea_err(EA_ERR_RANGE, "ep: layer %d", layer);
     int m = 0;
     EA_TRY(ea__ep_dispatch(E, layer, n, k, c->ids, &m));
     EA_TRY(ea__ep_compute(E, layer, c->x, m));
@@ -191,12 +148,16 @@ static void ea__ep_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
 
 static void ea__ep_end_step(ea_moe_backend *be) { ((ea__ep *)be)->st.steps++; }
 
+/* A new placement moves weights between ranks: a later issue. */
+static ea_status ea__ep_apply(ea_moe_backend *be, int layer, const int32_t *p2l, int n) {
+    (void)be, (void)p2l, (void)n;
+    return ea_err(EA_ERR_UNSUPPORTED, "ep: layer %d: moving expert weights between ranks is not built yet", layer);
+}
+
 static void ea__ep_destroy(ea_moe_backend *be) {
     ea__ep *E = (ea__ep *)be;
     if (!E) return;
     ea_moe_backend_destroy(E->local);
-    ea_free(E->pool_keep);
-    ea_ep_placement_deinit(&E->place);
     ea_free(E->prow);
     ea_free(E->pexp);
     ea_free(E->pidx);
@@ -215,71 +176,66 @@ static const ea_moe_backend_vtable ea__ep_vt = {.submit = ea__ep_submit,
                                                 .end_step = ea__ep_end_step,
                                                 .health = ea__ep_health,
                                                 .stats = ea__ep_stats,
+                                                .apply_placement = ea__ep_apply,
                                                 .destroy = ea__ep_destroy,
                                                 .name = "ep"};
 
-ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out) {
-    *out = NULL;
-    int size = ea_dist_size(o->dist);
-    if (o->place->n_ranks != size)
-        return ea_err(EA_ERR_INVALID_ARG, "placement for %d ranks, but %d ranks run", o->place->n_ranks, size);
-    if (o->place->n_layers != o->n_layers)
-        return ea_err(EA_ERR_INVALID_ARG, "placement for %d layers, model has %d", o->place->n_layers, o->n_layers);
-    ea__ep *E = ea_calloc(1, sizeof *E);
-    if (!E) return ea_err(EA_ERR_NOMEM, "ep backend");
-    E->base.vt = &ea__ep_vt;
-    E->o = *o;
-    E->d = o->dist;
-    E->rank = ea_dist_rank(o->dist);
-    E->size = size;
-    ea_status s = ea_ep_placement_from_table(o->place->n_layers, o->place->n_slots, o->place->n_ranks, o->place->owner,
-                                             &E->place);
-    if (s != EA_OK) {
-        ea__ep_destroy(&E->base);
-        return s;
-    }
-    int S = E->place.n_slots, H = o->hidden;
-    size_t P = (size_t)o->max_tokens * (size_t)o->max_k;
-    E->o.place = &E->place;
+/* The placement against the world and the model: one row per MoE layer, slots split evenly. */
+static ea_status ea__ep_check(const ea_ep_opts *o, int size) {
+    const ea_eplb_meta *pl = o->place;
+    int n_moe = 0;
+    for (int l = 0; l < o->n_layers; l++) n_moe += o->experts[l] != NULL;
+    if (pl->n_ranks != size)
+        return ea_err(EA_ERR_INVALID_ARG, "placement for %d ranks, but %d ranks run", pl->n_ranks, size);
+    if (pl->n_layers != n_moe)
+        return ea_err(EA_ERR_INVALID_ARG, "placement for %d layers, model has %d MoE layers", pl->n_layers, n_moe);
+    if (pl->n_physical % size)
+        return ea_err(EA_ERR_INVALID_ARG, "%d routed experts do not split evenly over %d ranks", pl->n_physical, size);
+    return EA_OK;
+}
 
-    /* the local backend sees only this rank's slots: others' entries are empty */
-    ea_ffn_weights **mine = ea_calloc((size_t)o->n_layers, sizeof *mine);
-    ea_ffn_weights *pool = ea_calloc((size_t)o->n_layers * (size_t)S, sizeof *pool);
-    if (mine && pool) {
-        for (int l = 0; l < o->n_layers; l++) {
-            if (!o->experts[l]) continue;
-            mine[l] = pool + (size_t)l * S;
-            for (int e = 0; e < S; e++)
-                if (ea_ep_owner(&E->place, l, e) == E->rank) mine[l][e] = o->experts[l][e];
-        }
-        ea_moe_local_opts lo = {.n_layers = o->n_layers, .hidden = H, .ff = o->ff, .n_experts = S,
-                                .max_tokens = o->max_tokens, .max_k = o->max_k,
-                                .experts = (ea_ffn_weights *const *)mine, .kctx = o->kctx};
-        s = ea_moe_local_create(&lo, &E->local);
-    } else {
-        s = ea_err(EA_ERR_NOMEM, "ep expert table");
-    }
-    /* the local backend copied the per-layer pointer array, not the entries: keep pool alive */
-    ea_free(mine);
-    E->pool_keep = pool;
-    if (s != EA_OK) {
-        ea__ep_destroy(&E->base);
-        return s;
-    }
-    E->slot_tokens = ea_calloc((size_t)o->n_layers * (size_t)S, sizeof(uint64_t));
+static ea_status ea__ep_scratch(ea__ep *E, const ea_ep_opts *o) {
+    int H = o->hidden;
+    size_t P = (size_t)o->max_tokens * (size_t)o->max_k;
+    E->slot_tokens = ea_calloc((size_t)o->n_layers * (size_t)E->n_slots, sizeof(uint64_t));
     E->prow = ea_calloc(P, sizeof(int32_t));
     E->pexp = ea_calloc(P, sizeof(int32_t));
     E->pidx = ea_calloc(P, sizeof(int32_t));
-    E->cnt = ea_calloc((size_t)size, sizeof(int32_t));
-    E->bytes = ea_calloc((size_t)size, sizeof(size_t));
+    E->cnt = ea_calloc((size_t)E->size, sizeof(int32_t));
+    E->bytes = ea_calloc((size_t)E->size, sizeof(size_t));
     E->row_of = ea_calloc(P, sizeof(float *));
     E->mine = ea_aligned_alloc(64, P * (size_t)H * sizeof(float));
     E->send = ea_aligned_alloc(64, P * (size_t)(H + 1) * sizeof(float));
     E->recv = ea_aligned_alloc(64, P * (size_t)(H + 1) * sizeof(float));
     if (!E->slot_tokens || !E->prow || !E->pexp || !E->pidx || !E->cnt || !E->bytes || !E->row_of || !E->mine ||
-        !E->send || !E->recv) {
-        ea__ep_destroy(&E->base);
+        !E->send || !E->recv)
         return ea_err(EA_ERR_NOMEM, "ep backend scratch for %zu pairs", P);
+    return EA_OK;
+}
+
+ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out) {
+    *out = NULL;
+    int size = ea_dist_size(o->dist);
+    EA_TRY(ea__ep_check(o, size));
+    ea__ep *E = ea_calloc(1, sizeof *E);
+    if (!E) return ea_err(EA_ERR_NOMEM, "ep backend");
+    E->base.vt = &ea__ep_vt;
+    E->o = *o;
+    E->o.place = NULL;
+    E->o.experts = NULL;
+    E->d = o->dist;
+    E->rank = ea_dist_rank(o->dist);
+    E->size = size;
+    E->n_slots = o->place->n_physical;
+    E->per_rank = E->n_slots / size;
+    /* the local backend runs this rank's slots (the caller's table holds only those) */
+    ea_moe_local_opts lo = {.n_layers = o->n_layers, .hidden = o->hidden, .ff = o->ff, .n_experts = E->n_slots,
+                            .max_tokens = o->max_tokens, .max_k = o->max_k, .experts = o->experts, .kctx = o->kctx};
+    ea_status s = ea_moe_local_create(&lo, &E->local);
+    if (s == EA_OK) s = ea__ep_scratch(E, o);
+    if (s != EA_OK) {
+        ea__ep_destroy(&E->base);
+        return s;
     }
     *out = &E->base;
     return EA_OK;
@@ -292,10 +248,10 @@ void ea_ep_backend_stats(ea_moe_backend *be, ea_ep_stats *out) {
     out->rank = E->rank;
     out->size = E->size;
     out->dispatch_bytes = 0;
-    out->n_layers = E->place.n_layers;
-    out->n_slots = E->place.n_slots;
+    out->n_layers = E->o.n_layers;
+    out->n_slots = E->n_slots;
+    out->slots_per_rank = E->per_rank;
     out->slot_tokens = E->slot_tokens;
-    out->owner = E->place.owner;
 }
 
 /* ------------------------------------------------------------ rendering */
@@ -305,7 +261,7 @@ json_t *ea_ep_stats_to_json(const ea_ep_stats *s) {
     for (int l = 0; ex && l < s->n_layers; l++)
         for (int e = 0; e < s->n_slots; e++) {
             size_t i = (size_t)l * s->n_slots + e;
-            if (s->owner[i] != s->rank) continue;
+            if (e / s->slots_per_rank != s->rank) continue;
             json_array_append_new(ex, json_pack("{s:i, s:i, s:I}", "layer", l, "slot", e, "tokens",
                                                 (json_int_t)s->slot_tokens[i]));
         }
@@ -358,7 +314,7 @@ void ea_ep_stats_prometheus(const ea_ep_stats *s, ea_sbuf *t) {
     for (int l = 0; l < s->n_layers; l++)
         for (int e = 0; e < s->n_slots; e++) {
             size_t i = (size_t)l * s->n_slots + e;
-            if (s->owner[i] == r)
+            if (e / s->slots_per_rank == r)
                 ea_sbuf_printf(t, "eaas:ep_expert_tokens_total{rank=\"%d\",layer=\"%d\",slot=\"%d\"} %llu\n", r, l, e,
                        (unsigned long long)s->slot_tokens[i]);
         }

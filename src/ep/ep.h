@@ -3,10 +3,12 @@
  * (DESIGN.md section 4, seed 000).
  *
  * Every rank runs the same batch with the same attention, router and shared
- * experts, so at each MoE layer every rank holds the same x, ids and w. A
- * placement says which rank owns each physical expert slot of each layer
- * (contiguous ranges by default; any table, e.g. from EPLB, plugs in). One
- * MoE call is three steps, each its own function in ep.c:
+ * experts, so at each MoE layer every rank holds the same x, ids and w. The
+ * placement (eplb/meta.h, the one placement representation of the engine)
+ * says which rank owns each physical expert slot: slot p of every layer is on
+ * rank p / (P / ranks); ids are physical slots (logical experts under the
+ * trivial placement). One MoE call is three steps, each its own function in
+ * ep.c:
  *
  *   dispatch  the (token, slot) pairs of this rank's experts, in pair order,
  *             and how many pairs every other rank has. With attention
@@ -30,34 +32,21 @@
 #include <stdint.h>
 
 #include "ep/dist.h"
+#include "eplb/meta.h"
 #include "kernels/matmul.h"
 #include "moe/moe.h"
 
-/* Which rank owns each physical expert slot, per layer. */
-typedef struct {
-    int n_layers, n_slots, n_ranks;
-    int32_t *owner; /* owns: (n_layers, n_slots) rank of each slot */
-} ea_ep_placement;
-
-/* Slots [r*S/N, (r+1)*S/N) to rank r in every layer; S % N must be 0. */
-ea_status ea_ep_placement_contiguous(int n_layers, int n_slots, int n_ranks, ea_ep_placement *out);
-/* From an explicit table (n_layers * n_slots entries, each in [0, n_ranks)). */
-ea_status ea_ep_placement_from_table(int n_layers, int n_slots, int n_ranks, const int32_t *owner,
-                                     ea_ep_placement *out);
-void ea_ep_placement_deinit(ea_ep_placement *p);
-static inline int ea_ep_owner(const ea_ep_placement *p, int layer, int slot) {
-    return p->owner[(size_t)layer * (size_t)p->n_slots + (size_t)slot];
-}
-
 typedef struct {
     ea_dist *dist;                  /* borrows */
-    const ea_ep_placement *place;   /* copied */
+    const ea_eplb_meta *place;      /* borrows during create: one row per MoE layer, n_ranks = the world size */
     int n_layers, hidden, ff, max_tokens, max_k;
-    ea_ffn_weights *const *experts; /* borrows: [n_layers] -> n_slots entries (NULL for dense layers);
-                                       only entries this rank owns are read */
+    ea_ffn_weights *const *experts; /* borrows during create (copied): [n_layers] -> place->n_physical slots
+                                       (NULL for dense layers), this rank's filled in (model/experts.h) */
     ea_kctx *kctx;                  /* borrows */
 } ea_ep_opts;
 
+/* Its apply_placement answers EA_ERR_UNSUPPORTED: a new placement moves
+ * weights between ranks (ea_eplb_meta_move_plan), not built yet. */
 ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out);
 
 /* Per-rank statistics, for /metrics (eaas:ep_*) and GET /ep/stats. */
@@ -71,8 +60,8 @@ typedef struct {
     double comm_seconds;            /* in combine collectives, including waiting for peers */
     double compute_seconds;         /* in this rank's experts */
     int n_layers, n_slots;
+    int slots_per_rank;             /* rank r owns slots [r * slots_per_rank, (r + 1) * slots_per_rank) */
     const uint64_t *slot_tokens;    /* views the backend: (n_layers, n_slots) tokens per owned slot */
-    const int32_t *owner;           /* views the backend's placement: (n_layers, n_slots) */
 } ea_ep_stats;
 
 /* be must come from ea_ep_backend_create; the views stay valid while be lives. */

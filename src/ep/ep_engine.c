@@ -4,9 +4,11 @@
  * Bring-up order on every rank (all collective steps have the dist deadline):
  *   1. the config fingerprint (FNV-1a over the parsed config) is compared
  *      over MPI: ranks that opened different models stop here, by name
- *   2. expert: contiguous placement, ea_model_load_dense, then
- *      ea_model_load_experts(layer, own mask) for every MoE layer, so only this
- *      rank's expert pages are resident; the ep backend over those experts
+ *   2. expert: the trivial placement (eplb/meta.h: slot p = expert p, on rank
+ *      p / (E/N)), ea_model_load_dense, then ea_model_load_experts(layer, the
+ *      experts of own slots) for every MoE layer, so only this rank's expert
+ *      pages are resident; the ep backend over a table of own slots
+ *      (model/experts.h)
  *      tensor: tp.c's views and column copies, its backend and attention slice
  *   3. a barrier named "bring-up", so a rank that failed in 2 is reported by
  *      the others as "did not arrive" instead of leaving them in the first step
@@ -25,12 +27,13 @@
 #include "base/alloc.h"
 #include "base/util.h"
 #include "ep/tp.h"
+#include "model/experts.h"
 
 struct ea_ep_engine {
     ea_dist *d;        /* borrows */
     ea_par_mode mode;
     const ea_model *m; /* borrows */
-    ea_ep_placement place;
+    ea_eplb_meta place; /* owns: expert mode's placement */
     ea_moe_backend *be;   /* owns until taken */
     ea_moe_backend *be_view; /* borrows: the backend after it was taken (stats) */
     ea_tp *tp;            /* owns (tensor) */
@@ -140,28 +143,47 @@ static ea_status ea__check_same_model(ea_dist *d, const ea_model *m) {
     return EA_OK;
 }
 
+/* keep[p]: slot p is this rank's. */
+static void ea__own_slots(const ea_eplb_meta *pl, int rank, uint8_t *keep) {
+    for (int p = 0; p < pl->n_physical; p++) keep[p] = ea_eplb_meta_rank_of_slot(pl, p) == rank;
+}
+
+/* Read in the experts this rank's slots hold, layer by layer (mask: n_experts bytes of scratch). */
+static ea_status ea__load_own(ea_model *m, const ea_eplb_meta *pl, const uint8_t *keep, uint8_t *mask) {
+    const ea_model_config *c = &m->cfg;
+    EA_TRY(ea_model_load_dense(m));
+    for (int l = 0, ml = 0; l < c->n_layers; l++) {
+        if (!c->layer_is_moe[l]) continue;
+        const int32_t *p2l = pl->phy2log + (size_t)ml++ * (size_t)pl->n_physical;
+        memset(mask, 0, (size_t)c->n_experts);
+        for (int p = 0; p < pl->n_physical; p++)
+            if (keep[p]) mask[p2l[p]] = 1;
+        EA_TRY(ea_model_load_experts(m, l, mask));
+    }
+    return EA_OK;
+}
+
 static ea_status ea__setup_expert(ea_ep_engine *pe, ea_model *m, ea_kctx *kctx, int max_tokens) {
     const ea_model_config *c = &m->cfg;
-    int N = ea_dist_size(pe->d), r = ea_dist_rank(pe->d);
+    int N = ea_dist_size(pe->d), n_moe = 0;
     if (c->n_experts % N)
         return ea_err(EA_ERR_INVALID_ARG, "--parallel expert: %d routed experts do not split evenly over %d ranks",
                       c->n_experts, N);
-    EA_TRY(ea_ep_placement_contiguous(c->n_layers, c->n_experts, N, &pe->place));
-    EA_TRY(ea_model_load_dense(m));
-    uint8_t *mask = ea_malloc((size_t)c->n_experts);
-    if (!mask) return ea_err(EA_ERR_NOMEM, "expert mask");
-    ea_status s = EA_OK;
-    for (int l = 0; s == EA_OK && l < c->n_layers; l++) {
-        if (!c->layer_is_moe[l]) continue;
-        for (int e = 0; e < c->n_experts; e++) mask[e] = ea_ep_owner(&pe->place, l, e) == r;
-        s = ea_model_load_experts(m, l, mask);
-    }
-    ea_free(mask);
+    for (int l = 0; l < c->n_layers; l++) n_moe += c->layer_is_moe[l] != 0;
+    EA_TRY(ea_eplb_meta_init_trivial(&pe->place, n_moe, c->n_experts, c->n_experts, N, 1));
+    uint8_t *keep = ea_malloc((size_t)c->n_experts * 2);
+    if (!keep) return ea_err(EA_ERR_NOMEM, "expert mask");
+    ea__own_slots(&pe->place, ea_dist_rank(pe->d), keep);
+    ea_expert_table t = {0};
+    ea_status s = ea__load_own(m, &pe->place, keep, keep + c->n_experts);
+    if (s == EA_OK) s = ea_model_expert_table(m, pe->place.phy2log, pe->place.n_physical, keep, &t);
+    ea_free(keep);
     if (s != EA_OK) return s;
     ea_ep_opts o = {.dist = pe->d, .place = &pe->place, .n_layers = c->n_layers, .hidden = c->hidden_size,
                     .ff = c->moe_intermediate_size, .max_tokens = max_tokens, .max_k = c->n_experts_per_tok,
-                    .experts = (ea_ffn_weights *const *)m->experts, .kctx = kctx};
+                    .experts = (ea_ffn_weights *const *)t.layer, .kctx = kctx};
     s = ea_ep_backend_create(&o, &pe->be);
+    ea_expert_table_deinit(&t);
     pe->be_view = pe->be;
     return s;
 }
@@ -220,20 +242,22 @@ void ea_ep_engine_destroy(ea_ep_engine *pe) {
     if (!pe) return;
     ea_moe_backend_destroy(pe->be);
     ea_tp_destroy(pe->tp);
-    ea_ep_placement_deinit(&pe->place);
+    ea_eplb_meta_deinit(&pe->place);
     ea_free(pe);
 }
 
 /* ------------------------------------------------------------ reports */
 
-/* "0-3" or "0-3,8-11" for the slots of `layer` rank r owns. */
-static void ea__ranges(const ea_ep_placement *p, int layer, int r, char *buf, size_t n) {
+/* "0-3" or "0-3,8-11" for the experts rank r holds in MoE layer ml (its slots' experts, slot order). */
+static void ea__ranges(const ea_eplb_meta *p, int ml, int r, char *buf, size_t n) {
+    const int32_t *p2l = p->phy2log + (size_t)ml * (size_t)p->n_physical;
+    int per = p->n_physical / p->n_ranks, lo = r * per, hi = lo + per;
     size_t o = 0;
     buf[0] = 0;
-    for (int e = 0; e < p->n_slots && o + 24 < n; e++) {
-        if (ea_ep_owner(p, layer, e) != r || (e > 0 && ea_ep_owner(p, layer, e - 1) == r)) continue;
-        int end = e;
-        while (end + 1 < p->n_slots && ea_ep_owner(p, layer, end + 1) == r) end++;
+    for (int i = lo; i < hi && o + 24 < n; i++) {
+        int e = p2l[i], end = e;
+        if (i > lo && p2l[i - 1] == e - 1) continue;
+        for (int j = i + 1; j < hi && p2l[j] == end + 1; j++) end++;
         o += (size_t)snprintf(buf + o, n - o, "%s%d", o ? "," : "", e);
         if (end > e) o += (size_t)snprintf(buf + o, n - o, "-%d", end);
     }
@@ -242,12 +266,7 @@ static void ea__ranges(const ea_ep_placement *p, int layer, int r, char *buf, si
 void ea_ep_engine_print_plan(const ea_ep_engine *pe, FILE *f) {
     if (ea_dist_rank(pe->d) != 0) return;
     const ea_model_config *c = &pe->m->cfg;
-    int N = ea_dist_size(pe->d), n_moe = 0, first = -1;
-    for (int l = 0; l < c->n_layers; l++)
-        if (c->layer_is_moe[l]) {
-            n_moe++;
-            if (first < 0) first = l;
-        }
+    int N = ea_dist_size(pe->d), n_moe = pe->place.n_layers;
     ea_ep_mem_plan mp;
     ea_ep_engine_plan(pe, &mp);
     fprintf(f, "eaas: parallel %s over %d ranks (%s), collective deadline %.1f s\n", ea_par_mode_name(pe->mode), N,
@@ -256,11 +275,10 @@ void ea_ep_engine_print_plan(const ea_ep_engine *pe, FILE *f) {
         for (int r = 0; r < N; r++) {
             char rg[256];
             int same = 1;
-            ea__ranges(&pe->place, first, r, rg, sizeof rg);
-            for (int l = 0; l < c->n_layers; l++) {
+            ea__ranges(&pe->place, 0, r, rg, sizeof rg);
+            for (int ml = 1; ml < n_moe; ml++) {
                 char o[256];
-                if (!c->layer_is_moe[l]) continue;
-                ea__ranges(&pe->place, l, r, o, sizeof o);
+                ea__ranges(&pe->place, ml, r, o, sizeof o);
                 same &= strcmp(o, rg) == 0;
             }
             fprintf(f, "eaas:   rank %d: routed experts %s of %d %s %d MoE layers\n", r, rg, c->n_experts,

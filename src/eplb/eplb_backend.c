@@ -3,8 +3,7 @@
  *
  * State, all sized at create (a forward call and a step allocate nothing):
  *   moe_of[n_layers]      model layer -> MoE index (-1 dense); layer_of[] the inverse
- *   slots[n_moe][P]       the views the inner local backend reads for each physical
- *                         slot; stage[n_moe][P] the same, for a chunk being moved
+ *   inner                 the backend over the physical slots (any kind: moe.h)
  *   meta                  the current placement (meta.h)
  *   win, rec              window recorder (feeds the manager; always on) and dump
  *                         recorder (HTTP start/stop/dump)
@@ -15,10 +14,11 @@
  *                         progress (`active`); the other is not stepped meanwhile.
  *
  * Invariants:
- *   - slots[l][p] holds (points at the weights of) model expert meta.phy2log[l][p],
- *     for every layer at every forward step; a chunk's new views are staged and
- *     checked before any slot of the chunk changes, then the manager commits the
- *     maps of the same layers — both in end_step, on the step-loop thread.
+ *   - the inner backend's slot p of MoE layer l computes model expert
+ *     meta.phy2log[l][p], for every layer at every forward step: a chunk is
+ *     applied to the inner backend layer by layer (a failure puts the layers
+ *     already applied back), then the manager commits the maps of the same
+ *     layers — both in end_step, on the step-loop thread.
  *   - mu guards win, rec, the managers' stats, meta against readers on other
  *     threads, and the pending flags. The step loop writes meta and slots only
  *     while holding mu; it reads them in forward without mu (it is their only
@@ -35,21 +35,16 @@
 #include "base/log.h"
 #include "eplb/manager.h"
 #include "eplb/recorder.h"
-#include "moe/moe_local.h"
 
 struct ea_eplb_backend {
     ea_moe_backend base;          /* must be first: the vtable's functions cast back */
     ea_eplb_backend_opts o;       /* init_location not kept (borrowed at create only) */
     int n_moe, P;
-    ea_moe_backend *inner;        /* owns: local backend over the physical slots */
+    ea_moe_backend *inner;        /* owns: the backend over the physical slots */
     int32_t *moe_of;              /* owns [n_layers] */
     int32_t *layer_of;            /* owns [n_moe] */
-    ea_ffn_weights *slots;        /* owns [n_moe][P] views (borrowed by inner) */
-    ea_ffn_weights *stage;        /* owns [n_moe][P] */
-    int32_t *src;                 /* owns [P] move plan of one layer */
     int32_t *phys;                /* owns [max_tokens * max_k] physical ids of a call */
     ea_moe_call call;             /* the inner call in flight (ids = phys), from submit to wait */
-    ea_ffn_weights **logical;     /* owns the array [n_layers]; borrows the views (opts.experts) */
     ea_eplb_meta meta;            /* owns */
     ea_eplb_recorder win, rec;    /* own */
     ea_eplb_manager *periodic;    /* owns; NULL when interval <= 0 */
@@ -155,32 +150,27 @@ static void ea__be_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
     ea_moe_backend_stats(b->inner, json, prom);
 }
 
-/* Local weight move of a chunk: stage every layer's new views from the old slots
- * the plan names, check each against the model, then install them all. */
-static ea_status ea__move(ea_eplb_backend *b, const ea_eplb_meta *next, const int32_t *layers, int n_layers) {
-    int P = b->P;
-    for (int i = 0; i < n_layers; i++) {
+/* Switch a chunk's layers to next's placement in the inner backend, all or
+ * none: on a failure the layers already switched get their current rows back. */
+static ea_status ea__apply(ea_eplb_backend *b, const ea_eplb_meta *next, const int32_t *layers, int n_layers) {
+    size_t P = (size_t)b->P;
+    ea_status s = EA_OK;
+    int i = 0;
+    for (; i < n_layers; i++) {
         int ml = layers[i], l = b->layer_of[ml];
         if (b->fail_moves > 0) {
             b->fail_moves--;
-            return ea_err(EA_ERR_INTERNAL, "injected weight-move failure at MoE layer %d (model layer %d)", ml, l);
+            s = ea_err(EA_ERR_INTERNAL, "injected weight-move failure at MoE layer %d (model layer %d)", ml, l);
+            break;
         }
-        ea_eplb_meta_move_plan(&b->meta, next, ml, b->src);
-        const ea_ffn_weights *old = b->slots + (size_t)ml * P;
-        ea_ffn_weights *st = b->stage + (size_t)ml * P;
-        for (int p = 0; p < P; p++) {
-            int e = next->phy2log[(size_t)ml * P + p];
-            const ea_ffn_weights *want = &b->logical[l][e];
-            st[p] = old[b->src[p]];
-            if (st[p].gate.data != want->gate.data || st[p].up.data != want->up.data ||
-                st[p].down.data != want->down.data)
-                return ea_err(EA_ERR_INTERNAL, "EPLB move plan: MoE layer %d (model layer %d) slot %d should hold "
-                              "expert %d, source slot %d holds other weights", ml, l, p, e, b->src[p]);
-        }
+        if ((s = ea_moe_apply_placement(b->inner, l, next->phy2log + (size_t)ml * P, b->P)) != EA_OK) break;
     }
-    for (int i = 0; i < n_layers; i++)
-        memcpy(b->slots + (size_t)layers[i] * P, b->stage + (size_t)layers[i] * P, sizeof(ea_ffn_weights) * (size_t)P);
-    return EA_OK;
+    while (s != EA_OK && i-- > 0) { /* layers[0..i) switched; the one that failed kept its placement */
+        int ml = layers[i];
+        ea_status back = ea_moe_apply_placement(b->inner, b->layer_of[ml], b->meta.phy2log + (size_t)ml * P, b->P);
+        EA_ASSERT(back == EA_OK); /* the placement it held a moment ago */
+    }
+    return s;
 }
 
 /* Copy the reason of a new failure of manager m (the one just stepped). */
@@ -225,7 +215,7 @@ static void ea__be_end_step(ea_moe_backend *be) {
                     m == b->forced ? "requested" : "periodic", (unsigned long long)b->steps, r.balancedness_before,
                     r.balancedness_after);
         }
-        ea_status ms = ea__move(b, ea_eplb_manager_next(m), r.layers, r.n_layers);
+        ea_status ms = ea__apply(b, ea_eplb_manager_next(m), r.layers, r.n_layers);
         ea_eplb_manager_commit(m, &b->meta, ms);
         if (ms == EA_OK) b->last_switch_step = b->steps;
         if (ea__done(m) != b->active_done) b->active = NULL;
@@ -249,11 +239,7 @@ void ea_eplb_backend_destroy(ea_eplb_backend *b) {
     ea_eplb_meta_deinit(&b->meta);
     ea_free(b->moe_of);
     ea_free(b->layer_of);
-    ea_free(b->slots);
-    ea_free(b->stage);
-    ea_free(b->src);
     ea_free(b->phys);
-    ea_free(b->logical);
     pthread_mutex_destroy(&b->mu);
     ea_free(b);
 }
@@ -272,11 +258,9 @@ static const ea_moe_backend_vtable ea__be_vt = {.submit = ea__be_submit,
 ea_moe_backend *ea_eplb_backend_moe(ea_eplb_backend *b) { return b ? &b->base : NULL; }
 
 static ea_status ea__check_opts(const ea_eplb_backend_opts *o) {
-    if (o->n_layers <= 0 || o->n_logical <= 0 || o->hidden <= 0 || o->ff <= 0 || o->max_tokens <= 0 ||
-        o->max_k <= 0 || !o->experts || !o->kctx)
-        return ea_err(EA_ERR_INVALID_ARG, "EPLB backend: model shape (layers %d, experts %d, hidden %d, ff %d, "
-                      "max tokens %d, k %d) and expert weights are required", o->n_layers, o->n_logical, o->hidden,
-                      o->ff, o->max_tokens, o->max_k);
+    if (o->n_layers <= 0 || o->n_logical <= 0 || o->max_tokens <= 0 || o->max_k <= 0 || !o->layer_is_moe)
+        return ea_err(EA_ERR_INVALID_ARG, "EPLB backend: model shape (layers %d, experts %d, max tokens %d, k %d) "
+                      "and its MoE layers are required", o->n_layers, o->n_logical, o->max_tokens, o->max_k);
     if (o->n_redundant < 0 || o->n_redundant > EA_EPLB_MAX_REDUNDANT)
         return ea_err(EA_ERR_INVALID_ARG, "--eplb-redundant %d: must be in 0..%d", o->n_redundant,
                       EA_EPLB_MAX_REDUNDANT);
@@ -293,104 +277,102 @@ static ea_status ea__check_opts(const ea_eplb_backend_opts *o) {
     return EA_OK;
 }
 
-static ea_status ea__init_placement(ea_eplb_backend *b, const ea_eplb_backend_opts *o) {
-    int E = o->n_logical;
+static int ea__n_moe(const ea_eplb_backend_opts *o) {
+    int n = 0;
+    for (int l = 0; l < o->n_layers; l++) n += o->layer_is_moe[l] != 0;
+    return n;
+}
+
+ea_status ea_eplb_initial_placement(const ea_eplb_backend_opts *o, ea_eplb_meta *out) {
+    memset(out, 0, sizeof *out);
+    EA_TRY(ea__check_opts(o));
+    int E = o->n_logical, n_moe = ea__n_moe(o);
+    if (n_moe == 0) return ea_err(EA_ERR_INVALID_ARG, "EPLB: the model has no MoE layer");
     if (!o->init_location) {
         int P = E + o->n_redundant;
         if (P % o->n_ranks)
             return ea_err(EA_ERR_INVALID_ARG, "EPLB: %d physical slots (%d experts + %d redundant) are not a "
                           "multiple of %d ranks", P, E, o->n_redundant, o->n_ranks);
-        return ea_eplb_meta_init_trivial(&b->meta, b->n_moe, E, P, o->n_ranks, o->n_nodes);
+        return ea_eplb_meta_init_trivial(out, n_moe, E, P, o->n_ranks, o->n_nodes);
     }
-    EA_TRY(ea_eplb_meta_init_from_file(&b->meta, o->init_location, o->n_ranks, o->n_nodes));
-    const ea_eplb_meta *m = &b->meta;
-    if (m->n_layers != b->n_moe || m->n_logical != E)
-        return ea_err(EA_ERR_INVALID_ARG, "--init-expert-location %s: placement has %d layers x %d experts, the "
-                      "model has %d MoE layers x %d experts", o->init_location, m->n_layers, m->n_logical, b->n_moe, E);
-    if (o->n_redundant > 0 && m->n_physical != E + o->n_redundant)
-        return ea_err(EA_ERR_INVALID_ARG, "--init-expert-location %s: placement has %d physical slots, "
-                      "--eplb-redundant %d asks for %d", o->init_location, m->n_physical, o->n_redundant,
-                      E + o->n_redundant);
+    EA_TRY(ea_eplb_meta_init_from_file(out, o->init_location, o->n_ranks, o->n_nodes));
+    ea_status s = EA_OK;
+    if (out->n_layers != n_moe || out->n_logical != E)
+        s = ea_err(EA_ERR_INVALID_ARG, "--init-expert-location %s: placement has %d layers x %d experts, the "
+                   "model has %d MoE layers x %d experts", o->init_location, out->n_layers, out->n_logical, n_moe, E);
+    else if (o->n_redundant > 0 && out->n_physical != E + o->n_redundant)
+        s = ea_err(EA_ERR_INVALID_ARG, "--init-expert-location %s: placement has %d physical slots, "
+                   "--eplb-redundant %d asks for %d", o->init_location, out->n_physical, o->n_redundant,
+                   E + o->n_redundant);
+    if (s != EA_OK) ea_eplb_meta_deinit(out);
+    return s;
+}
+
+/* moe_of / layer_of from the model's MoE layers; the placement has one row per MoE layer. */
+static ea_status ea__layers(ea_eplb_backend *b, const ea_eplb_backend_opts *o) {
+    int L = o->n_layers;
+    b->moe_of = ea_malloc(sizeof(int32_t) * (size_t)L);
+    b->layer_of = ea_malloc(sizeof(int32_t) * (size_t)L);
+    if (!b->moe_of || !b->layer_of) return ea_err(EA_ERR_NOMEM, "EPLB backend");
+    for (int l = 0; l < L; l++) {
+        b->moe_of[l] = o->layer_is_moe[l] ? b->n_moe : -1;
+        if (o->layer_is_moe[l]) b->layer_of[b->n_moe++] = l;
+    }
+    if (b->n_moe != b->meta.n_layers || b->meta.n_logical != o->n_logical)
+        return ea_err(EA_ERR_INVALID_ARG, "EPLB: placement of %d layers x %d experts for %d MoE layers x %d experts",
+                      b->meta.n_layers, b->meta.n_logical, b->n_moe, o->n_logical);
     return EA_OK;
 }
 
-ea_status ea_eplb_backend_create(const ea_eplb_backend_opts *o, ea_eplb_backend **out) {
-    *out = NULL;
-    EA_TRY(ea__check_opts(o));
-    ea_eplb_backend *b = ea_calloc(1, sizeof *b);
-    if (!b) return ea_err(EA_ERR_NOMEM, "EPLB backend");
-    pthread_mutex_init(&b->mu, NULL);
-    b->base.vt = &ea__be_vt;
-    b->o = *o;
-    b->o.init_location = NULL;
-    b->last_before = b->last_after = -1.0;
-    ea_status s = EA_OK;
-    int L = o->n_layers, E = o->n_logical;
-    b->moe_of = ea_malloc(sizeof(int32_t) * (size_t)L);
-    b->layer_of = ea_malloc(sizeof(int32_t) * (size_t)L);
-    b->logical = ea_malloc(sizeof *b->logical * (size_t)L);
-    if (!b->moe_of || !b->layer_of || !b->logical) {
-        s = ea_err(EA_ERR_NOMEM, "EPLB backend");
-        goto fail;
-    }
-    for (int l = 0; l < L; l++) {
-        b->logical[l] = o->experts[l];
-        b->moe_of[l] = o->experts[l] ? b->n_moe : -1;
-        if (o->experts[l]) b->layer_of[b->n_moe++] = l;
-    }
-    if (b->n_moe == 0) {
-        s = ea_err(EA_ERR_INVALID_ARG, "EPLB: the model has no MoE layer");
-        goto fail;
-    }
-    if ((s = ea__init_placement(b, o)) != EA_OK) goto fail;
-    int P = b->P = b->meta.n_physical;
-    size_t nk = (size_t)o->max_tokens * (size_t)o->max_k;
-    b->slots = ea_malloc(sizeof(ea_ffn_weights) * (size_t)b->n_moe * (size_t)P);
-    b->stage = ea_malloc(sizeof(ea_ffn_weights) * (size_t)b->n_moe * (size_t)P);
-    b->src = ea_malloc(sizeof(int32_t) * (size_t)P);
-    b->phys = ea_malloc(sizeof(int32_t) * nk);
-    if (!b->slots || !b->stage || !b->src || !b->phys) {
-        s = ea_err(EA_ERR_NOMEM, "EPLB backend: %d x %d slots", b->n_moe, P);
-        goto fail;
-    }
-    for (int ml = 0; ml < b->n_moe; ml++)
-        for (int p = 0; p < P; p++)
-            b->slots[(size_t)ml * P + p] = b->logical[b->layer_of[ml]][b->meta.phy2log[(size_t)ml * P + p]];
-
-    /* the inner backend sees physical slots: experts[l] = slots of l's MoE index */
-    ea_ffn_weights **per_layer = ea_calloc((size_t)L, sizeof *per_layer);
-    if (!per_layer) {
-        s = ea_err(EA_ERR_NOMEM, "EPLB backend");
-        goto fail;
-    }
-    for (int l = 0; l < L; l++) per_layer[l] = b->moe_of[l] >= 0 ? b->slots + (size_t)b->moe_of[l] * P : NULL;
-    ea_moe_local_opts lo = {.n_layers = L, .hidden = o->hidden, .ff = o->ff, .n_experts = P,
-                            .max_tokens = o->max_tokens, .max_k = o->max_k,
-                            .experts = (ea_ffn_weights *const *)per_layer, .kctx = o->kctx};
-    s = ea_moe_local_create(&lo, &b->inner);
-    ea_free(per_layer);
-    if (s != EA_OK) goto fail;
-
-    if ((s = ea_eplb_recorder_init(&b->win, b->n_moe, E, o->window)) != EA_OK) goto fail;
-    if ((s = ea_eplb_recorder_init(&b->rec, b->n_moe, E, o->record_window > 0 ? o->record_window : o->window)) != EA_OK)
-        goto fail;
+/* The window recorder (always on) and the dump recorder, and the two managers. */
+static ea_status ea__manage(ea_eplb_backend *b, const ea_eplb_backend_opts *o) {
+    int E = o->n_logical;
+    EA_TRY(ea_eplb_recorder_init(&b->win, b->n_moe, E, o->window));
+    EA_TRY(ea_eplb_recorder_init(&b->rec, b->n_moe, E, o->record_window > 0 ? o->record_window : o->window));
     ea_eplb_recorder_start(&b->win);
     if (o->record) ea_eplb_recorder_start(&b->rec);
     ea_eplb_manager_cfg mc = {.interval = o->interval > 0 ? o->interval : 1, .layers_per_step = o->layers_per_step,
                               .min_balancedness = o->min_balancedness, .algo = o->algo,
                               .n_groups = o->n_groups > 1 ? o->n_groups : 1};
-    if (o->interval > 0 && (s = ea_eplb_manager_create(&mc, &b->meta, &b->periodic)) != EA_OK) goto fail;
+    if (o->interval > 0) EA_TRY(ea_eplb_manager_create(&mc, &b->meta, &b->periodic));
     mc.interval = 1;
     mc.min_balancedness = 2.0; /* above any balancedness: a request always plans */
-    if ((s = ea_eplb_manager_create(&mc, &b->meta, &b->forced)) != EA_OK) goto fail;
+    return ea_eplb_manager_create(&mc, &b->meta, &b->forced);
+}
+
+ea_status ea_eplb_backend_create(const ea_eplb_backend_opts *o, ea_eplb_meta *place, ea_moe_backend *inner,
+                                 ea_eplb_backend **out) {
+    *out = NULL;
+    ea_eplb_backend *b = ea_calloc(1, sizeof *b);
+    if (!b) {
+        ea_moe_backend_destroy(inner);
+        ea_eplb_meta_deinit(place);
+        return ea_err(EA_ERR_NOMEM, "EPLB backend");
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    b->base.vt = &ea__be_vt;
+    b->inner = inner;
+    b->meta = *place;
+    memset(place, 0, sizeof *place);
+    b->o = *o;
+    b->o.init_location = NULL;
+    b->o.layer_is_moe = NULL;
+    b->last_before = b->last_after = -1.0;
+    int P = b->P = b->meta.n_physical;
+    ea_status s = ea__check_opts(o);
+    if (s == EA_OK) s = ea__layers(b, o);
+    if (s == EA_OK && !(b->phys = ea_malloc(sizeof(int32_t) * (size_t)o->max_tokens * (size_t)o->max_k)))
+        s = ea_err(EA_ERR_NOMEM, "EPLB backend");
+    if (s == EA_OK) s = ea__manage(b, o);
+    if (s != EA_OK) {
+        ea_eplb_backend_destroy(b);
+        return s;
+    }
     EA_LOGD("eplb: %d MoE layers, %d experts, %d slots over %d ranks / %d nodes, %s placement, window %d, interval %d",
-            b->n_moe, E, P, o->n_ranks, o->n_nodes, o->init_location ? o->init_location : "trivial", o->window,
-            o->interval);
+            b->n_moe, o->n_logical, P, o->n_ranks, o->n_nodes, o->init_location ? o->init_location : "trivial",
+            o->window, o->interval);
     *out = b;
     return EA_OK;
-fail:
-    ea_eplb_backend_destroy(b);
-    return s;
 }
 
 /* ---------------------------------------------------------------- control */

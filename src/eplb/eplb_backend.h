@@ -14,23 +14,23 @@
  *   after all layers: end_step -> recorders end_step
  *                              -> manager step (every N steps: score the window,
  *                                 plan a new placement if below the threshold)
- *                              -> move the weights of this step's layer chunk,
- *                                 commit (version[l]++), or keep the old placement
+ *                              -> inner apply_placement for this step's layer
+ *                                 chunk, commit (version[l]++), or keep the old placement
  *
  * Layers: EPLB indexes MoE layers only (dense leading layers of DeepSeek are
  * skipped), so the recorder dump, the placement files and --init-expert-location
  * have L = number of MoE layers, in model order.
  *
- * The local case. The inner backend is `local` (moe_local.h) created with one
- * ea_ffn_weights entry per PHYSICAL slot: slot p of layer l is a view of the
- * model's expert phy2log[l][p]; replicas are views of the same weights. That is
- * equivalent to a copy here because a replica computes the same function (same
- * bytes, same kernel), and in one process a copy would only cost memory. With EP
- * or expert servers the same plan (ea_eplb_meta_move_plan) copies the bytes to
- * the rank / server that owns the slot; the owner of slot p is rank
- * p / (P / ranks). Moving weights locally = rewriting the slot views of a layer
- * from the old slots the plan names (checked against the model's expert
- * pointers; a mismatch fails the move and the old placement is kept).
+ * The inner backend. The wrapper calls any backend with PHYSICAL slot ids:
+ * it is created holding the initial placement's slots (the engine builds it
+ * from ea_eplb_initial_placement's phy2log, model/experts.h), and a layer
+ * switch is ea_moe_apply_placement(inner, layer, next phy2log row) — local:
+ * the slots' weight views are rebound (a replica computes the same function
+ * from the same bytes, so in one process a view is as good as a copy); EP:
+ * moving weights between ranks (ea_eplb_meta_move_plan says from where) is
+ * not built yet, so a switch fails and the old placement is kept; remote:
+ * expert servers will load the replicas. A chunk switches all its layers or
+ * none: on a failure the layers already switched are put back.
  *
  * Ranks. The placement spreads P slots over `n_ranks` ranks so balancedness
  * means something even in one process. `rank` is the rank whose dispatch row
@@ -59,17 +59,14 @@
 
 #include "eplb/eplb.h"
 #include "eplb/meta.h"
-#include "kernels/matmul.h"
 #include "moe/moe.h"
 
 typedef struct {
-    /* the model's routed experts (as for ea_moe_local_opts, n_logical per MoE layer) */
+    /* the model's routed experts */
     int n_layers;                   /* model layers (the forward pass's layer ids) */
-    int hidden, ff;                 /* expert FFN shape */
+    const uint8_t *layer_is_moe;    /* borrows during create: [n_layers] 1 for a layer with routed experts */
     int n_logical;                  /* E: experts the router chooses among */
     int max_tokens, max_k;          /* largest call */
-    ea_ffn_weights *const *experts; /* borrows: [n_layers] -> [n_logical] views; NULL for dense layers */
-    ea_kctx *kctx;                  /* borrows */
 
     /* placement */
     int n_redundant;       /* R >= 0 redundant slots: P = E + R (with init_location: must match the file or be 0) */
@@ -95,8 +92,15 @@ void ea_eplb_backend_opts_default(ea_eplb_backend_opts *o);
 
 typedef struct ea_eplb_backend ea_eplb_backend;
 
-/* Creates the inner local backend over the physical slots. */
-ea_status ea_eplb_backend_create(const ea_eplb_backend_opts *o, ea_eplb_backend **out);
+/* The placement EPLB starts from: init_location's (checked against the
+ * model's MoE layers, experts and n_redundant), else the trivial one of
+ * E + n_redundant slots. OUT: *out (init; ea_eplb_meta_deinit, or pass it on). */
+ea_status ea_eplb_initial_placement(const ea_eplb_backend_opts *o, ea_eplb_meta *out);
+/* Wraps inner, which holds *place's physical slots as *place says. Takes
+ * ownership of inner and of *place's arrays (moved out: *place is zeroed),
+ * on failure too. */
+ea_status ea_eplb_backend_create(const ea_eplb_backend_opts *o, ea_eplb_meta *place, ea_moe_backend *inner,
+                                 ea_eplb_backend **out);
 /* The wrapper as a moe backend; destroying that destroys the wrapper and its inner backend. */
 ea_moe_backend *ea_eplb_backend_moe(ea_eplb_backend *b);
 void ea_eplb_backend_destroy(ea_eplb_backend *b);

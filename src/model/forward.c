@@ -26,7 +26,6 @@
 #include "base/log.h"
 #include "kernels/attn.h"
 #include "kernels/ops.h"
-#include "moe/moe_local.h"
 #include "moe/router.h"
 #include "model/forward_impl.h"
 
@@ -521,16 +520,3 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
 }
 
 const ea_moe_outcome *ea_forward_outcome(const ea_forward *f) { return &f->outcome; }
-
-ea_status ea_forward_local_backend(const ea_model *m, ea_kctx *kctx, int max_tokens, ea_moe_backend **out) {
-    const ea_model_config *c = &m->cfg;
-    ea_moe_local_opts o = {.n_layers = c->n_layers,
-                           .hidden = c->hidden_size,
-                           .ff = c->moe_intermediate_size,
-                           .n_experts = c->n_experts,
-                           .max_tokens = max_tokens,
-                           .max_k = c->n_experts_per_tok,
-                           .experts = (ea_ffn_weights *const *)m->experts,
-                           .kctx = kctx};
-    return ea_moe_local_create(&o, out);
-}

@@ -1,6 +1,7 @@
 /*
  * moe.c — the backend seam's shared calls (see moe.h): per-token outcomes,
- * submit+wait, and the chain-wide end_step, health and statistics.
+ * submit+wait, placement switches, the chain-wide end_step, health and
+ * statistics, and the slot binding every expert table is made with.
  */
 #include "moe/moe.h"
 
@@ -36,6 +37,18 @@ ea_status ea_moe_outcome_fail(ea_moe_outcome *o, int t, int layer, int expert, i
 ea_status ea_moe_forward(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
     EA_TRY(be->vt->submit(be, c));
     return be->vt->wait(be, c, out);
+}
+
+ea_status ea_moe_apply_placement(ea_moe_backend *be, int layer, const int32_t *physical_to_logical, int n_physical) {
+    if (!be->vt->apply_placement)
+        return ea_err(EA_ERR_UNSUPPORTED, "the %s MoE backend cannot change its expert placement", be->vt->name);
+    return be->vt->apply_placement(be, layer, physical_to_logical, n_physical);
+}
+
+void ea_ffn_bind_slots(ea_ffn_weights *slot, const ea_ffn_weights *logical, const int32_t *p2l, const uint8_t *keep,
+                       int n) {
+    for (int p = 0; p < n; p++)
+        slot[p] = keep && !keep[p] ? (ea_ffn_weights){0} : logical[p2l ? p2l[p] : p];
 }
 
 void ea_moe_end_step(ea_moe_backend *be) {

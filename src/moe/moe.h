@@ -29,6 +29,10 @@
  *   end_step()          after a forward step's last layer: statistics, and
  *                       EPLB's rebalancing — which may MOVE EXPERT WEIGHTS, so
  *                       callers make it visible (ea_moe_end_step)
+ *   apply_placement(l, physical_to_logical, P)
+ *                       from now on physical slot p of layer l computes logical
+ *                       expert physical_to_logical[p] (EPLB's wrapper calls it
+ *                       between forward steps; ea_moe_apply_placement)
  *   health(why)         ok / degraded (some experts cannot run) / failed
  *   stats(json, prom)   this backend's statistics, then its inner backend's
  *
@@ -68,6 +72,13 @@
 typedef struct {
     ea_tensor gate, up, down;
 } ea_ffn_weights;
+
+/* Bind n physical slots of one layer to the experts they hold:
+ * slot[p] = logical[p2l[p]] (p2l NULL: logical[p]); with keep, a slot whose
+ * keep[p] is 0 is left empty (gate.data NULL: not held by this process).
+ * The caller has checked every p2l[p] against the number of logical experts. */
+void ea_ffn_bind_slots(ea_ffn_weights *slot, const ea_ffn_weights *logical, const int32_t *p2l, const uint8_t *keep,
+                       int n);
 
 typedef struct ea_moe_backend ea_moe_backend;
 
@@ -128,6 +139,11 @@ typedef struct {
      * Prometheus text to prom (if not NULL); wrappers then ask the inner
      * backend. May be NULL: no statistics. */
     void (*stats)(ea_moe_backend *be, json_t *json, ea_sbuf *prom);
+    /* Model layer `layer`'s physical slot p now holds logical expert
+     * physical_to_logical[p], p < n_physical (the backend's slots per layer).
+     * Step-loop thread, between forward steps. On error the layer keeps its
+     * old placement. May be NULL: the placement is fixed (EA_ERR_UNSUPPORTED). */
+    ea_status (*apply_placement)(ea_moe_backend *be, int layer, const int32_t *physical_to_logical, int n_physical);
     void (*destroy)(ea_moe_backend *be);
     const char *name;
     ea_moe_fail_kind fails;
@@ -151,6 +167,10 @@ static inline ea_status ea_moe_backend_forward(ea_moe_backend *be, int layer, co
 /* End of a forward step: statistics; under EPLB this is where a rebalance
  * moves expert weights between slots (or ranks, or servers). */
 void ea_moe_end_step(ea_moe_backend *be);
+
+/* Switch layer `layer` of be to a placement (see the vtable's apply_placement);
+ * EA_ERR_UNSUPPORTED naming the backend when it cannot. */
+ea_status ea_moe_apply_placement(ea_moe_backend *be, int layer, const int32_t *physical_to_logical, int n_physical);
 
 /* The chain's health: the worst state of every backend in it, with its reason. */
 ea_moe_health ea_moe_backend_health(ea_moe_backend *be, char *why, size_t n);

@@ -25,7 +25,8 @@
 typedef struct {
     ea_moe_backend base;
     ea_moe_local_opts o;
-    ea_ffn_weights **experts; /* owns the array (copied from opts); borrows the weights */
+    ea_ffn_weights **experts; /* owns: [n_layers] -> rows of `slots`, NULL for dense layers */
+    ea_ffn_weights *slots;    /* owns: [n_layers][n_experts] views (copied from opts); borrows the weights */
     int32_t *count;  /* (n_experts + 1) */
     int32_t *order;  /* (P) pair indices sorted by expert */
     int32_t *at;     /* (P) place of each pair in order */
@@ -156,10 +157,29 @@ ea_status ea_moe_run_pairs(ea_moe_backend *be, int layer, const float *x, int n_
     return ea__run_pairs(L, layer, x, n_pairs, pair_row, pair_expert, out);
 }
 
+/* Rebind one layer's slots to the logical experts they now hold; checked before any slot changes. */
+static ea_status ea__local_apply(ea_moe_backend *be, int layer, const int32_t *p2l, int n) {
+    ea__local *L = (ea__local *)be;
+    const ea_moe_local_opts *o = &L->o;
+    if (!o->logical) return ea_err(EA_ERR_UNSUPPORTED, "local MoE backend: created without a placement to change");
+    if (layer < 0 || layer >= o->n_layers || !L->experts[layer] || !o->logical[layer])
+        return ea_err(EA_ERR_INVALID_ARG, "local MoE backend: layer %d has no experts", layer);
+    if (n != o->n_experts)
+        return ea_err(EA_ERR_INVALID_ARG, "local MoE backend: placement of %d slots, layer %d has %d", n, layer,
+                      o->n_experts);
+    for (int p = 0; p < n; p++)
+        if (p2l[p] < 0 || p2l[p] >= o->n_logical)
+            return ea_err(EA_ERR_RANGE, "local MoE backend: layer %d slot %d: expert %d not in [0, %d)", layer, p,
+                          p2l[p], o->n_logical);
+    ea_ffn_bind_slots(L->experts[layer], o->logical[layer], p2l, NULL, n);
+    return EA_OK;
+}
+
 static void ea__local_destroy(ea_moe_backend *be) {
     ea__local *L = (ea__local *)be;
     if (!L) return;
     ea_free(L->experts);
+    ea_free(L->slots);
     ea_free(L->mm);
     ea_free(L->count);
     ea_free(L->order);
@@ -173,8 +193,25 @@ static void ea__local_destroy(ea_moe_backend *be) {
     ea_free(L);
 }
 
-static const ea_moe_backend_vtable ea__local_vt = {
-    .submit = ea__local_submit, .wait = ea__local_wait, .destroy = ea__local_destroy, .name = "local"};
+static const ea_moe_backend_vtable ea__local_vt = {.submit = ea__local_submit,
+                                                   .wait = ea__local_wait,
+                                                   .apply_placement = ea__local_apply,
+                                                   .destroy = ea__local_destroy,
+                                                   .name = "local"};
+
+/* The backend's own copy of the slot table. */
+static ea_status ea__copy_table(ea__local *L, const ea_moe_local_opts *o) {
+    size_t S = (size_t)o->n_experts;
+    L->experts = ea_calloc((size_t)o->n_layers, sizeof *L->experts);
+    L->slots = ea_calloc((size_t)o->n_layers * S, sizeof *L->slots);
+    if (!L->experts || !L->slots) return ea_err(EA_ERR_NOMEM, "moe local backend: %d x %zu slots", o->n_layers, S);
+    for (int l = 0; l < o->n_layers; l++) {
+        if (!o->experts[l]) continue;
+        L->experts[l] = L->slots + (size_t)l * S;
+        memcpy(L->experts[l], o->experts[l], sizeof *L->slots * S);
+    }
+    return EA_OK;
+}
 
 ea_status ea_moe_local_create(const ea_moe_local_opts *o, ea_moe_backend **out) {
     *out = NULL;
@@ -183,8 +220,12 @@ ea_status ea_moe_local_create(const ea_moe_local_opts *o, ea_moe_backend **out) 
     L->base.vt = &ea__local_vt;
     L->o = *o;
     size_t P = (size_t)o->max_tokens * (size_t)o->max_k;
-    L->experts = ea_calloc((size_t)o->n_layers, sizeof *L->experts);
-    if (L->experts) memcpy(L->experts, o->experts, sizeof *L->experts * (size_t)o->n_layers);
+    ea_status s = ea__copy_table(L, o);
+    L->o.experts = NULL; /* borrowed during create only */
+    if (s != EA_OK) {
+        ea__local_destroy(&L->base);
+        return s;
+    }
     L->count = ea_calloc((size_t)o->n_experts + 1, sizeof(int32_t));
     L->order = ea_calloc(P, sizeof(int32_t));
     L->pe = ea_calloc(P, sizeof(int32_t));
@@ -195,7 +236,7 @@ ea_status ea_moe_local_create(const ea_moe_local_opts *o, ea_moe_backend **out) 
     L->yo = ea_aligned_alloc(64, P * (size_t)o->hidden * sizeof(float));
     L->mm = ea_calloc(2 * (size_t)o->n_experts, sizeof(ea_k_mm));
     L->at = ea_calloc(P, sizeof(int32_t));
-    if (!L->mm || !L->experts || !L->count || !L->order || !L->pe || !L->prow || !L->xg || !L->g || !L->u || !L->yo || !L->at) {
+    if (!L->mm || !L->count || !L->order || !L->pe || !L->prow || !L->xg || !L->g || !L->u || !L->yo || !L->at) {
         ea__local_destroy(&L->base);
         return ea_err(EA_ERR_NOMEM, "moe local backend scratch (%zu pairs)", P);
     }

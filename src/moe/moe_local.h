@@ -8,6 +8,11 @@
  * order (moe.h's contract). Experts are looked up by the id the caller
  * passes, so with EPLB the ids are physical slots and `experts[layer]` holds
  * one entry per physical slot (replicas point at the same weights).
+ *
+ * The backend keeps its own copy of the slot table (views; the weights stay
+ * the model's). apply_placement rebinds a layer's slots to `logical[layer]`'s
+ * views: in one process a replica computes the same function from the same
+ * bytes, so moving an expert to a slot is pointing the slot at its weights.
  */
 #ifndef EA_MOE_LOCAL_H
 #define EA_MOE_LOCAL_H
@@ -19,11 +24,14 @@ typedef struct {
     int n_layers;
     int hidden;
     int ff;                        /* expert FFN width */
-    int n_experts;                 /* entries per layer in experts[] */
+    int n_experts;                 /* physical slots: entries per layer in experts[] */
     int max_tokens;                /* largest n_tokens per call */
     int max_k;
-    ea_ffn_weights *const *experts; /* borrows: [n_layers] -> array of n_experts, NULL for dense layers;
-                                       an entry whose gate.data is NULL is not held here */
+    ea_ffn_weights *const *experts; /* borrows during create (copied): [n_layers] -> array of n_experts, NULL for
+                                       dense layers; an entry whose gate.data is NULL is not held here */
+    ea_ffn_weights *const *logical; /* borrows for the backend's life: [n_layers] -> n_logical views that
+                                       apply_placement binds slots to; NULL: the placement is fixed */
+    int n_logical;
     ea_kctx *kctx;                 /* borrows */
 } ea_moe_local_opts;
 

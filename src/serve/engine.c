@@ -5,14 +5,13 @@
  */
 #include "serve/engine.h"
 
-#include "eaas/client.h"
-
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
 #include "eaas/client.h"
 #include "eplb/eplb_backend.h"
+#include "model/experts.h"
 
 void ea_engine_destroy(ea_engine *e) {
     if (!e) return;
@@ -29,7 +28,7 @@ void ea_engine_destroy(ea_engine *e) {
 }
 
 /* test_router_bias: each MoE layer's router_bias becomes (model's bias or 0) + the test bias */
-static ea_status ea__test_router_bias(ea_engine *e) {
+static ea_status apply_test_router_bias(ea_engine *e) {
     const float *tb = e->o.test_router_bias;
     if (!tb) return EA_OK;
     const ea_model_config *c = &e->m->cfg;
@@ -52,35 +51,108 @@ static ea_status ea__test_router_bias(ea_engine *e) {
     return EA_OK;
 }
 
-static ea_status ea__eplb_backend(ea_engine *e) {
+/* The engine's EPLB options (zero = default) as the wrapper's. */
+static ea_status eplb_opts(const ea_engine *e, ea_eplb_backend_opts *o) {
     const ea_model_config *c = &e->m->cfg;
-    const ea_engine_opts *eo = &e->o;
-    ea_eplb_backend_opts o;
-    ea_eplb_backend_opts_default(&o);
-    o.n_layers = c->n_layers;
-    o.hidden = c->hidden_size;
-    o.ff = c->moe_intermediate_size;
-    o.n_logical = c->n_experts;
-    o.max_tokens = eo->max_tokens;
-    o.max_k = c->n_experts_per_tok;
-    o.experts = (ea_ffn_weights *const *)e->m->experts;
-    o.kctx = e->kctx;
-    o.n_redundant = eo->eplb_redundant;
-    if (eo->eplb_ranks > 0) o.n_ranks = eo->eplb_ranks;
-    if (eo->eplb_nodes > 0) o.n_nodes = eo->eplb_nodes;
-    o.n_groups = c->n_group > 1 ? c->n_group : 1;
-    o.rank = eo->eplb_rank;
-    o.init_location = eo->init_expert_location;
-    if (eo->eplb_window > 0) o.window = eo->eplb_window;
-    if (eo->eplb_interval != 0) o.interval = eo->eplb_interval > 0 ? eo->eplb_interval : 0;
-    if (eo->eplb_min_balancedness > 0) o.min_balancedness = eo->eplb_min_balancedness;
-    o.layers_per_step = eo->eplb_layers_per_step;
-    o.record = eo->eplb_record;
-    o.record_window = eo->eplb_record_window;
-    ea_status s = eo->eplb_algorithm ? ea_eplb_algo_parse(eo->eplb_algorithm, &o.algo) : EA_OK;
-    if (s == EA_OK) s = ea_eplb_backend_create(&o, &e->eplb);
-    if (s != EA_OK) return s;
-    e->be = ea_eplb_backend_moe(e->eplb);
+    const ea_engine_eplb_opts *eo = &e->o.eplb;
+    ea_eplb_backend_opts_default(o);
+    o->n_layers = c->n_layers;
+    o->layer_is_moe = c->layer_is_moe;
+    o->n_logical = c->n_experts;
+    o->max_tokens = e->o.max_tokens;
+    o->max_k = c->n_experts_per_tok;
+    o->n_redundant = eo->redundant;
+    if (eo->ranks > 0) o->n_ranks = eo->ranks;
+    if (eo->nodes > 0) o->n_nodes = eo->nodes;
+    o->n_groups = c->n_group > 1 ? c->n_group : 1;
+    o->rank = eo->rank;
+    o->init_location = eo->init_expert_location;
+    if (eo->window > 0) o->window = eo->window;
+    if (eo->interval != 0) o->interval = eo->interval > 0 ? eo->interval : 0;
+    if (eo->min_balancedness > 0) o->min_balancedness = eo->min_balancedness;
+    o->layers_per_step = eo->layers_per_step;
+    o->record = eo->record;
+    o->record_window = eo->record_window;
+    return eo->algorithm ? ea_eplb_algo_parse(eo->algorithm, &o->algo) : EA_OK;
+}
+
+/* Local and remote: read now, layer by layer (into huge-page memory, see
+ * model.c), every weight this process computes with — the routed experts too
+ * when they are local — and say how far it got. ep and tp read only each
+ * rank's share, in ea_ep_engine_setup, rank 0 included. Before the test
+ * router bias replaces the router_bias views (the fingerprint hashes what is
+ * loaded). */
+static ea_status load_here(ea_engine *e) {
+    const ea_model_config *c = &e->m->cfg;
+    int experts = e->o.moe.kind == EA_BACKEND_LOCAL;
+    EA_TRY(ea_model_load_dense(e->m));
+    if (e->o.progress) e->o.progress(e->o.progress_ctx, 0.0);
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->layer_is_moe[l] && experts) EA_TRY(ea_model_load_experts(e->m, l, NULL));
+        if (e->o.progress) e->o.progress(e->o.progress_ctx, (double)(l + 1) / c->n_layers);
+    }
+    return EA_OK;
+}
+
+/* ep, tp: this rank's share is read in and its backend built (ep/ep_engine.c), rank 0 included. */
+static ea_status parallel_backend(ea_engine *e, ea_dist *dist, ea_par_mode mode, ea_moe_backend **out) {
+    const ea_engine_opts *o = &e->o;
+    if (o->progress) o->progress(o->progress_ctx, 0.0);
+    EA_TRY(ea_ep_engine_setup(dist, mode, e->m, e->kctx, o->max_tokens, &e->par));
+    if (o->progress) o->progress(o->progress_ctx, 1.0);
+    *out = ea_ep_engine_take_backend(e->par);
+    ea_ep_engine_print_plan(e->par, stderr);
+    return EA_OK;
+}
+
+/* remote: expert servers found through the monitor (eaas/client.h); this process holds no expert. */
+static ea_status remote_backend(ea_engine *e, ea_moe_backend **out) {
+    const ea_model_config *c = &e->m->cfg;
+    ea_eaas_client_opts co = {.monitor = e->o.moe.remote.monitor, .arch = ea_arch_names[c->arch],
+                              .n_layers = c->n_layers, .n_experts = c->n_experts, .hidden = c->hidden_size,
+                              .max_tokens = e->o.max_tokens, .max_k = c->n_experts_per_tok,
+                              .timeout_s = e->o.moe.remote.timeout_s};
+    return ea_eaas_client_create(&co, out);
+}
+
+/* The inner backend by kind; place: EPLB's initial placement, whose slots it
+ * holds (NULL without EPLB: one slot per expert). */
+static ea_status inner_backend(ea_engine *e, const ea_eplb_meta *place, ea_moe_backend **out) {
+    const ea_engine_moe_opts *mo = &e->o.moe;
+    switch (mo->kind) {
+    case EA_BACKEND_LOCAL: /* the weights were read in by load_here */
+        return ea_model_local_backend(e->m, e->kctx, e->o.max_tokens, place ? place->phy2log : NULL,
+                                      place ? place->n_physical : 0, out);
+    case EA_BACKEND_EP: return parallel_backend(e, mo->ep.dist, EA_PAR_EXPERT, out);
+    case EA_BACKEND_TP: return parallel_backend(e, mo->tp.dist, EA_PAR_TENSOR, out);
+    case EA_BACKEND_REMOTE: return remote_backend(e, out);
+    }
+    return ea_err(EA_ERR_INVALID_ARG, "unknown MoE backend kind %d", (int)mo->kind);
+}
+
+/* The MoE backend chain (engine.h): inner backend, EPLB wrapper, test wrapper. */
+static ea_status moe_chain(ea_engine *e) {
+    const ea_engine_opts *o = &e->o;
+    ea_eplb_backend_opts bo;
+    ea_eplb_meta place = {0};
+    if (o->eplb.on && o->moe.kind != EA_BACKEND_LOCAL) /* only the local backend takes a new placement yet */
+        return ea_err(EA_ERR_UNSUPPORTED, "--eplb with %s is not supported yet",
+                      o->moe.kind == EA_BACKEND_REMOTE ? "--experts-remote" : "--parallel");
+    if (o->eplb.on) {
+        EA_TRY(eplb_opts(e, &bo));
+        EA_TRY(ea_eplb_initial_placement(&bo, &place));
+    }
+    ea_status s = inner_backend(e, o->eplb.on ? &place : NULL, &e->be);
+    if (s == EA_OK && o->eplb.on) {
+        ea_moe_backend *inner = e->be;
+        e->be = NULL;
+        if ((s = ea_eplb_backend_create(&bo, &place, inner, &e->eplb)) == EA_OK) e->be = ea_eplb_backend_moe(e->eplb);
+    }
+    ea_eplb_meta_deinit(&place);
+    if (s != EA_OK || !o->test_wrap_backend) return s;
+    ea_moe_backend *outer;
+    EA_TRY(o->test_wrap_backend(o->test_wrap_ctx, e->be, &outer));
+    e->be = outer;
     return EA_OK;
 }
 
@@ -93,18 +165,8 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     ea_status s = ea_model_open(o->model_path, &e->m);
     if (s != EA_OK) goto fail;
     const ea_model_config *c = &e->m->cfg;
-    /* Read every weight now, layer by layer (into huge-page memory, see
-     * model.c), and say how far it got. The parallel modes load only each
-     * rank's share, in ea_ep_engine_setup (ep_engine.c), rank 0 included. */
-    if (o->parallel == EA_PAR_NONE) {
-        if ((s = ea_model_load_dense(e->m)) != EA_OK) goto fail;
-        if (o->progress) o->progress(o->progress_ctx, 0.0);
-        for (int l = 0; l < c->n_layers; l++) {
-            if (c->layer_is_moe[l] && !o->experts_remote && (s = ea_model_load_experts(e->m, l, NULL)) != EA_OK)
-                goto fail;
-            if (o->progress) o->progress(o->progress_ctx, (double)(l + 1) / c->n_layers);
-        }
-    }
+    int here = eo->moe.kind == EA_BACKEND_LOCAL || eo->moe.kind == EA_BACKEND_REMOTE;
+    if (here && (s = load_here(e)) != EA_OK) goto fail;
     if (eo->max_tokens <= 0) eo->max_tokens = 512;
     if (eo->max_seqs <= 0) eo->max_seqs = 1;
     if (eo->block_size <= 0) eo->block_size = 16;
@@ -125,32 +187,8 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
         const char *alt = ea_k_isa_supported("avx512") ? "avx512" : ea_k_isa_supported("avx2") ? "avx2" : "scalar";
         if ((s = ea_kctx_set_isa(e->kctx_router, alt)) != EA_OK) goto fail;
     }
-    if ((s = ea__test_router_bias(e)) != EA_OK) goto fail;
-    if (eo->parallel != EA_PAR_NONE) {
-        if (eo->eplb) {
-            s = ea_err(EA_ERR_UNSUPPORTED, "--eplb with --parallel is not supported yet");
-            goto fail;
-        }
-        if (o->progress) o->progress(o->progress_ctx, 0.0);
-        if ((s = ea_ep_engine_setup(eo->dist, eo->parallel, e->m, e->kctx, eo->max_tokens, &e->par)) != EA_OK) goto fail;
-        if (o->progress) o->progress(o->progress_ctx, 1.0);
-        e->be = ea_ep_engine_take_backend(e->par);
-        ea_ep_engine_print_plan(e->par, stderr);
-    } else if (eo->experts_remote) {
-        ea_eaas_client_opts co = {.monitor = eo->experts_remote, .arch = ea_arch_names[c->arch],
-                                  .n_layers = c->n_layers, .n_experts = c->n_experts, .hidden = c->hidden_size,
-                                  .max_tokens = eo->max_tokens, .max_k = c->n_experts_per_tok,
-                                  .timeout_s = eo->expert_timeout_s};
-        if (eo->eplb) s = ea_err(EA_ERR_UNSUPPORTED, "--eplb with --experts-remote is not supported yet");
-        if (s != EA_OK || (s = ea_eaas_client_create(&co, &e->be)) != EA_OK) goto fail;
-    } else if ((s = eo->eplb ? ea__eplb_backend(e) : ea_forward_local_backend(e->m, e->kctx, eo->max_tokens, &e->be)) != EA_OK) {
-        goto fail;
-    }
-    if (eo->test_wrap_backend) {
-        ea_moe_backend *outer;
-        if ((s = eo->test_wrap_backend(eo->test_wrap_ctx, e->be, &outer)) != EA_OK) goto fail;
-        e->be = outer;
-    }
+    if ((s = apply_test_router_bias(e)) != EA_OK) goto fail;
+    if ((s = moe_chain(e)) != EA_OK) goto fail;
 
     int kd, vd;
     ea_forward_kv_dims(c, &kd, &vd);

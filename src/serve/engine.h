@@ -1,9 +1,22 @@
 /*
  * engine.h — everything needed to run a model in this process, built in one
  * call: the model files, a thread pool, the kernel context, the MoE backend
- * (local unless the caller supplies one), the paged KV cache and the forward
- * pass. generate, perplexity, serve and the benchmarks all start here, so
- * they size and wire things the same way.
+ * chain, the paged KV cache and the forward pass. generate, perplexity, serve
+ * and the benchmarks all start here, so they size and wire things the same way.
+ *
+ * The MoE backend chain is built by one function (engine.c: moe_chain), from
+ * the options below, outermost last:
+ *
+ *   inner backend by moe.kind   local: every expert here (model/experts.h)
+ *                               ep, tp: this rank's share (ep/ep_engine.h)
+ *                               remote: expert servers (eaas/client.h)
+ *   -> EPLB wrapper             if eplb.on (eplb/eplb_backend.h): the inner
+ *                               backend is built over its initial placement's
+ *                               physical slots and switched by apply_placement
+ *   -> test wrapper             if test_wrap_backend
+ *
+ * A new backend is one more ea_backend_kind, its nested options in
+ * ea_engine_moe_opts, and one case in engine.c's inner_backend.
  */
 #ifndef EA_ENGINE_H
 #define EA_ENGINE_H
@@ -11,11 +24,63 @@
 #include <stddef.h>
 
 #include "base/pool.h"
+#include "ep/dist.h"
 #include "ep/ep_engine.h"
 #include "kernels/matmul.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+
+/* Where the routed experts run. */
+typedef enum {
+    EA_BACKEND_LOCAL = 0, /* every routed expert in this process (moe/moe_local.h) */
+    EA_BACKEND_EP,        /* --parallel expert: experts split over MPI ranks (ep/ep.h) */
+    EA_BACKEND_TP,        /* --parallel tensor: expert FFN columns split over MPI ranks (ep/tp.h) */
+    EA_BACKEND_REMOTE,    /* --experts-remote: expert servers found through a monitor (eaas/client.h) */
+} ea_backend_kind;
+
+/* The inner backend's options: one nested struct per kind; only kind's is
+ * read. local has none of its own: every expert of the model, read in at
+ * load (the EPLB wrapper decides its slots). */
+typedef struct {
+    ea_backend_kind kind;
+    struct {
+        ea_dist *dist; /* borrows: MPI context from ea_par_launch */
+    } ep;
+    struct {
+        ea_dist *dist; /* borrows: MPI context from ea_par_launch */
+    } tp;
+    struct {
+        const char *monitor; /* borrows: the monitor's "host:port"; this process loads no expert */
+        double timeout_s;    /* an expert server's answer to one call; <= 0: 1 s */
+    } remote;
+} ea_engine_moe_opts;
+
+/* The backend of a --parallel mode from ea_par_launch: local for EA_PAR_NONE,
+ * else ep or tp over dist. */
+static inline ea_engine_moe_opts ea_engine_moe_parallel(ea_par_mode mode, ea_dist *dist) {
+    if (mode == EA_PAR_EXPERT) return (ea_engine_moe_opts){.kind = EA_BACKEND_EP, .ep.dist = dist};
+    if (mode == EA_PAR_TENSOR) return (ea_engine_moe_opts){.kind = EA_BACKEND_TP, .tp.dist = dist};
+    return (ea_engine_moe_opts){.kind = EA_BACKEND_LOCAL};
+}
+
+/* EPLB (docs/eplb.md "Integration"): the chain gets the EPLB wrapper over an
+ * inner backend of physical slots. Zero = default. */
+typedef struct {
+    int on;                   /* 1: on */
+    int redundant;            /* R redundant slots (P = E + R) */
+    int ranks;                /* ranks the placement spreads over; <= 0: 1 */
+    int nodes;                /* <= 0: 1 */
+    int rank;                 /* dispatch rank of this process; -1: token t as if from rank t % ranks */
+    int window;               /* <= 0: 1000 */
+    int interval;             /* 0: 1000; < 0: rebalance only on request */
+    double min_balancedness;  /* <= 0: 0.9 */
+    int layers_per_step;      /* 0: all layers in one step */
+    const char *algorithm;    /* "deepseek" (NULL) | "refined" */
+    const char *init_expert_location; /* placement file, or NULL: trivial placement */
+    int record;               /* start the dump recorder at load */
+    int record_window;        /* steps the dump recorder keeps; <= 0: window */
+} ea_engine_eplb_opts;
 
 typedef struct {
     const char *model_path;
@@ -27,33 +92,12 @@ typedef struct {
     int kv_blocks;      /* if > 0: exactly this many KV blocks (overrides kv_mib; tests) */
     int block_size;     /* KV block size in tokens; <= 0: 16 */
     int mla_expanded;   /* MLA models: expanded-form attention (checking only) */
-    ea_dist *dist;      /* borrows: MPI context from ea_par_launch; NULL = one process */
-    ea_par_mode parallel; /* EA_PAR_NONE, or expert/tensor over dist's ranks (ep/ep_engine.h) */
-    /* If set: every weight is read in at load (not on first use), reporting the
-     * fraction done (0..1) after each layer. */
+    /* Loading reports the fraction done (0..1) after each layer. */
     void (*progress)(void *ctx, double frac);
     void *progress_ctx;
 
-    /* EPLB (docs/eplb.md "Integration"): the MoE backend becomes the eplb
-     * wrapper over a local backend of physical slots. Zero = default. */
-    int eplb;                   /* 1: on */
-    int eplb_redundant;         /* R redundant slots (P = E + R) */
-    int eplb_ranks;             /* ranks the placement spreads over; <= 0: 1 */
-    int eplb_nodes;             /* <= 0: 1 */
-    int eplb_rank;              /* dispatch rank of this process; -1: token t as if from rank t % ranks */
-    int eplb_window;            /* <= 0: 1000 */
-    int eplb_interval;          /* 0: 1000; < 0: rebalance only on request */
-    double eplb_min_balancedness; /* <= 0: 0.9 */
-    int eplb_layers_per_step;   /* 0: all layers in one step */
-    const char *eplb_algorithm; /* "deepseek" (NULL) | "refined" */
-    const char *init_expert_location; /* placement file, or NULL: trivial placement */
-    int eplb_record;            /* start the dump recorder at load */
-    int eplb_record_window;     /* steps the dump recorder keeps; <= 0: eplb_window */
-
-    /* Remote experts (eaas/client.h): the monitor "host:port"; the experts run
-     * on expert servers, this process loads none. NULL: experts are here. */
-    const char *experts_remote;
-    double expert_timeout_s;    /* an expert server's answer to one call; <= 0: 1 s */
+    ea_engine_moe_opts moe;   /* the inner MoE backend (zero: local) */
+    ea_engine_eplb_opts eplb; /* the EPLB wrapper (zero: off) */
 
     /* Test hooks. test_router_bias (n_experts floats, borrowed during create):
      * added to every MoE layer's selection scores (the router's score-correction

@@ -123,18 +123,18 @@ static ea_status engine(const char *model, const eplb_cfg *ec, counter *c, int m
                         .block_size = 16, .test_router_bias = g_bias, .test_wrap_backend = counter_wrap,
                         .test_wrap_ctx = c};
     if (ec && ec->eplb) {
-        o.eplb = 1;
-        o.eplb_redundant = ec->redundant;
-        o.eplb_ranks = ec->ranks;
-        o.eplb_rank = ec->rank;
-        o.eplb_window = ec->window;
-        o.eplb_interval = ec->interval;
-        o.eplb_layers_per_step = ec->layers_per_step;
-        o.eplb_min_balancedness = ec->min_bal;
-        o.eplb_record = ec->record;
-        o.init_expert_location = ec->init;
-        o.eplb_record_window = ec->record_window;
-        o.eplb_algorithm = ec->algo;
+        o.eplb.on = 1;
+        o.eplb.redundant = ec->redundant;
+        o.eplb.ranks = ec->ranks;
+        o.eplb.rank = ec->rank;
+        o.eplb.window = ec->window;
+        o.eplb.interval = ec->interval;
+        o.eplb.layers_per_step = ec->layers_per_step;
+        o.eplb.min_balancedness = ec->min_bal;
+        o.eplb.record = ec->record;
+        o.eplb.init_expert_location = ec->init;
+        o.eplb.record_window = ec->record_window;
+        o.eplb.algorithm = ec->algo;
     }
     ea_status s = ea_engine_create(&o, out);
     if (s == EA_OK) c->eplb = (*out)->eplb;

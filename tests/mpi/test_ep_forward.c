@@ -53,7 +53,7 @@ static char g_models[1024];
 /* One rank's runtime, built exactly as the product builds it (serve/engine.h). */
 static ea_status rig_open(ea_engine **g, const char *path, ea_par_mode mode) {
     ea_engine_opts o = {.model_path = path, .threads = 1, .max_tokens = 16, .max_ctx = 64, .max_seqs = 1,
-                        .kv_blocks = 8, .block_size = 16, .dist = g_d, .parallel = mode};
+                        .kv_blocks = 8, .block_size = 16, .moe = ea_engine_moe_parallel(mode, g_d)};
     EA_TRY(ea_engine_create(&o, g));
     return ea_kv_seq_reserve(&(*g)->kv, 0, N_PROMPT + N_DECODE + 1);
 }
@@ -247,8 +247,8 @@ TEST(combine_rejects_disagreeing_routing) {
         }
     }
     ea_ffn_weights *layers[1] = {ex};
-    ea_ep_placement pl;
-    CHECK_EQ(ea_ep_placement_contiguous(1, C_S, N, &pl), EA_OK);
+    ea_eplb_meta pl;
+    CHECK_EQ(ea_eplb_meta_init_trivial(&pl, 1, C_S, C_S, N, 1), EA_OK);
     ea_kctx *kc;
     CHECK_EQ(ea_kctx_create(NULL, 8, 64, &kc), EA_OK);
     ea_ep_opts o = {.dist = g_d, .place = &pl, .n_layers = 1, .hidden = C_H, .ff = C_F, .max_tokens = 2, .max_k = 4,
@@ -278,7 +278,7 @@ TEST(combine_rejects_disagreeing_routing) {
     ea_moe_backend_destroy(ep);
     ea_moe_backend_destroy(loc);
     ea_kctx_destroy(kc);
-    ea_ep_placement_deinit(&pl);
+    ea_eplb_meta_deinit(&pl);
 }
 
 static int worker(int timeout_mode) {

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "eaas/server.h"
+#include "model/experts.h"
 #include "serve/engine.h"
 
 /* x (nt, h) in [-2, 2]; for each token k distinct experts in [0, ne) and weights in [0.1, 1.1). */
@@ -45,7 +46,7 @@ static inline ea_status rig_backend_create(const ea_engine *e, int max_tokens, r
     int kmax = c->hidden_size > c->moe_intermediate_size ? c->hidden_size : c->moe_intermediate_size;
     EA_TRY(ea_pool_create(1, &b->pool));
     EA_TRY(ea_kctx_create(b->pool, max_tokens * c->n_experts_per_tok, kmax, &b->kctx));
-    return ea_forward_local_backend(e->m, b->kctx, max_tokens, &b->be);
+    return ea_model_local_backend(e->m, b->kctx, max_tokens, NULL, 0, &b->be);
 }
 
 static inline void rig_backend_destroy(rig_backend *b) {

@@ -15,6 +15,7 @@
 
 #include "base/alloc.h"
 #include "eplb/eplb.h"
+#include "eplb/eplb_backend.h"
 #include "eplb/eplb_internal.h"
 #include "eplb/manager.h"
 #include "eplb/meta.h"
@@ -734,6 +735,86 @@ TEST(manager_keeps_old_placement_on_failure) {
     ea_eplb_meta_deinit(&orig);
 }
 
+/* ---- the EPLB wrapper over an inner backend of any kind */
+
+/* An inner backend that keeps the placement rows it is given and refuses the
+ * layer `fail_layer` (model numbering; -1: none). It computes nothing. */
+enum { WL = 3, WE = 4, WP = 6 };
+typedef struct {
+    ea_moe_backend base;
+    int32_t row[WL][WP];
+    int fail_layer, n_applied;
+} rows_be;
+
+static ea_status rows_submit(ea_moe_backend *be, const ea_moe_call *c) {
+    (void)be, (void)c;
+    return EA_OK;
+}
+static ea_status rows_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
+    (void)be, (void)c, (void)out;
+    return EA_OK;
+}
+static ea_status rows_apply(ea_moe_backend *be, int layer, const int32_t *p2l, int n) {
+    rows_be *r = (rows_be *)be;
+    if (layer == r->fail_layer) return ea_err(EA_ERR_UNSUPPORTED, "rows_be: layer %d refused", layer);
+    memcpy(r->row[layer], p2l, sizeof(int32_t) * (size_t)n);
+    r->n_applied++;
+    return EA_OK;
+}
+static void rows_destroy(ea_moe_backend *be) { (void)be; }
+static const ea_moe_backend_vtable rows_vt = {.submit = rows_submit, .wait = rows_wait,
+                                              .apply_placement = rows_apply, .destroy = rows_destroy,
+                                              .name = "rows"};
+
+/* A requested rebalance of skewed layers 0 and 2 (1 is dense): with the inner
+ * backend refusing layer 2, layer 0 is put back and the maps stay; then both switch. */
+TEST(wrapper_switches_any_inner_backend_all_or_nothing) {
+    static const uint8_t is_moe[WL] = {1, 0, 1};
+    rows_be inner = {.base.vt = &rows_vt, .fail_layer = 2};
+    ea_eplb_backend_opts o;
+    ea_eplb_backend_opts_default(&o);
+    o.n_layers = WL;
+    o.layer_is_moe = is_moe;
+    o.n_logical = WE;
+    o.max_tokens = 8;
+    o.max_k = 2;
+    o.n_redundant = WP - WE;
+    o.n_ranks = 2;
+    o.interval = 0;
+    o.window = 4;
+    ea_eplb_meta place;
+    CHECK_EQ(ea_eplb_initial_placement(&o, &place), EA_OK);
+    for (int l = 0, ml = 0; l < WL; l++)
+        if (is_moe[l]) memcpy(inner.row[l], place.phy2log + (size_t)ml++ * WP, sizeof inner.row[l]);
+    int32_t before[WL][WP];
+    memcpy(before, inner.row, sizeof before);
+    ea_eplb_backend *b;
+    CHECK_EQ(ea_eplb_backend_create(&o, &place, &inner.base, &b), EA_OK);
+    ea_moe_backend *be = ea_eplb_backend_moe(b);
+    int32_t ids[16] = {2, 0, 2, 1, 2, 3, 2, 0, 2, 1, 2, 3, 2, 0, 2, 1}; /* expert 2 hot, no replica */
+    float w[16] = {0}, x[8] = {0}, y[8];
+    for (int l = 0; l < WL; l += 2) CHECK_EQ(ea_moe_backend_forward(be, l, x, 8, 2, ids, w, y), EA_OK);
+    ea_eplb_request_rebalance(b);
+    ea_moe_end_step(be);
+    ea_eplb_backend_stats st;
+    ea_eplb_backend_get_stats(b, &st);
+    CHECK_EQ(st.failures, 1);
+    CHECK(strstr(st.reason, "layer 2 refused") != NULL);
+    CHECK_EQ(inner.n_applied, 2); /* layer 0 switched, then put back */
+    CHECK(memcmp(before, inner.row, sizeof before) == 0);
+    const ea_eplb_meta *m = ea_eplb_backend_meta(b);
+    CHECK(memcmp(m->phy2log, before[0], sizeof before[0]) == 0 && m->version[0] == 0 && m->version[1] == 0);
+    inner.fail_layer = -1;
+    ea_eplb_request_rebalance(b);
+    ea_moe_end_step(be);
+    ea_eplb_backend_get_stats(b, &st);
+    CHECK_EQ(st.rebalances_total, 1);
+    CHECK(memcmp(m->phy2log, inner.row[0], sizeof inner.row[0]) == 0);
+    CHECK(memcmp(m->phy2log + WP, inner.row[2], sizeof inner.row[2]) == 0);
+    CHECK(memcmp(before[0], inner.row[0], sizeof before[0]) != 0); /* the skew moved something */
+    ea_moe_backend_destroy(be);
+}
+
 int main(void) {
     RUN(sort_is_stable_descending);
     RUN(replicate_picks_heaviest_per_replica_first_index_on_ties);
@@ -758,5 +839,6 @@ int main(void) {
     RUN(recorder_window_matches_brute_force);
     RUN(manager_rebalances_in_chunks_with_versions);
     RUN(manager_keeps_old_placement_on_failure);
+    RUN(wrapper_switches_any_inner_backend_all_or_nothing);
     return TEST_SUMMARY();
 }

@@ -3,6 +3,7 @@
  * combine adds slots in order. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/alloc.h"
 #include "harness.h"
@@ -223,6 +224,64 @@ TEST(combine_adds_slots_in_order_exactly) {
     ea_kctx_destroy(kc);
 }
 
+/* Slot of logical expert e under p2l (P slots): the first replica, or the last when `last`. */
+static int32_t slot_of(const int32_t *p2l, int P, int32_t e, int last) {
+    int32_t s = -1;
+    for (int p = 0; p < P; p++)
+        if (p2l[p] == e && (s < 0 || last)) s = p;
+    return s;
+}
+
+/* Physical ids under p2l give the logical ids' bits: the backend's slots hold p2l's experts. */
+static int same_as_logical(ea_moe_backend *be, ea_moe_backend *ref, const int32_t *p2l, int P) {
+    float x[NT * H], y[NT * H], yr[NT * H], w[NT * K];
+    int32_t ids[NT * K], phys[NT * K];
+    for (int i = 0; i < NT * H; i++) x[i] = cosf((float)i * 0.53f);
+    for (int i = 0; i < NT * K; i++) {
+        ids[i] = (i * 7 + i / K) % E;
+        phys[i] = slot_of(p2l, P, ids[i], i % 2);
+        w[i] = 0.2f + 0.03f * (float)(i % K);
+    }
+    return ea_moe_backend_forward(be, 0, x, NT, K, phys, w, y) == EA_OK &&
+           ea_moe_backend_forward(ref, 0, x, NT, K, ids, w, yr) == EA_OK && memcmp(y, yr, sizeof y) == 0;
+}
+
+/* apply_placement rebinds a layer's slots to the logical experts of a new row
+ * (replicas included); a bad row changes nothing; without logical experts the
+ * placement is fixed. */
+TEST(local_backend_apply_placement) {
+    make_experts();
+    enum { P = E + 2 };
+    const int32_t a[P] = {5, 4, 3, 2, 1, 0, 0, 3}, b[P] = {0, 1, 2, 3, 4, 5, 1, 1}, bad[P] = {0, 1, 2, 3, 4, E, 1, 1};
+    ea_kctx *kc;
+    CHECK_EQ(ea_kctx_create(NULL, NT * K, 64, &kc), EA_OK);
+    ea_ffn_weights slots[P], *logical[1] = {ex}, *layers[1] = {slots};
+    ea_ffn_bind_slots(slots, ex, a, NULL, P);
+    ea_moe_local_opts o = {.n_layers = 1, .hidden = H, .ff = F, .n_experts = P, .max_tokens = NT, .max_k = K,
+                           .experts = (ea_ffn_weights *const *)layers, .logical = (ea_ffn_weights *const *)logical,
+                           .n_logical = E, .kctx = kc};
+    ea_moe_local_opts ro = o;
+    ro.n_experts = E;
+    ro.experts = (ea_ffn_weights *const *)logical;
+    ro.logical = NULL;
+    ea_moe_backend *be, *ref;
+    CHECK_EQ(ea_moe_local_create(&o, &be), EA_OK);
+    memset(slots, 0, sizeof slots); /* the backend holds its own copy */
+    CHECK_EQ(ea_moe_local_create(&ro, &ref), EA_OK);
+    CHECK(same_as_logical(be, ref, a, P));
+    CHECK_EQ(ea_moe_apply_placement(be, 0, b, P), EA_OK);
+    CHECK(same_as_logical(be, ref, b, P));
+    CHECK(!same_as_logical(be, ref, a, P)); /* the inputs show a placement that was not applied */
+    CHECK_EQ(ea_moe_apply_placement(be, 0, bad, P), EA_ERR_RANGE);
+    CHECK_EQ(ea_moe_apply_placement(be, 0, b, P - 1), EA_ERR_INVALID_ARG);
+    CHECK_EQ(ea_moe_apply_placement(be, 1, b, P), EA_ERR_INVALID_ARG);
+    CHECK(same_as_logical(be, ref, b, P));
+    CHECK_EQ(ea_moe_apply_placement(ref, 0, b, E), EA_ERR_UNSUPPORTED);
+    ea_moe_backend_destroy(be);
+    ea_moe_backend_destroy(ref);
+    ea_kctx_destroy(kc);
+}
+
 int main(void) {
     RUN(softmax_greedy_topk);
     RUN(ties_pick_lower_id);
@@ -231,5 +290,6 @@ int main(void) {
     RUN(group_ties_keep_lower_group);
     RUN(local_backend_matches_per_token);
     RUN(combine_adds_slots_in_order_exactly);
+    RUN(local_backend_apply_placement);
     return TEST_SUMMARY();
 }
