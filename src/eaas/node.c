@@ -23,7 +23,7 @@
 #include "eaas/monitor_msg.h"
 #include "eaas/server.h"
 #include "kernels/matmul.h"
-#include "model/forward.h"
+#include "model/experts.h"
 #include "model/model.h"
 
 #define MAX_DROPS 64
@@ -378,7 +378,7 @@ static ea_status load_experts(ea_xnode *n) {
     int kmax = c->hidden_size > c->moe_intermediate_size ? c->hidden_size : c->moe_intermediate_size;
     EA_TRY(ea_pool_create(n->o.threads, &n->pool));
     EA_TRY(ea_kctx_create(n->pool, 256 * K, kmax, &n->kctx));
-    return ea_forward_local_backend(n->m, n->kctx, 256, &n->be);
+    return ea_model_local_backend(n->m, n->kctx, 256, NULL, 0, &n->be);
 }
 
 static ea_status start(ea_xnode *n) {

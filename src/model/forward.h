@@ -81,12 +81,4 @@ const ea_moe_outcome *ea_forward_outcome(const ea_forward *f);
 /* The KV widths this model needs per token per layer (k_dim, v_dim). */
 void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim);
 
-/* A local backend over all of the model's routed experts, one slot per
- * expert: ea_model_local_backend (model/experts.h, where backends are built
- * now); this name stays for the expert server (eaas/node.c). */
-static inline ea_status ea_forward_local_backend(const ea_model *m, ea_kctx *kctx, int max_tokens,
-                                                 ea_moe_backend **out) {
-    return ea_model_local_backend(m, kctx, max_tokens, NULL, 0, out);
-}
-
 #endif
