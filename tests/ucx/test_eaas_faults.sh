@@ -15,7 +15,8 @@
 #     no request fails, and the new monitor's table lists the servers and the
 #     client again (a new epoch);
 #   - a client killed mid-request: the servers free its slot within
-#     --dead-after-ms (plus one heartbeat) — eaas:expert_clients drops;
+#     --dead-after-ms (plus one heartbeat; the check allows 2 s for a loaded
+#     machine and prints the time) — eaas:expert_clients drops;
 #   - a server that dies while the client is idle is dropped on the monitor's
 #     notice: the next calls do not wait out a deadline (timeouts unchanged);
 #   - no live replica: with only a server hosting half of the experts left,
@@ -136,7 +137,7 @@ for i in $(seq 1 300); do
   sleep 0.01
 done
 ms=$(( ($(date +%s%N) - t_kill) / 1000000 ))
-[ "$now" -lt "$before" ] && [ "$ms" -le 1000 ] && ok "killed client's slot freed after $ms ms (dead-after 500 ms; clients $before -> $now)" ||
+[ "$now" -lt "$before" ] && [ "$ms" -le 2000 ] && ok "killed client's slot freed after $ms ms (dead-after 500 ms; clients $before -> $now)" ||
   bad "killed client: clients $before -> $now after $ms ms"
 
 # no live replica: only xe (half of the experts) is left
