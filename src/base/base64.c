@@ -6,6 +6,10 @@
  */
 #include "base/base64.h"
 
+#include <string.h>
+
+#include "base/alloc.h"
+
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 size_t ea_base64_enc_len(size_t n) { return (n + 2) / 3 * 4; }
@@ -64,4 +68,24 @@ ea_status ea_base64_decode(const char *text, size_t len, uint8_t *out, size_t *o
     }
     *out_len = o;
     return EA_OK;
+}
+
+char *ea_base64_dup(const void *data, size_t n) {
+    char *t = ea_malloc(ea_base64_enc_len(n) + 1);
+    if (t) ea_base64_encode(data, n, t);
+    return t;
+}
+
+ea_status ea_base64_json_field(const json_t *obj, const char *key, uint8_t **out, size_t *len) {
+    *out = NULL;
+    const char *t = json_string_value(json_object_get(obj, key));
+    if (!t || !t[0]) return ea_err(EA_ERR_FORMAT, "%s: expected a base64 string", key);
+    size_t n = strlen(t);
+    if (!(*out = ea_malloc(ea_base64_dec_max(n) + 1))) return ea_err(EA_ERR_NOMEM, "%s", key);
+    ea_status st = ea_base64_decode(t, n, *out, len);
+    if (st != EA_OK) {
+        ea_free(*out);
+        *out = NULL;
+    }
+    return st;
 }

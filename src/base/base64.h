@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "base/status.h"
 
 /* Characters of the encoding of n bytes (without the NUL). */
@@ -30,5 +32,12 @@ size_t ea_base64_dec_max(size_t n);
 void ea_base64_encode(const void *data, size_t n, char *out);
 /* OUT: out[0..*out_len); out holds at least ea_base64_dec_max(len) bytes. */
 ea_status ea_base64_decode(const char *text, size_t len, uint8_t *out, size_t *out_len);
+
+/* The encoding of data[0..n) as a new NUL-terminated string (ea_free), or NULL. */
+char *ea_base64_dup(const void *data, size_t n);
+/* Decodes the base64 string member `key` of the JSON object obj into a new
+ * buffer (*out, ea_free; NULL on an error) of *len bytes. A missing, empty or
+ * non-string member is EA_ERR_FORMAT naming the key. */
+ea_status ea_base64_json_field(const json_t *obj, const char *key, uint8_t **out, size_t *len);
 
 #endif

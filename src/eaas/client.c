@@ -85,20 +85,6 @@ typedef struct {
     uint8_t *addr, *rkey; /* owns: the server's side, borrowed by the slot info */
 } dial;
 
-static char *b64(const void *p, size_t n) {
-    char *t = ea_malloc(ea_base64_enc_len(n) + 1);
-    if (t) ea_base64_encode(p, n, t);
-    return t;
-}
-
-static ea_status b64_field(const json_t *j, const char *key, uint8_t **out, size_t *len) {
-    const char *t = json_string_value(json_object_get(j, key));
-    if (!t || !t[0]) return ea_err(EA_ERR_FORMAT, "%s: expected a base64 string", key);
-    size_t n = strlen(t);
-    if (!(*out = ea_malloc(ea_base64_dec_max(n) + 1))) return ea_err(EA_ERR_NOMEM, "%s", key);
-    return ea_base64_decode(t, n, *out, len);
-}
-
 /* The server serves the same shapes as this client's model. */
 static ea_status check_model(const glue *g, const char *who, const json_t *m) {
     const ea_eaas_client_opts *o = &g->o;
@@ -127,8 +113,8 @@ static ea_status parse_slot(dial *d, const json_t *j, ea_xsrv_slot_info *out) {
     if (client <= 0 || client > UINT32_MAX || addr <= 0 || bytes <= 0)
         return ea_err(EA_ERR_FORMAT, "expert server %s: a malformed /connect answer", d->sv->id);
     *out = (ea_xsrv_slot_info){.client = (uint32_t)client, .slot_addr = (uint64_t)addr, .slot_bytes = (size_t)bytes};
-    EA_TRY(b64_field(j, "rkey", &d->rkey, &out->rkey_len));
-    EA_TRY(b64_field(j, "ucx", &d->addr, &out->server_addr_len));
+    EA_TRY(ea_base64_json_field(j, "rkey", &d->rkey, &out->rkey_len));
+    EA_TRY(ea_base64_json_field(j, "ucx", &d->addr, &out->server_addr_len));
     out->rkey = d->rkey;
     out->server_addr = d->addr;
     return EA_OK;
@@ -137,7 +123,7 @@ static ea_status parse_slot(dial *d, const json_t *j, ea_xsrv_slot_info *out) {
 /* ea_remote_connect_fn: POST /connect to the server's HTTP port. */
 static ea_status dial_server(void *ctx, const ea_remote_hello *me, ea_xsrv_slot_info *out) {
     dial *d = ctx;
-    char *ua = b64(me->addr, me->addr_len), *rk = b64(me->rkey, me->rkey_len);
+    char *ua = ea_base64_dup(me->addr, me->addr_len), *rk = ea_base64_dup(me->rkey, me->rkey_len);
     json_t *req = json_pack("{s:s, s:s?, s:I, s:I, s:s?}", "client", ea_member_id(d->g->mem), "ucx", ua,
                             "result_addr", (json_int_t)me->result_addr, "result_bytes", (json_int_t)me->result_bytes,
                             "rkey", rk);

@@ -105,26 +105,6 @@ static int mask_ranges(const uint8_t *mask, int n, ea_range *out) {
 
 /* ---- the poll thread ------------------------------------------------------------ */
 
-static char *b64(const void *p, size_t n) {
-    char *t = ea_malloc(ea_base64_enc_len(n) + 1);
-    if (t) ea_base64_encode(p, n, t);
-    return t;
-}
-
-/* Decodes the base64 string field `key` of j into a new buffer. */
-static ea_status b64_field(const json_t *j, const char *key, uint8_t **out, size_t *len) {
-    const char *t = json_string_value(json_object_get(j, key));
-    if (!t || !t[0]) return ea_err(EA_ERR_FORMAT, "%s: expected a base64 string", key);
-    size_t n = strlen(t);
-    if (!(*out = ea_malloc(ea_base64_dec_max(n) + 1))) return ea_err(EA_ERR_NOMEM, "%s", key);
-    ea_status st = ea_base64_decode(t, n, *out, len);
-    if (st != EA_OK) {
-        ea_free(*out);
-        *out = NULL;
-    }
-    return st;
-}
-
 static ea_status remember_peer(ea_xnode *n, const char *member, uint32_t xid) {
     if (ea_grow(&n->peers, &n->cap_peers, (size_t)n->n_peers + 1, sizeof *n->peers, 16))
         return ea_err(EA_ERR_NOMEM, "peers");
@@ -140,8 +120,8 @@ static ea_status do_connect(ea_xnode *n, creq *r) {
     json_int_t raddr = json_integer_value(json_object_get(r->in, "result_addr"));
     json_int_t rbytes = json_integer_value(json_object_get(r->in, "result_bytes"));
     const char *member = json_string_value(json_object_get(r->in, "client"));
-    ea_status st = b64_field(r->in, "ucx", &addr, &addr_len);
-    if (st == EA_OK) st = b64_field(r->in, "rkey", &rkey, &rkey_len);
+    ea_status st = ea_base64_json_field(r->in, "ucx", &addr, &addr_len);
+    if (st == EA_OK) st = ea_base64_json_field(r->in, "rkey", &rkey, &rkey_len);
     ea_xsrv_slot_info si;
     if (st == EA_OK)
         st = ea_xsrv_add_client(n->s, addr, addr_len, (uint64_t)raddr, (size_t)rbytes, rkey, rkey_len, &si);
@@ -153,7 +133,7 @@ static ea_status do_connect(ea_xnode *n, creq *r) {
         return st;
     }
     const ea_model_config *c = &n->m->cfg;
-    char *rk = b64(si.rkey, si.rkey_len), *ua = b64(si.server_addr, si.server_addr_len);
+    char *rk = ea_base64_dup(si.rkey, si.rkey_len), *ua = ea_base64_dup(si.server_addr, si.server_addr_len);
     json_t *j = json_pack("{s:i, s:I, s:I, s:s?, s:s?, s:{s:s, s:i, s:i, s:i, s:i, s:i}}", "client", (int)si.client,
                           "slot_addr", (json_int_t)si.slot_addr, "slot_bytes", (json_int_t)si.slot_bytes, "rkey", rk,
                           "ucx", ua, "model", "arch", ea_arch_names[c->arch], "n_layers", c->n_layers, "n_experts",
