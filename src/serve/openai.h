@@ -16,7 +16,10 @@
  * offending field as `param`, a message) and returns -1; ea_oai_render_error
  * turns it into {"error":{"message","type","param","code"}}.
  *
- * Accepted fields (anything else is ignored, as OpenAI and vLLM do):
+ * Accepted fields (any other field is refused with a 400 naming it; the table
+ * is known_fields in openai.c, the accepted-with-no-effect ones are user,
+ * safety_identifier, metadata, store, service_tier, prompt_cache_key and, on
+ * chat, parallel_tool_calls):
  *   model (string), prompt (completions: string, [string], or [int token ids]),
  *   messages (chat: [{role: system|developer|user|assistant|tool, content:
  *   string | [{type:"text", text}] | null}]), max_tokens, max_completion_tokens,

@@ -7,7 +7,8 @@
 // completions and chat; usage arithmetic; stop strings (cut before the stop,
 // never emitted, also when the stop spans a token boundary, streaming too);
 // seeds (same seed -> same text, other seed -> other text); logprobs shapes
-// and greedy = argmax; 404 for an unknown model; and end-to-end determinism:
+// and greedy = argmax; 404 for an unknown model; 400 naming an unknown field
+// (never silently ignored); and end-to-end determinism:
 // 64 concurrent seeded requests with different prompts each return exactly
 // the text they return alone.
 import { createRequire } from 'module';
@@ -176,6 +177,25 @@ await check('unknown model -> 404 NotFoundError with an OpenAI error body', asyn
     eq(e.status, 404, 'status');
     eq(e.error && e.error.code, 'model_not_found', 'code');
   }
+});
+
+await check('unknown field -> 400 BadRequestError naming it; documented no-effect fields accepted', async () => {
+  for (const [create, body, field] of [
+    [client.completions, { ...greedy, prompt: 'x', stop_token_ids: [5] }, 'stop_token_ids'],
+    [client.chat.completions, { ...greedy, messages: MESSAGES, chat_template_kwargs: { enable_thinking: false } }, 'chat_template_kwargs'],
+  ]) {
+    try {
+      await create.create(body);
+      throw new Error(`no error for ${field}`);
+    } catch (e) {
+      eq(e.status, 400, `${field}: status`);
+      eq(e.error && e.error.type, 'invalid_request_error', `${field}: type`);
+      eq(e.error && e.error.param, field, `${field}: param`);
+      assert(e.message.includes(field), `${field}: the message names it: ${e.message}`);
+    }
+  }
+  const r = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 2, user: 'u1', metadata: { k: 'v' }, store: false });
+  eq(r.choices.length, 1, 'user/metadata/store accepted');
 });
 
 await check('determinism: 64 concurrent seeded requests == each alone', async () => {

@@ -235,6 +235,58 @@ TEST(bad_requests_get_400_naming_the_field) {
     }
 }
 
+/* A field we neither honour nor list as accepted-with-no-effect is refused with a
+ * 400 naming it, never dropped: the fields vLLM honours and we do not yet
+ * (chat_template_kwargs, stop_token_ids, min_tokens) were accepted and ignored
+ * before this. A field of the other endpoint counts as unknown. */
+TEST(unknown_fields_refused_naming_them) {
+    static const struct {
+        int kind;
+        const char *body, *param;
+    } cases[] = {
+        {0, "{\"prompt\": \"x\", \"min_tokens\": 3}", "min_tokens"},
+        {0, "{\"prompt\": \"x\", \"stop_token_ids\": [5]}", "stop_token_ids"},
+        {0, "{\"prompt\": \"x\", \"temprature\": 0}", "temprature"},
+        {0, "{\"prompt\": \"x\", \"top_logprobs\": 2}", "top_logprobs"}, /* chat's field */
+        {0, "{\"prompt\": \"x\", \"messages\": []}", "messages"},
+        {0, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"continuous_usage_stats\": true}}",
+         "stream_options.continuous_usage_stats"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": "
+            "{\"enable_thinking\": false}}",
+         "chat_template_kwargs"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"continue_final_message\": true}",
+         "continue_final_message"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": false}", "echo"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ea_oai_error e;
+        memset(&e, 0, sizeof e);
+        int st = status_of(cases[i].kind ? EA_OAI_CHAT : EA_OAI_COMPLETIONS, cases[i].body, 100, &e);
+        if (st != 400 || strcmp(e.param, cases[i].param) != 0 || !strstr(e.message, cases[i].param))
+            FAIL_("case %zu %s: status %d param '%s' message '%s'", i, cases[i].body, st, e.param, e.message);
+        CHECK_STREQ(e.type, "invalid_request_error");
+    }
+    /* the documented accepted-with-no-effect fields pass, on both endpoints */
+    const char *noop = "\"user\": \"u\", \"metadata\": {\"k\": \"v\"}, \"store\": false, \"service_tier\": "
+                       "\"auto\", \"safety_identifier\": \"s\", \"prompt_cache_key\": \"p\"";
+    char body[512];
+    ea_oai_error e;
+    snprintf(body, sizeof body, "{\"prompt\": \"x\", %s}", noop);
+    CHECK_EQ(status_of(EA_OAI_COMPLETIONS, body, 100, &e), 200);
+    snprintf(body, sizeof body,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"parallel_tool_calls\": true, %s}", noop);
+    CHECK_EQ(status_of(EA_OAI_CHAT, body, 100, &e), 200);
+    /* /tokenize and /detokenize too */
+    ea_sbuf b = {0};
+    const char *t = "{\"prompt\": \"ab\", \"return_token_strs\": true}";
+    CHECK_EQ(ea_oai_tokenize(t, strlen(t), &OPS, 64, &b, &e), -1);
+    CHECK_STREQ(e.param, "return_token_strs");
+    t = "{\"tokens\": [97], \"skip_special_tokens\": true}";
+    CHECK_EQ(ea_oai_detokenize(t, strlen(t), &OPS, &b, &e), -1);
+    CHECK_STREQ(e.param, "skip_special_tokens");
+    ea_sbuf_deinit(&b);
+}
+
 TEST(prompt_longer_than_context) {
     ea_oai_error e;
     CHECK_EQ(status_of(EA_OAI_COMPLETIONS, "{\"prompt\": [1,2,3,4,5]}", 5, &e), 400);
@@ -592,6 +644,7 @@ int main(void) {
     RUN(response_ids_random);
     RUN(kv_cache_bounds_admission);
     RUN(bad_requests_get_400_naming_the_field);
+    RUN(unknown_fields_refused_naming_them);
     RUN(prompt_longer_than_context);
     RUN(invalid_utf8_and_position_in_error);
     RUN(error_json_shape);
