@@ -325,6 +325,32 @@ static int parse_stop(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
     return 0;
 }
 
+/* stop_token_ids: up to EA_MAX_STOP_IDS ids (checked against the vocabulary in
+ * prepare); min_tokens: >= 0 (checked against max_tokens in prepare). */
+static int parse_stop_ids(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
+    json_t *a = field(root, "stop_token_ids");
+    if (a) {
+        if (!json_is_array(a))
+            return ea_oai_fail(e, 400, NULL, "stop_token_ids", NULL, "'stop_token_ids' must be an array of token ids");
+        if (json_array_size(a) > EA_MAX_STOP_IDS)
+            return ea_oai_fail(e, 400, NULL, "stop_token_ids", NULL, "at most %d stop token ids are supported",
+                               EA_MAX_STOP_IDS);
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            json_t *v = json_array_get(a, i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+                return ea_oai_fail(e, 400, NULL, "stop_token_ids", NULL,
+                                   "'stop_token_ids[%zu]' must be a non-negative integer token id", i);
+            r->params.stop_ids[i] = (int32_t)json_integer_value(v);
+        }
+        r->params.n_stop_ids = (int)json_array_size(a);
+    }
+    long long v;
+    int given;
+    if (get_int(root, "min_tokens", 0, INT_MAX, &v, &given, e)) return -1;
+    if (given) r->params.min_tokens = (int)v;
+    return 0;
+}
+
 /* Fields we refuse rather than silently ignore. */
 static int parse_unsupported(const json_t *root, ea_oai_error *e) {
     int b = 0;
@@ -433,7 +459,7 @@ static const struct {
     {"stream", FOR_BOTH}, {"stream_options", FOR_BOTH}, {"ignore_eos", FOR_BOTH},
     {"temperature", FOR_BOTH}, {"top_p", FOR_BOTH}, {"top_k", FOR_BOTH}, {"min_p", FOR_BOTH},
     {"presence_penalty", FOR_BOTH}, {"frequency_penalty", FOR_BOTH}, {"repetition_penalty", FOR_BOTH},
-    {"seed", FOR_BOTH}, {"stop", FOR_BOTH}, {"logprobs", FOR_BOTH}, {"top_logprobs", FOR_CHAT},
+    {"seed", FOR_BOTH}, {"stop", FOR_BOTH}, {"stop_token_ids", FOR_BOTH}, {"min_tokens", FOR_BOTH}, {"logprobs", FOR_BOTH}, {"top_logprobs", FOR_CHAT},
     /* read only to refuse what we would not honour (parse_unsupported) */
     {"echo", FOR_CMPL}, {"suffix", FOR_CMPL}, {"best_of", FOR_CMPL}, {"tools", FOR_BOTH},
     {"functions", FOR_BOTH}, {"tool_choice", FOR_BOTH}, {"function_call", FOR_BOTH},
@@ -493,7 +519,7 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
         if (get_bool(so, "include_usage", &r->include_usage, e)) return -1;
     }
     if (get_bool(root, "ignore_eos", &r->params.ignore_eos, e)) return -1;
-    if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) ||
+    if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_stop_ids(root, r, e) ||
         parse_logprobs(root, r, e))
         return -1;
     static const char *const stream_fields[] = {"include_usage", NULL};
@@ -575,6 +601,10 @@ int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, int k
                            (long long)r->n_prompt + (r->max_tokens > 0 ? r->max_tokens : 1));
     if (kv_tokens > 0 && room > kv_tokens - r->n_prompt) room = kv_tokens - r->n_prompt; /* the default fits the cache */
     if (r->max_tokens == 0) r->max_tokens = r->kind == EA_OAI_COMPLETIONS && room > 16 ? 16 : room;
+    if (r->params.min_tokens > r->max_tokens)
+        return ea_oai_fail(e, 400, NULL, "min_tokens", NULL, "'min_tokens' (%d) must not exceed max_tokens (%d)",
+                           r->params.min_tokens, r->max_tokens);
+    if (check_ids(r->params.stop_ids, r->params.n_stop_ids, ops, "stop_token_ids", e)) return -1;
     r->params.prompt = r->prompt_ids;
     r->params.n_prompt = r->n_prompt;
     r->params.max_tokens = r->max_tokens;

@@ -28,7 +28,8 @@
  *   n (only 1), stream (bool), stream_options.include_usage (only with stream),
  *   logprobs (completions: int 0..20; chat: bool), top_logprobs (chat: 0..20,
  *   needs logprobs), presence_penalty and frequency_penalty [-2,2],
- *   repetition_penalty (0, 100], ignore_eos (bool).
+ *   repetition_penalty (0, 100], ignore_eos (bool), stop_token_ids ([id],
+ *   <= EA_MAX_STOP_IDS, checked as prompt ids), min_tokens (0..max_tokens).
  * Refused with 400 because we would silently do something else: echo=true,
  * suffix, best_of > 1, tools/functions, response_format other than text,
  * logit_bias with entries.
