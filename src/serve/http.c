@@ -69,7 +69,9 @@ struct ea_http {
     const ea_http_ext *ext; /* borrows: caller's extra endpoints, or NULL */
 };
 
-typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_HEALTH, R_METRICS } route;
+typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_TOKENIZE, R_DETOKENIZE, R_HEALTH, R_METRICS } route;
+
+#define MODEL_PREFIX "/v1/models/" /* GET /v1/models/{id}: the id is the rest of the path, '/' included */
 
 typedef struct {
     ea_sbuf body;
@@ -178,6 +180,10 @@ static route find_route(const char *url, const char *method, int *method_ok) {
         if (strcmp(url, table[i].path) != 0) continue;
         *method_ok = strcmp(method, table[i].method) == 0 || (strcmp(method, "HEAD") == 0 && !strcmp(table[i].method, "GET"));
         return table[i].r;
+    }
+    if (strncmp(url, MODEL_PREFIX, strlen(MODEL_PREFIX)) == 0 && url[strlen(MODEL_PREFIX)]) {
+        *method_ok = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        return R_MODEL;
     }
     *method_ok = 0;
     return R_NONE;
@@ -537,6 +543,14 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
     case R_COMPLETIONS: return handle_generate(h, c, cc, EA_OAI_COMPLETIONS, url);
     case R_CHAT: return handle_generate(h, c, cc, EA_OAI_CHAT, url);
     case R_MODELS: ea_oai_render_models(h->model, h->ctx_len, h->start_time, &b); break;
+    case R_MODEL:
+        if (strcmp(url + strlen(MODEL_PREFIX), h->model) != 0) {
+            ea_oai_fail(&e, 404, "invalid_request_error", "model", "model_not_found",
+                        "The model '%s' does not exist (this server serves '%s').", url + strlen(MODEL_PREFIX), h->model);
+            return refuse(h, c, &e, method, url, cc->t0);
+        }
+        ea_oai_render_model(h->model, h->ctx_len, h->start_time, &b);
+        break;
     case R_TOKENIZE:
         if (ea_oai_tokenize(body, cc->body.len, h->ops, h->ctx_len, &b, &e)) return refuse(h, c, &e, method, url, cc->t0);
         break;

@@ -119,6 +119,8 @@ int ea_oai_tokenize(const char *body, size_t len, const ea_text_ops *ops, int ct
                     ea_oai_error *e);
 int ea_oai_detokenize(const char *body, size_t len, const ea_text_ops *ops, ea_sbuf *out, ea_oai_error *e);
 void ea_oai_render_models(const char *model, int ctx_len, long created, ea_sbuf *out);
+/* GET /v1/models/{id}: the one model object of the list above */
+void ea_oai_render_model(const char *model, int ctx_len, long created, ea_sbuf *out);
 
 typedef struct {
     ea_oai_kind kind;

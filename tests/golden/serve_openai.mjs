@@ -3,7 +3,7 @@
 // (BASE_URL like http://127.0.0.1:PORT/v1). Prints one line per check and
 // "N passed, N failed"; exits non-zero on any failure.
 //
-// What it asserts: models list; non-streaming == streaming text (greedy) for
+// What it asserts: models list and retrieve; non-streaming == streaming text (greedy) for
 // completions and chat; usage arithmetic; stop strings (cut before the stop,
 // never emitted, also when the stop spans a token boundary, streaming too);
 // seeds (same seed -> same text, other seed -> other text); logprobs shapes
@@ -167,6 +167,20 @@ await check('logprobs: completions (int) and chat (bool + top_logprobs)', async 
   }
   const none = await completeText({ max_tokens: 2 });
   eq(none.choices[0].logprobs, null, 'no logprobs unless asked');
+});
+
+await check('models.retrieve: the served model; another id -> 404 model_not_found', async () => {
+  const m = await client.models.retrieve(model);
+  eq(m.id, model, 'id');
+  eq(m.object, 'model', 'object');
+  assert(m.max_model_len > 0, 'max_model_len');
+  try {
+    await client.models.retrieve('no-such-model');
+    throw new Error('no error');
+  } catch (e) {
+    eq(e.status, 404, 'status');
+    eq(e.error && e.error.code, 'model_not_found', 'code');
+  }
 });
 
 await check('unknown model -> 404 NotFoundError with an OpenAI error body', async () => {
