@@ -39,6 +39,9 @@
 #include "ep/bus.h"
 #include "ep/ep_engine.h"
 
+/* ea_version.c, generated at build time by cmake/version.cmake (as in main.c) */
+extern const char ea_version_string[], ea_version_commit[];
+
 static volatile sig_atomic_t g_stop; /* SIGTERM/SIGINT received so far */
 
 static void on_signal(int sig) {
@@ -237,6 +240,7 @@ int ea_cmd_serve(int argc, char **argv) {
     }
     if (rank == 0) { /* only rank 0 opens the port */
         ea_http_opts ho = {.host = f.host, .port = f.port, .api_key = f.api_key, .served_model = name,
+                           .version = ea_version_string, .commit = ea_version_commit,
                            .max_body_bytes = (size_t)f.max_body, .request_timeout_s = f.request_timeout_s,
                            .stall_seconds = f.stall_s, .keepalive_s = f.keepalive_s, .max_requests = f.max_requests,
                            .max_connections = max_connections(&f), .idle_timeout_s = f.idle_timeout_s};

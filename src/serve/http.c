@@ -52,7 +52,7 @@
 
 struct ea_http {
     ea_http_opts o;
-    char *host, *api_key, *model; /* owns copies */
+    char *host, *api_key, *model, *version, *commit; /* owns copies */
     ea_metrics *metrics;          /* borrows */
     struct MHD_Daemon *d;
     int port;
@@ -69,7 +69,7 @@ struct ea_http {
     const ea_http_ext *ext; /* borrows: caller's extra endpoints, or NULL */
 };
 
-typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_TOKENIZE, R_DETOKENIZE, R_HEALTH, R_METRICS } route;
+typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_TOKENIZE, R_DETOKENIZE, R_HEALTH, R_METRICS, R_VERSION } route;
 
 #define MODEL_PREFIX "/v1/models/" /* GET /v1/models/{id}: the id is the rest of the path, '/' included */
 
@@ -174,7 +174,7 @@ static route find_route(const char *url, const char *method, int *method_ok) {
         {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
         {"/v1/models", "GET", R_MODELS},            {"/tokenize", "POST", R_TOKENIZE},
         {"/detokenize", "POST", R_DETOKENIZE},      {"/health", "GET", R_HEALTH},
-        {"/metrics", "GET", R_METRICS},
+        {"/metrics", "GET", R_METRICS},             {"/version", "GET", R_VERSION},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(url, table[i].path) != 0) continue;
@@ -521,6 +521,15 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
     }
     if (rt == R_HEALTH) return handle_health(h, c);
     if (rt == R_METRICS) return handle_metrics(h, c);
+    if (rt == R_VERSION) { /* vLLM's shape, plus the commit; no key, like /health */
+        ea_sbuf b = {0};
+        json_t *o = json_pack("{s:s,s:s}", "version", h->version, "commit", h->commit);
+        ea_sbuf_json(&b, o);
+        json_decref(o);
+        enum MHD_Result r = send_json(h, c, 200, &b);
+        ea_sbuf_deinit(&b);
+        return r;
+    }
     if (!auth_ok(h, c)) {
         ea_oai_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
                     "Incorrect or missing API key (send 'Authorization: Bearer <key>').");
@@ -645,6 +654,8 @@ ea_status ea_http_start(const ea_http_opts *o, ea_metrics *m, ea_http **out) {
     h->metrics = m;
     h->host = ea_strdup(o->host && o->host[0] ? o->host : "127.0.0.1");
     h->model = ea_strdup(o->served_model ? o->served_model : "default");
+    h->version = ea_strdup(o->version ? o->version : "unknown");
+    h->commit = ea_strdup(o->commit ? o->commit : "unknown");
     h->api_key = o->api_key && o->api_key[0] ? ea_strdup(o->api_key) : NULL;
     h->start_time = (long)time(NULL);
     atomic_init(&h->seq, (uint_fast64_t)ea_now_ns());
@@ -739,6 +750,8 @@ void ea_http_stop(ea_http *h) {
     if (h->d) MHD_stop_daemon(h->d);
     ea_free(h->host);
     ea_free(h->model);
+    ea_free(h->version);
+    ea_free(h->commit);
     ea_free(h->api_key);
     ea_free(h);
 }
