@@ -53,6 +53,7 @@
 struct ea_http {
     ea_http_opts o;
     char *host, *api_key, *model, *version, *commit; /* owns copies */
+    char *origins;                                   /* owns: ",a,b," or NULL (CORS off) */
     ea_metrics *metrics;          /* borrows */
     struct MHD_Daemon *d;
     int port;
@@ -107,6 +108,22 @@ static void access_log(const char *method, const char *path, uint64_t id, int st
             path, status, ptok, ctok, (ea_now_s() - t0) * 1e3, finish ? " finish=" : "", finish ? finish : "");
 }
 
+/* CORS (--allowed-origins): the request's Origin is echoed when listed ("*":
+ * any origin gets "*"). Nothing when CORS is off or the origin is not listed:
+ * the browser then refuses the response, which is the point. */
+static void add_cors(const ea_http *h, struct MHD_Connection *c, struct MHD_Response *r) {
+    if (!h->origins) return;
+    if (strstr(h->origins, ",*,")) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+        return;
+    }
+    const char *o = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    char key[512];
+    if (!o || !o[0] || snprintf(key, sizeof key, ",%s,", o) >= (int)sizeof key || !strstr(h->origins, key)) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", o);
+    MHD_add_response_header(r, "Vary", "Origin");
+}
+
 static enum MHD_Result send_buf(ea_http *h, struct MHD_Connection *c, int status, const char *ctype,
                                 const char *data, size_t len, int retry_after) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
@@ -118,6 +135,7 @@ static enum MHD_Result send_buf(ea_http *h, struct MHD_Connection *c, int status
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra);
     }
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    add_cors(h, c, r);
     if (atomic_load(&h->draining) || status == 413) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -334,6 +352,7 @@ static enum MHD_Result start_stream(ea_http *h, struct MHD_Connection *c, ea_oai
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    add_cors(h, c, resp);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
     ea_metrics_http_status(h->metrics, 200);
@@ -494,6 +513,20 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
     int method_ok;
     route rt = find_route(url, method, &method_ok);
     cc->is_gen = rt == R_COMPLETIONS || rt == R_CHAT;
+    if (h->origins && strcmp(method, "OPTIONS") == 0 && rt != R_NONE) { /* a CORS preflight: no key is sent with it */
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
+        const char *rh = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", rh && rh[0] ? rh : "Authorization, Content-Type");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+        add_cors(h, c, r);
+        enum MHD_Result ret = MHD_queue_response(c, 204, r);
+        MHD_destroy_response(r);
+        ea_metrics_http_status(h->metrics, 204);
+        access_log(method, url, 0, 204, 0, 0, cc->t0, NULL);
+        return ret;
+    }
     if (rt == R_NONE && h->ext && h->ext->handle) {
         if (!auth_ok(h, c)) {
             ea_oai_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
@@ -655,6 +688,15 @@ ea_status ea_http_start(const ea_http_opts *o, ea_metrics *m, ea_http **out) {
     h->host = ea_strdup(o->host && o->host[0] ? o->host : "127.0.0.1");
     h->model = ea_strdup(o->served_model ? o->served_model : "default");
     h->version = ea_strdup(o->version ? o->version : "unknown");
+    if (o->allowed_origins && o->allowed_origins[0]) {
+        ea_sbuf ob = {0};
+        ea_sbuf_puts(&ob, ",");
+        for (const char *p = o->allowed_origins; *p; p++)
+            if (*p != ' ') ea_sbuf_append(&ob, p, 1);
+        ea_sbuf_puts(&ob, ",");
+        h->origins = ob.failed ? NULL : ea_strdup(ob.data);
+        ea_sbuf_deinit(&ob);
+    }
     h->commit = ea_strdup(o->commit ? o->commit : "unknown");
     h->api_key = o->api_key && o->api_key[0] ? ea_strdup(o->api_key) : NULL;
     h->start_time = (long)time(NULL);
@@ -751,6 +793,7 @@ void ea_http_stop(ea_http *h) {
     ea_free(h->host);
     ea_free(h->model);
     ea_free(h->version);
+    ea_free(h->origins);
     ea_free(h->commit);
     ea_free(h->api_key);
     ea_free(h);
