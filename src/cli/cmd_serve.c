@@ -39,6 +39,9 @@
 #include "ep/bus.h"
 #include "ep/ep_engine.h"
 
+/* ea_version.c, generated at build time by cmake/version.cmake (as in main.c) */
+extern const char ea_version_string[], ea_version_commit[];
+
 static volatile sig_atomic_t g_stop; /* SIGTERM/SIGINT received so far */
 
 static void on_signal(int sig) {
@@ -63,7 +66,7 @@ static const char *base_name(const char *p) {
 }
 
 typedef struct {
-    const char *model, *host, *api_key, *served_name;
+    const char *model, *host, *api_key, *served_name, *allowed_origins;
     int port, threads, max_running, max_queue, max_batch_tokens, kv_mib, max_ctx, allow_long_ctx, no_prefix_cache,
         max_requests;
     long max_body;
@@ -163,6 +166,8 @@ int ea_cmd_serve(int argc, char **argv) {
         {"host", EA_ARG_STR, &f.host, "ADDR", "address to listen on (default 127.0.0.1)"},
         {"port", EA_ARG_INT, &f.port, "N", "port (default 8000; 0 = any free port, printed at start)", 0, 65535},
         {"api-key", EA_ARG_STR, &f.api_key, "KEY", "require 'Authorization: Bearer KEY' on /v1/* and /tokenize"},
+        {"allowed-origins", EA_ARG_STR, &f.allowed_origins, "LIST",
+         "CORS: comma-separated origins (or '*') allowed to call from a browser (default: none, no CORS headers)"},
         {"served-model-name", EA_ARG_STR, &f.served_name, "NAME", "model name in the API (default: the model's file name)"},
         {"threads", EA_ARG_INT, &f.threads, "N", "compute threads (default 0: CPU count)", 0, 4096},
         {"max-running", EA_ARG_INT, &f.max_running, "N", "sequences decoding at once (default 16)", 1, 4096},
@@ -237,6 +242,8 @@ int ea_cmd_serve(int argc, char **argv) {
     }
     if (rank == 0) { /* only rank 0 opens the port */
         ea_http_opts ho = {.host = f.host, .port = f.port, .api_key = f.api_key, .served_model = name,
+                           .version = ea_version_string, .commit = ea_version_commit,
+                           .allowed_origins = f.allowed_origins,
                            .max_body_bytes = (size_t)f.max_body, .request_timeout_s = f.request_timeout_s,
                            .stall_seconds = f.stall_s, .keepalive_s = f.keepalive_s, .max_requests = f.max_requests,
                            .max_connections = max_connections(&f), .idle_timeout_s = f.idle_timeout_s};

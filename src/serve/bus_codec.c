@@ -41,6 +41,9 @@ void ea_bus_put_submit(ea_sbuf *b, uint64_t id, const ea_req_params *p) {
     ea_sbuf_append(b, &tk, sizeof tk);
     ea_sbuf_append(b, fv2, sizeof fv2);
     ea_sbuf_append(b, &seed, sizeof seed);
+    int32_t iv2[2] = {p->n_stop_ids, p->min_tokens};
+    ea_sbuf_append(b, iv2, sizeof iv2);
+    ea_sbuf_append(b, p->stop_ids, sizeof(int32_t) * (size_t)p->n_stop_ids);
     for (int i = 0; i < p->n_stop; i++) {
         uint32_t n = (uint32_t)strlen(p->stop[i]);
         ea_sbuf_append(b, &n, sizeof n);
@@ -71,11 +74,11 @@ ea_status ea_bus_read_begin(ea_bus_reader *rd, const void *buf, size_t len) {
 
 static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
     unsigned long long id = (unsigned long long)ev->id;
-    int32_t iv[6], tk;
+    int32_t iv[6], tk, iv2[2];
     float fv[2], fv2[4];
     uint64_t seed;
     if (!get(rd, iv, sizeof iv) || !get(rd, fv, sizeof fv) || !get(rd, &tk, 4) || !get(rd, fv2, sizeof fv2) ||
-        !get(rd, &seed, 8) || iv[5] < 0 || iv[5] > EA_MAX_STOP || iv[0] <= 0 || iv[0] > (1 << 24))
+        !get(rd, &seed, 8) || !get(rd, iv2, sizeof iv2) || iv2[0] < 0 || iv2[0] > EA_MAX_STOP_IDS || iv[5] < 0 || iv[5] > EA_MAX_STOP || iv[0] <= 0 || iv[0] > (1 << 24))
         return ea_err(EA_ERR_FORMAT, "control bus: submit %llu malformed", id);
     ea_req_params *p = &ev->p;
     memset(p, 0, sizeof *p);
@@ -93,6 +96,10 @@ static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
     p->sp.frequency_penalty = fv2[2];
     p->sp.repetition_penalty = fv2[3];
     p->sp.seed = seed;
+    p->n_stop_ids = iv2[0];
+    p->min_tokens = iv2[1];
+    if (!get(rd, p->stop_ids, sizeof(int32_t) * (size_t)p->n_stop_ids))
+        return ea_err(EA_ERR_FORMAT, "control bus: stop token ids of %llu", id);
     for (int k = 0; k < p->n_stop; k++) {
         uint32_t sl;
         if (!get(rd, &sl, 4) || sl >= sizeof ev->stops[k] || !get(rd, ev->stops[k], sl))

@@ -52,7 +52,8 @@
 
 struct ea_http {
     ea_http_opts o;
-    char *host, *api_key, *model; /* owns copies */
+    char *host, *api_key, *model, *version, *commit; /* owns copies */
+    char *origins;                                   /* owns: ",a,b," or NULL (CORS off) */
     ea_metrics *metrics;          /* borrows */
     struct MHD_Daemon *d;
     int port;
@@ -69,7 +70,9 @@ struct ea_http {
     const ea_http_ext *ext; /* borrows: caller's extra endpoints, or NULL */
 };
 
-typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_HEALTH, R_METRICS } route;
+typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_TOKENIZE, R_DETOKENIZE, R_HEALTH, R_METRICS, R_VERSION } route;
+
+#define MODEL_PREFIX "/v1/models/" /* GET /v1/models/{id}: the id is the rest of the path, '/' included */
 
 typedef struct {
     ea_sbuf body;
@@ -105,6 +108,22 @@ static void access_log(const char *method, const char *path, uint64_t id, int st
             path, status, ptok, ctok, (ea_now_s() - t0) * 1e3, finish ? " finish=" : "", finish ? finish : "");
 }
 
+/* CORS (--allowed-origins): the request's Origin is echoed when listed ("*":
+ * any origin gets "*"). Nothing when CORS is off or the origin is not listed:
+ * the browser then refuses the response, which is the point. */
+static void add_cors(const ea_http *h, struct MHD_Connection *c, struct MHD_Response *r) {
+    if (!h->origins) return;
+    if (strstr(h->origins, ",*,")) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+        return;
+    }
+    const char *o = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    char key[512];
+    if (!o || !o[0] || snprintf(key, sizeof key, ",%s,", o) >= (int)sizeof key || !strstr(h->origins, key)) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", o);
+    MHD_add_response_header(r, "Vary", "Origin");
+}
+
 static enum MHD_Result send_buf(ea_http *h, struct MHD_Connection *c, int status, const char *ctype,
                                 const char *data, size_t len, int retry_after) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
@@ -116,6 +135,7 @@ static enum MHD_Result send_buf(ea_http *h, struct MHD_Connection *c, int status
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra);
     }
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    add_cors(h, c, r);
     if (atomic_load(&h->draining) || status == 413) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -172,12 +192,16 @@ static route find_route(const char *url, const char *method, int *method_ok) {
         {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
         {"/v1/models", "GET", R_MODELS},            {"/tokenize", "POST", R_TOKENIZE},
         {"/detokenize", "POST", R_DETOKENIZE},      {"/health", "GET", R_HEALTH},
-        {"/metrics", "GET", R_METRICS},
+        {"/metrics", "GET", R_METRICS},             {"/version", "GET", R_VERSION},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(url, table[i].path) != 0) continue;
         *method_ok = strcmp(method, table[i].method) == 0 || (strcmp(method, "HEAD") == 0 && !strcmp(table[i].method, "GET"));
         return table[i].r;
+    }
+    if (strncmp(url, MODEL_PREFIX, strlen(MODEL_PREFIX)) == 0 && url[strlen(MODEL_PREFIX)]) {
+        *method_ok = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        return R_MODEL;
     }
     *method_ok = 0;
     return R_NONE;
@@ -328,6 +352,7 @@ static enum MHD_Result start_stream(ea_http *h, struct MHD_Connection *c, ea_oai
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    add_cors(h, c, resp);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
     ea_metrics_http_status(h->metrics, 200);
@@ -488,6 +513,20 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
     int method_ok;
     route rt = find_route(url, method, &method_ok);
     cc->is_gen = rt == R_COMPLETIONS || rt == R_CHAT;
+    if (h->origins && strcmp(method, "OPTIONS") == 0 && rt != R_NONE) { /* a CORS preflight: no key is sent with it */
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
+        const char *rh = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", rh && rh[0] ? rh : "Authorization, Content-Type");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+        add_cors(h, c, r);
+        enum MHD_Result ret = MHD_queue_response(c, 204, r);
+        MHD_destroy_response(r);
+        ea_metrics_http_status(h->metrics, 204);
+        access_log(method, url, 0, 204, 0, 0, cc->t0, NULL);
+        return ret;
+    }
     if (rt == R_NONE && h->ext && h->ext->handle) {
         if (!auth_ok(h, c)) {
             ea_oai_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
@@ -515,6 +554,15 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
     }
     if (rt == R_HEALTH) return handle_health(h, c);
     if (rt == R_METRICS) return handle_metrics(h, c);
+    if (rt == R_VERSION) { /* vLLM's shape, plus the commit; no key, like /health */
+        ea_sbuf b = {0};
+        json_t *o = json_pack("{s:s,s:s}", "version", h->version, "commit", h->commit);
+        ea_sbuf_json(&b, o);
+        json_decref(o);
+        enum MHD_Result r = send_json(h, c, 200, &b);
+        ea_sbuf_deinit(&b);
+        return r;
+    }
     if (!auth_ok(h, c)) {
         ea_oai_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
                     "Incorrect or missing API key (send 'Authorization: Bearer <key>').");
@@ -537,6 +585,14 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
     case R_COMPLETIONS: return handle_generate(h, c, cc, EA_OAI_COMPLETIONS, url);
     case R_CHAT: return handle_generate(h, c, cc, EA_OAI_CHAT, url);
     case R_MODELS: ea_oai_render_models(h->model, h->ctx_len, h->start_time, &b); break;
+    case R_MODEL:
+        if (strcmp(url + strlen(MODEL_PREFIX), h->model) != 0) {
+            ea_oai_fail(&e, 404, "invalid_request_error", "model", "model_not_found",
+                        "The model '%s' does not exist (this server serves '%s').", url + strlen(MODEL_PREFIX), h->model);
+            return refuse(h, c, &e, method, url, cc->t0);
+        }
+        ea_oai_render_model(h->model, h->ctx_len, h->start_time, &b);
+        break;
     case R_TOKENIZE:
         if (ea_oai_tokenize(body, cc->body.len, h->ops, h->ctx_len, &b, &e)) return refuse(h, c, &e, method, url, cc->t0);
         break;
@@ -631,6 +687,17 @@ ea_status ea_http_start(const ea_http_opts *o, ea_metrics *m, ea_http **out) {
     h->metrics = m;
     h->host = ea_strdup(o->host && o->host[0] ? o->host : "127.0.0.1");
     h->model = ea_strdup(o->served_model ? o->served_model : "default");
+    h->version = ea_strdup(o->version ? o->version : "unknown");
+    if (o->allowed_origins && o->allowed_origins[0]) {
+        ea_sbuf ob = {0};
+        ea_sbuf_puts(&ob, ",");
+        for (const char *p = o->allowed_origins; *p; p++)
+            if (*p != ' ') ea_sbuf_append(&ob, p, 1);
+        ea_sbuf_puts(&ob, ",");
+        h->origins = ob.failed ? NULL : ea_strdup(ob.data);
+        ea_sbuf_deinit(&ob);
+    }
+    h->commit = ea_strdup(o->commit ? o->commit : "unknown");
     h->api_key = o->api_key && o->api_key[0] ? ea_strdup(o->api_key) : NULL;
     h->start_time = (long)time(NULL);
     atomic_init(&h->seq, (uint_fast64_t)ea_now_ns());
@@ -725,6 +792,9 @@ void ea_http_stop(ea_http *h) {
     if (h->d) MHD_stop_daemon(h->d);
     ea_free(h->host);
     ea_free(h->model);
+    ea_free(h->version);
+    ea_free(h->origins);
+    ea_free(h->commit);
     ea_free(h->api_key);
     ea_free(h);
 }

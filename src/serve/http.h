@@ -51,6 +51,9 @@ typedef struct {
     int port;                  /* 0: any free port (see ea_http_port) */
     const char *api_key;       /* NULL or "": no check */
     const char *served_model;  /* the one model name; requests naming another get 404 */
+    const char *version;       /* GET /version's "version" and "commit" (copied); NULL: "unknown" */
+    const char *commit;
+    const char *allowed_origins; /* CORS: "a,b" or "*" (copied); NULL or "": off, no CORS headers, OPTIONS 405 */
     size_t max_body_bytes;     /* larger bodies get 413 */
     double request_timeout_s;  /* <= 0: none; past it a request is cancelled with 504 */
     double stall_seconds;      /* /health stall threshold */

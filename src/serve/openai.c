@@ -325,6 +325,32 @@ static int parse_stop(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
     return 0;
 }
 
+/* stop_token_ids: up to EA_MAX_STOP_IDS ids (checked against the vocabulary in
+ * prepare); min_tokens: >= 0 (checked against max_tokens in prepare). */
+static int parse_stop_ids(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
+    json_t *a = field(root, "stop_token_ids");
+    if (a) {
+        if (!json_is_array(a))
+            return ea_oai_fail(e, 400, NULL, "stop_token_ids", NULL, "'stop_token_ids' must be an array of token ids");
+        if (json_array_size(a) > EA_MAX_STOP_IDS)
+            return ea_oai_fail(e, 400, NULL, "stop_token_ids", NULL, "at most %d stop token ids are supported",
+                               EA_MAX_STOP_IDS);
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            json_t *v = json_array_get(a, i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+                return ea_oai_fail(e, 400, NULL, "stop_token_ids", NULL,
+                                   "'stop_token_ids[%zu]' must be a non-negative integer token id", i);
+            r->params.stop_ids[i] = (int32_t)json_integer_value(v);
+        }
+        r->params.n_stop_ids = (int)json_array_size(a);
+    }
+    long long v;
+    int given;
+    if (get_int(root, "min_tokens", 0, INT_MAX, &v, &given, e)) return -1;
+    if (given) r->params.min_tokens = (int)v;
+    return 0;
+}
+
 /* Fields we refuse rather than silently ignore. */
 static int parse_unsupported(const json_t *root, ea_oai_error *e) {
     int b = 0;
@@ -415,6 +441,60 @@ static int parse_logprobs(const json_t *root, ea_oai_request *r, ea_oai_error *e
     return 0;
 }
 
+/* Every top-level field a request may carry, and for which endpoint. A field
+ * not in this table is refused with a 400 naming it (docs/decisions.md, "Unknown
+ * request fields"): a client that sends a field expects it to do something, and
+ * silently dropping it (vLLM logs a warning and goes on) hides the mistake.
+ * `accepted, no effect` fields change nothing here by their nature (who the
+ * user is, OpenAI-side storage and billing tiers, tool options without tools)
+ * and are listed in docs/serving.md. The rest are read by the parse_* functions
+ * above (some only to refuse values we cannot honour). */
+enum { FOR_CMPL = 1, FOR_CHAT = 2, FOR_BOTH = 3 };
+static const struct {
+    const char *name;
+    int kinds;
+} known_fields[] = {
+    {"model", FOR_BOTH}, {"prompt", FOR_CMPL}, {"messages", FOR_CHAT},
+    {"max_tokens", FOR_BOTH}, {"max_completion_tokens", FOR_BOTH}, {"n", FOR_BOTH},
+    {"stream", FOR_BOTH}, {"stream_options", FOR_BOTH}, {"ignore_eos", FOR_BOTH},
+    {"temperature", FOR_BOTH}, {"top_p", FOR_BOTH}, {"top_k", FOR_BOTH}, {"min_p", FOR_BOTH},
+    {"presence_penalty", FOR_BOTH}, {"frequency_penalty", FOR_BOTH}, {"repetition_penalty", FOR_BOTH},
+    {"seed", FOR_BOTH}, {"stop", FOR_BOTH}, {"stop_token_ids", FOR_BOTH}, {"min_tokens", FOR_BOTH}, {"logprobs", FOR_BOTH}, {"top_logprobs", FOR_CHAT},
+    /* read only to refuse what we would not honour (parse_unsupported) */
+    {"echo", FOR_CMPL}, {"suffix", FOR_CMPL}, {"best_of", FOR_CMPL}, {"tools", FOR_BOTH},
+    {"functions", FOR_BOTH}, {"tool_choice", FOR_BOTH}, {"function_call", FOR_BOTH},
+    {"response_format", FOR_BOTH}, {"logit_bias", FOR_BOTH},
+    /* accepted, no effect */
+    {"user", FOR_BOTH}, {"metadata", FOR_BOTH}, {"store", FOR_BOTH}, {"service_tier", FOR_BOTH},
+    {"safety_identifier", FOR_BOTH}, {"prompt_cache_key", FOR_BOTH}, {"parallel_tool_calls", FOR_CHAT},
+};
+
+/* 400 naming the first field of o (a request body, or an object under `prefix`)
+ * that `known` (NULL-terminated; when NULL, the table above for kind) does not list. */
+static int refuse_unknown(const json_t *o, ea_oai_kind kind, const char *const *known, const char *prefix,
+                          const char *endpoint, ea_oai_error *e) {
+    const char *key;
+    const json_t *v;
+    int bit = kind == EA_OAI_CHAT ? FOR_CHAT : FOR_CMPL;
+    json_object_foreach((json_t *)o, key, v) {
+        int ok = 0;
+        if (known) {
+            for (size_t i = 0; !ok && known[i]; i++) ok = strcmp(key, known[i]) == 0;
+        } else {
+            for (size_t i = 0; !ok && i < sizeof known_fields / sizeof known_fields[0]; i++)
+                ok = strcmp(key, known_fields[i].name) == 0 && (known_fields[i].kinds & bit);
+        }
+        if (ok) continue;
+        char param[64];
+        snprintf(param, sizeof param, "%s%s", prefix, key);
+        return ea_oai_fail(e, 400, NULL, param, NULL,
+                           "unknown field '%s' for %s (refused rather than ignored; see the request fields in "
+                           "docs/serving.md)",
+                           param, endpoint);
+    }
+    return 0;
+}
+
 static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
     json_t *m = field(root, "model");
     if (m) {
@@ -439,8 +519,13 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
         if (get_bool(so, "include_usage", &r->include_usage, e)) return -1;
     }
     if (get_bool(root, "ignore_eos", &r->params.ignore_eos, e)) return -1;
-    if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) ||
+    if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_stop_ids(root, r, e) ||
         parse_logprobs(root, r, e))
+        return -1;
+    static const char *const stream_fields[] = {"include_usage", NULL};
+    const char *endpoint = r->kind == EA_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
+    if (refuse_unknown(root, r->kind, NULL, "", endpoint, e) ||
+        (so && refuse_unknown(so, r->kind, stream_fields, "stream_options.", endpoint, e)))
         return -1;
     return 0;
 }
@@ -516,6 +601,10 @@ int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, int k
                            (long long)r->n_prompt + (r->max_tokens > 0 ? r->max_tokens : 1));
     if (kv_tokens > 0 && room > kv_tokens - r->n_prompt) room = kv_tokens - r->n_prompt; /* the default fits the cache */
     if (r->max_tokens == 0) r->max_tokens = r->kind == EA_OAI_COMPLETIONS && room > 16 ? 16 : room;
+    if (r->params.min_tokens > r->max_tokens)
+        return ea_oai_fail(e, 400, NULL, "min_tokens", NULL, "'min_tokens' (%d) must not exceed max_tokens (%d)",
+                           r->params.min_tokens, r->max_tokens);
+    if (check_ids(r->params.stop_ids, r->params.n_stop_ids, ops, "stop_token_ids", e)) return -1;
     r->params.prompt = r->prompt_ids;
     r->params.n_prompt = r->n_prompt;
     r->params.max_tokens = r->max_tokens;
@@ -551,6 +640,9 @@ int ea_oai_tokenize(const char *body, size_t len, const ea_text_ops *ops, int ct
             goto done;
         }
     }
+    static const char *const tokenize_fields[] = {"model", "prompt", "messages", "add_generation_prompt",
+                                                  "add_special_tokens", NULL};
+    if (refuse_unknown(root, r.kind, tokenize_fields, "", "/tokenize", e)) goto done;
     if (r.prompt_text[0]) {
         int add_special = r.kind == EA_OAI_COMPLETIONS;
         if (get_bool(root, "add_special_tokens", &add_special, e)) goto done;
@@ -581,10 +673,12 @@ int ea_oai_detokenize(const char *body, size_t len, const ea_text_ops *ops, ea_s
     int n = 0, rc = -1;
     char *text = NULL;
     size_t tlen = 0;
+    static const char *const detokenize_fields[] = {"model", "tokens", NULL};
     if (!json_is_array(t)) {
         ea_oai_fail(e, 400, NULL, "tokens", NULL, "'tokens' must be an array of token ids");
         goto done;
     }
+    if (refuse_unknown(root, EA_OAI_COMPLETIONS, detokenize_fields, "", "/detokenize", e)) goto done;
     if (json_array_size(t) > 0 &&
         (parse_ids(t, "tokens", &ids, &n, e) || check_ids(ids, n, ops, "tokens", e)))
         goto done;

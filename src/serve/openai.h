@@ -16,7 +16,10 @@
  * offending field as `param`, a message) and returns -1; ea_oai_render_error
  * turns it into {"error":{"message","type","param","code"}}.
  *
- * Accepted fields (anything else is ignored, as OpenAI and vLLM do):
+ * Accepted fields (any other field is refused with a 400 naming it; the table
+ * is known_fields in openai.c, the accepted-with-no-effect ones are user,
+ * safety_identifier, metadata, store, service_tier, prompt_cache_key and, on
+ * chat, parallel_tool_calls):
  *   model (string), prompt (completions: string, [string], or [int token ids]),
  *   messages (chat: [{role: system|developer|user|assistant|tool, content:
  *   string | [{type:"text", text}] | null}]), max_tokens, max_completion_tokens,
@@ -25,7 +28,8 @@
  *   n (only 1), stream (bool), stream_options.include_usage (only with stream),
  *   logprobs (completions: int 0..20; chat: bool), top_logprobs (chat: 0..20,
  *   needs logprobs), presence_penalty and frequency_penalty [-2,2],
- *   repetition_penalty (0, 100], ignore_eos (bool).
+ *   repetition_penalty (0, 100], ignore_eos (bool), stop_token_ids ([id],
+ *   <= EA_MAX_STOP_IDS, checked as prompt ids), min_tokens (0..max_tokens).
  * Refused with 400 because we would silently do something else: echo=true,
  * suffix, best_of > 1, tools/functions, response_format other than text,
  * logit_bias with entries.
@@ -115,6 +119,8 @@ int ea_oai_tokenize(const char *body, size_t len, const ea_text_ops *ops, int ct
                     ea_oai_error *e);
 int ea_oai_detokenize(const char *body, size_t len, const ea_text_ops *ops, ea_sbuf *out, ea_oai_error *e);
 void ea_oai_render_models(const char *model, int ctx_len, long created, ea_sbuf *out);
+/* GET /v1/models/{id}: the one model object of the list above */
+void ea_oai_render_model(const char *model, int ctx_len, long created, ea_sbuf *out);
 
 typedef struct {
     ea_oai_kind kind;

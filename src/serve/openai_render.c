@@ -38,10 +38,19 @@ void ea_oai_render_error(const ea_oai_error *e, ea_sbuf *out) {
     json_decref(root);
 }
 
+static json_t *model_object(const char *model, int ctx_len, long created) {
+    return json_pack("{s:s,s:s,s:I,s:s,s:i}", "id", model, "object", "model", "created", (json_int_t)created,
+                     "owned_by", "eaas", "max_model_len", ctx_len);
+}
+
 void ea_oai_render_models(const char *model, int ctx_len, long created, ea_sbuf *out) {
-    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:i}", "id", model, "object", "model", "created", (json_int_t)created,
-                          "owned_by", "eaas", "max_model_len", ctx_len);
-    json_t *o = json_pack("{s:s,s:[o]}", "object", "list", "data", m);
+    json_t *o = json_pack("{s:s,s:[o]}", "object", "list", "data", model_object(model, ctx_len, created));
+    ea_sbuf_json(out, o);
+    json_decref(o);
+}
+
+void ea_oai_render_model(const char *model, int ctx_len, long created, ea_sbuf *out) {
+    json_t *o = model_object(model, ctx_len, created);
     ea_sbuf_json(out, o);
     json_decref(o);
 }

@@ -133,6 +133,7 @@ static int push_slices(ea_request *r, ea_event *ev, const ea_text_slices *sl) {
 }
 
 int ea__req_emit_text(ea_request *r, ea_event *ev, ea_text_slices *sl) {
+    ea_text_stream_arm(&r->text, r->n_generated >= r->p.min_tokens); /* vLLM: checked once min_tokens are out */
     int stopped = ea_text_stream_add(&r->text, ev->token, sl);
     if (push_slices(r, ev, sl) == 0) {
         ev->text[0] = 0;
@@ -171,6 +172,14 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
                       "max_tokens (%d) is %ld; reduce them or enlarge the cache (--kv-cache-mib)",
                       lim->kv_tokens, p->n_prompt, p->max_tokens, (long)p->n_prompt + p->max_tokens);
     if (p->n_stop < 0 || p->n_stop > EA_MAX_STOP) return ea_err(EA_ERR_INVALID_ARG, "at most %d stop strings", EA_MAX_STOP);
+    if (p->n_stop_ids < 0 || p->n_stop_ids > EA_MAX_STOP_IDS)
+        return ea_err(EA_ERR_INVALID_ARG, "at most %d stop token ids", EA_MAX_STOP_IDS);
+    for (int i = 0; i < p->n_stop_ids; i++)
+        if (p->stop_ids[i] < 0 || p->stop_ids[i] >= lim->vocab)
+            return ea_err(EA_ERR_INVALID_ARG, "stop token id %d is outside the model's vocabulary", p->stop_ids[i]);
+    if (p->min_tokens < 0 || p->min_tokens > p->max_tokens)
+        return ea_err(EA_ERR_INVALID_ARG, "min_tokens (%d) must be between 0 and max_tokens (%d)", p->min_tokens,
+                      p->max_tokens);
     if (p->top_logprobs < 0 || p->top_logprobs > EA_MAX_TOP_LOGPROBS)
         return ea_err(EA_ERR_INVALID_ARG, "top_logprobs must be between 0 and %d", EA_MAX_TOP_LOGPROBS);
     for (int i = 0; i < p->n_prompt; i++)

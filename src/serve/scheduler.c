@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include "serve/scheduler.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -173,13 +174,25 @@ static ea_status ea__reserve(ea_sched *s, ea_request *r, int n_pos) {
 
 /* ------------------------------------------------------------ one step */
 
-/* EOS ends r unless it asked to ignore EOS. */
+/* A token that ends r: EOS unless it asked to ignore EOS, or one of its stop_token_ids. */
 static int ea__is_eos(const ea_sched *s, const ea_request *r, int32_t t) {
     const ea_model_config *c = &s->e->m->cfg;
+    for (int i = 0; i < r->p.n_stop_ids; i++)
+        if (r->p.stop_ids[i] == t) return 1;
     if (r->p.ignore_eos) return 0;
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_token_ids[i] == t) return 1;
     return 0;
+}
+
+/* min_tokens (vLLM's): until r has that many tokens, the tokens that would end it
+ * get logit -inf. After the raw copy for logprobs, which stay the model's. */
+static void ea__mask_min_tokens(const ea_sched *s, const ea_request *r, float *row) {
+    if (r->n_generated >= r->p.min_tokens) return;
+    const ea_model_config *c = &s->e->m->cfg;
+    for (int i = 0; i < r->p.n_stop_ids; i++) row[r->p.stop_ids[i]] = -INFINITY;
+    for (int i = 0; !r->p.ignore_eos && i < c->n_eos; i++)
+        if (c->eos_token_ids[i] >= 0 && c->eos_token_ids[i] < s->vocab) row[c->eos_token_ids[i]] = -INFINITY;
 }
 
 /* Sample r's next token from logits row `row` (ids without a token masked) into a
@@ -190,6 +203,7 @@ static void ea__sample(ea_sched *s, ea_request *r, float *row, ea_event *ev) {
     int want_lp = r->p.logprobs || r->p.top_logprobs > 0;
     ea_sampler_mask(s->sampler, row); /* logprobs too only over ids that have a token */
     if (want_lp) memcpy(s->raw, row, sizeof(float) * (size_t)s->vocab);
+    ea__mask_min_tokens(s, r, row);
     ev->token = ea_sample(s->sampler, &r->p.sp, &r->rng, row, r->out_counts, r->prompt_seen);
     if (want_lp) {
         ev->n_top = r->p.top_logprobs;
@@ -229,7 +243,7 @@ static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
     }
     int eos = ea__is_eos(s, r, ev.token), stopped = 0;
     if (eos)
-        ea__req_push(r, &ev); /* EOS has no text */
+        ea__req_push(r, &ev); /* EOS and stop ids have no text */
     else
         stopped = ea__req_emit_text(r, &ev, &s->slices);
     ea_finish why = ea__finish_reason(r, eos, stopped);

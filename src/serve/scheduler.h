@@ -38,6 +38,7 @@ struct ea_tokenizer;
 
 #define EA_MAX_STOP 8
 #define EA_MAX_TOP_LOGPROBS 20
+#define EA_MAX_STOP_IDS 32
 
 typedef struct {
     const int32_t *prompt;     /* copied at submit */
@@ -49,6 +50,10 @@ typedef struct {
     int n_stop;
     int logprobs;              /* report the chosen token's logprob */
     int top_logprobs;          /* 0..EA_MAX_TOP_LOGPROBS */
+    int32_t stop_ids[EA_MAX_STOP_IDS]; /* sampling one ends the request (finish stop, no text), as EOS */
+    int n_stop_ids;
+    int min_tokens;            /* 0..max_tokens: before this many tokens, EOS (unless ignore_eos) and
+                                  stop_ids are never sampled and stop strings do not match */
 } ea_req_params;
 
 typedef enum { EA_FINISH_NONE = 0, EA_FINISH_STOP, EA_FINISH_LENGTH, EA_FINISH_CANCELLED } ea_finish;

@@ -61,6 +61,17 @@ int ea_stop_text_add(ea_stop_text *st, const char *bytes, int n, ea_stop_text_si
         const char *m = memmem(st->hold, (size_t)st->n_hold, st->stop[i], strlen(st->stop[i]));
         if (m && (cut < 0 || m - st->hold < cut)) cut = (int)(m - st->hold);
     }
+    if (cut >= 0 && st->disarmed) { /* emit through the end of the last match; none is left after it */
+        int end = 0;
+        for (int i = 0; i < st->n_stop; i++) {
+            size_t sl = strlen(st->stop[i]);
+            for (const char *m = st->hold; (m = memmem(m, (size_t)(st->hold + st->n_hold - m), st->stop[i], sl));
+                 m++)
+                if ((int)(m - st->hold + (long)sl) > end) end = (int)(m - st->hold + (long)sl);
+        }
+        emit(st, end, sink, ctx);
+        cut = -1;
+    }
     if (cut < 0) {
         int keep = stop_suffix(st); /* could still become a stop string */
         emit(st, st->n_hold - keep, sink, ctx);

@@ -15,7 +15,9 @@
  * UTF-8 character (pend), and a suffix of the held text that is a proper prefix
  * of some stop string (hold). When hold fills (a stop string is at most
  * EA_STOP_TEXT_HOLD / 2 bytes), text that no stop string can start in is
- * emitted first.
+ * emitted first. While `disarmed` is set (the caller's min_tokens not yet
+ * reached), whole stop strings are emitted as text; a stop string that ends
+ * in a token added after it is cleared still matches, even if it began before.
  *
  * Owned by one request; the scheduler's step loop is its only user.
  */
@@ -33,6 +35,8 @@ typedef struct {
     int n_pend;
     char hold[EA_STOP_TEXT_HOLD];  /* whole characters not yet emitted */
     int n_hold;
+    int disarmed;                  /* 1: a stop string here does not end the text (min_tokens not
+                                      reached); it is emitted, what may start one is still held */
 } ea_stop_text;
 
 void ea_stop_text_init(ea_stop_text *st, const char *const *stop, int n_stop);

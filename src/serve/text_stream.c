@@ -26,6 +26,8 @@ void ea_text_stream_init(ea_text_stream *ts, const struct ea_tokenizer *tok, con
     ea_stop_text_init(&ts->st, stop, n_stop);
 }
 
+void ea_text_stream_arm(ea_text_stream *ts, int armed) { ts->st.disarmed = !armed; }
+
 int ea_text_stream_add(ea_text_stream *ts, int32_t token, ea_text_slices *out) {
     char bytes[EA_TEXT_TOKEN_MAX];
     int nb = ea_detok_token_bytes(ts->tok, token, bytes, (int)sizeof bytes);

@@ -46,6 +46,8 @@ typedef struct {
 } ea_text_stream;
 
 void ea_text_stream_init(ea_text_stream *ts, const struct ea_tokenizer *tok, const char *const *stop, int n_stop);
+/* armed 0: stop strings do not end the text yet (min_tokens); see stop_text.h. */
+void ea_text_stream_arm(ea_text_stream *ts, int armed);
 /* Add one token. OUT: *out, the text that may now be shown. Returns 1 if a stop string
  * matched (out holds the text before it; nothing more will come), else 0. */
 int ea_text_stream_add(ea_text_stream *ts, int32_t token, ea_text_slices *out);

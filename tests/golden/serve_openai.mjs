@@ -3,11 +3,12 @@
 // (BASE_URL like http://127.0.0.1:PORT/v1). Prints one line per check and
 // "N passed, N failed"; exits non-zero on any failure.
 //
-// What it asserts: models list; non-streaming == streaming text (greedy) for
+// What it asserts: models list and retrieve; non-streaming == streaming text (greedy) for
 // completions and chat; usage arithmetic; stop strings (cut before the stop,
 // never emitted, also when the stop spans a token boundary, streaming too);
 // seeds (same seed -> same text, other seed -> other text); logprobs shapes
-// and greedy = argmax; 404 for an unknown model; and end-to-end determinism:
+// and greedy = argmax; 404 for an unknown model; 400 naming an unknown field
+// (never silently ignored); stop_token_ids and min_tokens; and end-to-end determinism:
 // 64 concurrent seeded requests with different prompts each return exactly
 // the text they return alone.
 import { createRequire } from 'module';
@@ -168,6 +169,20 @@ await check('logprobs: completions (int) and chat (bool + top_logprobs)', async 
   eq(none.choices[0].logprobs, null, 'no logprobs unless asked');
 });
 
+await check('models.retrieve: the served model; another id -> 404 model_not_found', async () => {
+  const m = await client.models.retrieve(model);
+  eq(m.id, model, 'id');
+  eq(m.object, 'model', 'object');
+  assert(m.max_model_len > 0, 'max_model_len');
+  try {
+    await client.models.retrieve('no-such-model');
+    throw new Error('no error');
+  } catch (e) {
+    eq(e.status, 404, 'status');
+    eq(e.error && e.error.code, 'model_not_found', 'code');
+  }
+});
+
 await check('unknown model -> 404 NotFoundError with an OpenAI error body', async () => {
   try {
     await client.completions.create({ ...greedy, model: 'no-such-model', prompt: 'x' });
@@ -176,6 +191,59 @@ await check('unknown model -> 404 NotFoundError with an OpenAI error body', asyn
     eq(e.status, 404, 'status');
     eq(e.error && e.error.code, 'model_not_found', 'code');
   }
+});
+
+await check('unknown field -> 400 BadRequestError naming it; documented no-effect fields accepted', async () => {
+  for (const [create, body, field] of [
+    [client.completions, { ...greedy, prompt: 'x', include_stop_str_in_output: true }, 'include_stop_str_in_output'],
+    [client.chat.completions, { ...greedy, messages: MESSAGES, chat_template_kwargs: { enable_thinking: false } }, 'chat_template_kwargs'],
+  ]) {
+    try {
+      await create.create(body);
+      throw new Error(`no error for ${field}`);
+    } catch (e) {
+      eq(e.status, 400, `${field}: status`);
+      eq(e.error && e.error.type, 'invalid_request_error', `${field}: type`);
+      eq(e.error && e.error.param, field, `${field}: param`);
+      assert(e.message.includes(field), `${field}: the message names it: ${e.message}`);
+    }
+  }
+  const r = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 2, user: 'u1', metadata: { k: 'v' }, store: false });
+  eq(r.choices.length, 1, 'user/metadata/store accepted');
+});
+
+await check('stop_token_ids stop at the id (its text not shown); min_tokens holds stops back', async () => {
+  const full = await completeText({ logprobs: 0 });
+  const toks = full.choices[0].logprobs.tokens;
+  const base = baseURL.replace(/\/v1$/, '');
+  // a position k >= 2 whose token is one id that re-tokenizes to itself and whose text is new there
+  let k = -1, id = -1;
+  for (let i = 2; i < toks.length - 4 && k < 0; i++) {
+    const prefix = toks.slice(0, i).join('');
+    if (!toks[i].trim() || toks[i].includes('\ufffd') || prefix.includes(toks[i])) continue;
+    const t = await (await fetch(`${base}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${client.apiKey}` },
+      body: JSON.stringify({ prompt: toks[i], add_special_tokens: false }) })).json();
+    if (t.tokens && t.tokens.length === 1) { k = i; id = t.tokens[0]; }
+  }
+  assert(k >= 0, `no usable token in ${JSON.stringify(toks)}`);
+  const prefix = toks.slice(0, k).join('');
+  const r = await completeText({ stop_token_ids: [id] });
+  eq(r.choices[0].finish_reason, 'stop', 'finish_reason');
+  eq(r.choices[0].text, prefix, 'text up to the stop id, without it');
+  eq(r.usage.completion_tokens, k + 1, 'the stop id counts as a completion token');
+  const s = await streamCompletion({ stop_token_ids: [id] });
+  eq(s.text, prefix, 'streaming');
+  eq(s.finish, 'stop', 'streaming finish_reason');
+  // min_tokens: neither the id nor a stop string may end the text before k + 2 tokens
+  const m = await completeText({ stop_token_ids: [id], min_tokens: k + 2 });
+  assert(m.usage.completion_tokens >= k + 2, `min_tokens: ${m.usage.completion_tokens} tokens`);
+  assert(m.choices[0].text.startsWith(prefix) && m.choices[0].text.length > prefix.length, 'goes on past the id');
+  const st = await completeText({ stop: [toks[k]], min_tokens: k + 2 });
+  const without = await completeText({ stop: [toks[k]] });
+  eq(without.choices[0].text, prefix, 'the stop string alone cuts at k');
+  eq(st.choices[0].text.slice(0, full.choices[0].text.length), full.choices[0].text.slice(0, st.choices[0].text.length),
+    'min_tokens with a stop string: the greedy text');
+  assert(st.choices[0].text.includes(toks[k]), `the stop string before min_tokens is text: ${JSON.stringify(st.choices[0].text)}`);
 });
 
 await check('determinism: 64 concurrent seeded requests == each alone', async () => {

@@ -206,6 +206,56 @@ TEST(seeded_tokens_replay_from_the_seed) {
     ea_engine_destroy(e);
 }
 
+/* stop_token_ids end a request at the id (finish stop; the id is its last token,
+ * as EOS is); min_tokens keeps them from being sampled before then, so greedy
+ * picks another token there. Uses the greedy outputs of run_alone. */
+TEST(stop_token_ids_and_min_tokens) {
+    const result *want = &alone[0][0];
+    CHECK_EQ(want->n, 24);
+    int k = 3; /* a position whose token does not occur before it */
+    for (;; k++) {
+        CHECK(k < want->n);
+        if (ea_t_cur_failed) return;
+        int seen = 0;
+        for (int j = 0; j < k; j++) seen |= want->toks[j] == want->toks[k];
+        if (!seen) break;
+    }
+    ea_engine *e;
+    ea_sched *s = start(&e, 1, 0, 0);
+    CHECK(s != NULL);
+    if (ea_t_cur_failed) return;
+    int32_t p[100];
+    prompt_of(0, p, 20);
+    ea_req_params rp;
+    ea_request *r;
+    result got;
+    params(&rp, p, 20, 24, 0, 42);
+    rp.stop_ids[0] = 1; /* another id first: any of them stops */
+    rp.stop_ids[1] = want->toks[k];
+    rp.n_stop_ids = 2;
+    for (int j = 0; j <= k; j++) CHECK(want->toks[j] != 1);
+    CHECK_EQ(ea_sched_submit(s, &rp, &r), EA_OK);
+    collect(r, &got);
+    CHECK_EQ(got.finish, EA_FINISH_STOP);
+    CHECK_EQ(got.n, k + 1);
+    CHECK(memcmp(got.toks, want->toks, sizeof(int32_t) * (size_t)(k + 1)) == 0);
+    /* min_tokens k + 1: position k may not be the stop id, so the text goes on past it */
+    rp.min_tokens = k + 1;
+    CHECK_EQ(ea_sched_submit(s, &rp, &r), EA_OK);
+    collect(r, &got);
+    CHECK(got.n > k + 1);
+    CHECK(memcmp(got.toks, want->toks, sizeof(int32_t) * (size_t)k) == 0);
+    CHECK(got.toks[k] != want->toks[k]);
+    for (int j = 0; j < k + 1 && j < got.n; j++) CHECK(got.toks[j] != want->toks[k] && got.toks[j] != 1);
+    /* out of range: refused at submit */
+    rp.min_tokens = 25;
+    CHECK_EQ(ea_sched_submit(s, &rp, &r), EA_ERR_INVALID_ARG);
+    rp.min_tokens = 0;
+    rp.stop_ids[0] = -1;
+    CHECK_EQ(ea_sched_submit(s, &rp, &r), EA_ERR_INVALID_ARG);
+    stop(s, e);
+}
+
 TEST(cancel_and_limits) {
     ea_engine *e;
     ea_sched *s = start(&e, 2, 0, 0);
@@ -390,6 +440,7 @@ int main(void) {
     RUN(prefix_cache_hit_same_output);
     RUN(prefix_cache_chains_blocks);
     RUN(seeded_tokens_replay_from_the_seed);
+    RUN(stop_token_ids_and_min_tokens);
     RUN(cancel_and_limits);
     RUN(control_bus_lockstep);
     return TEST_SUMMARY();

@@ -37,6 +37,17 @@ grep -E '^(ok|FAIL) ' "$tmp/node.err" | sed 's/^/  node: /' >&2 || true
 code=$(curl -s -o "$tmp/h" -w '%{http_code}' "$base/health")
 expect "GET /health is 200 once loaded" "$([ "$code" = 200 ] && echo 0 || echo 1)"
 
+# CORS is off by default: no Allow-Origin header, OPTIONS is 405
+hdr=$(curl -s -D - -o /dev/null -H 'Origin: http://a.example' "$base/health")
+code=$(curl -s -o /dev/null -w '%{http_code}' -X OPTIONS -H 'Origin: http://a.example' "$base/v1/models")
+expect "CORS off by default: no Access-Control-Allow-Origin, OPTIONS 405 ($code)" \
+  "$(! grep -qi '^access-control-allow-origin' <<<"$hdr" && [ "$code" = 405 ] && echo 0 || echo 1)"
+
+ver=$(curl -s "$base/version")
+want=$("$EAAS_BIN" --version | head -1 | cut -d' ' -f2)
+expect "GET /version (no key) gives the binary's version: $ver" \
+  "$(node -e 'const v = JSON.parse(process.argv[1]); process.exit(v.version === process.argv[2] && v.commit ? 0 : 1)' "$ver" "$want" && echo 0 || echo 1)"
+
 curl -s "$base/metrics" >"$tmp/m"
 r=0
 for name in num_requests_running num_requests_waiting kv_blocks_used kv_blocks_total prefix_cache_hit_tokens_total \

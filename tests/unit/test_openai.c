@@ -235,6 +235,88 @@ TEST(bad_requests_get_400_naming_the_field) {
     }
 }
 
+/* A field we neither honour nor list as accepted-with-no-effect is refused with a
+ * 400 naming it, never dropped: the fields vLLM honours and we do not yet
+ * (chat_template_kwargs, stop_token_ids, min_tokens) were accepted and ignored
+ * before this. A field of the other endpoint counts as unknown. */
+TEST(unknown_fields_refused_naming_them) {
+    static const struct {
+        int kind;
+        const char *body, *param;
+    } cases[] = {
+        {0, "{\"prompt\": \"x\", \"include_stop_str_in_output\": true}", "include_stop_str_in_output"},
+        {0, "{\"prompt\": \"x\", \"temprature\": 0}", "temprature"},
+        {0, "{\"prompt\": \"x\", \"top_logprobs\": 2}", "top_logprobs"}, /* chat's field */
+        {0, "{\"prompt\": \"x\", \"messages\": []}", "messages"},
+        {0, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"continuous_usage_stats\": true}}",
+         "stream_options.continuous_usage_stats"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": "
+            "{\"enable_thinking\": false}}",
+         "chat_template_kwargs"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"continue_final_message\": true}",
+         "continue_final_message"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": false}", "echo"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ea_oai_error e;
+        memset(&e, 0, sizeof e);
+        int st = status_of(cases[i].kind ? EA_OAI_CHAT : EA_OAI_COMPLETIONS, cases[i].body, 100, &e);
+        if (st != 400 || strcmp(e.param, cases[i].param) != 0 || !strstr(e.message, cases[i].param))
+            FAIL_("case %zu %s: status %d param '%s' message '%s'", i, cases[i].body, st, e.param, e.message);
+        CHECK_STREQ(e.type, "invalid_request_error");
+    }
+    /* the documented accepted-with-no-effect fields pass, on both endpoints */
+    const char *noop = "\"user\": \"u\", \"metadata\": {\"k\": \"v\"}, \"store\": false, \"service_tier\": "
+                       "\"auto\", \"safety_identifier\": \"s\", \"prompt_cache_key\": \"p\"";
+    char body[512];
+    ea_oai_error e;
+    snprintf(body, sizeof body, "{\"prompt\": \"x\", %s}", noop);
+    CHECK_EQ(status_of(EA_OAI_COMPLETIONS, body, 100, &e), 200);
+    snprintf(body, sizeof body,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"parallel_tool_calls\": true, %s}", noop);
+    CHECK_EQ(status_of(EA_OAI_CHAT, body, 100, &e), 200);
+    /* /tokenize and /detokenize too */
+    ea_sbuf b = {0};
+    const char *t = "{\"prompt\": \"ab\", \"return_token_strs\": true}";
+    CHECK_EQ(ea_oai_tokenize(t, strlen(t), &OPS, 64, &b, &e), -1);
+    CHECK_STREQ(e.param, "return_token_strs");
+    t = "{\"tokens\": [97], \"skip_special_tokens\": true}";
+    CHECK_EQ(ea_oai_detokenize(t, strlen(t), &OPS, &b, &e), -1);
+    CHECK_STREQ(e.param, "skip_special_tokens");
+    ea_sbuf_deinit(&b);
+}
+
+/* stop_token_ids and min_tokens reach the scheduler's params; bad values are 400s
+ * naming them (ids by the prompt-id rule, min_tokens against max_tokens after defaults). */
+TEST(stop_token_ids_and_min_tokens) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"ab\",\"stop_token_ids\":[7,300],\"min_tokens\":4}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.params.n_stop_ids, 2);
+    CHECK_EQ(r.params.stop_ids[0], 7);
+    CHECK_EQ(r.params.stop_ids[1], 300);
+    CHECK_EQ(r.params.min_tokens, 4);
+    ea_oai_request_deinit(&r);
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
+        {"{\"prompt\": \"x\", \"stop_token_ids\": 5}", "stop_token_ids"},
+        {"{\"prompt\": \"x\", \"stop_token_ids\": [1, -1]}", "stop_token_ids"},
+        {"{\"prompt\": \"x\", \"stop_token_ids\": [600]}", "stop_token_ids"}, /* outside the vocabulary (512) */
+        {"{\"prompt\": \"x\", \"min_tokens\": -1}", "min_tokens"},
+        {"{\"prompt\": \"x\", \"min_tokens\": 17}", "min_tokens"}, /* > the default max_tokens 16 */
+        {"{\"prompt\": \"x\", \"max_tokens\": 3, \"min_tokens\": 4}", "min_tokens"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&e, 0, sizeof e);
+        int st = status_of(EA_OAI_COMPLETIONS, bad[i].body, 100, &e);
+        if (st != 400 || strcmp(e.param, bad[i].param) != 0)
+            FAIL_("case %zu %s: status %d param '%s' message '%s'", i, bad[i].body, st, e.param, e.message);
+    }
+    CHECK_EQ(status_of(EA_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"max_tokens\": 4, \"min_tokens\": 4}", 100, &e), 200);
+}
+
 TEST(prompt_longer_than_context) {
     ea_oai_error e;
     CHECK_EQ(status_of(EA_OAI_COMPLETIONS, "{\"prompt\": [1,2,3,4,5]}", 5, &e), 400);
@@ -592,6 +674,8 @@ int main(void) {
     RUN(response_ids_random);
     RUN(kv_cache_bounds_admission);
     RUN(bad_requests_get_400_naming_the_field);
+    RUN(unknown_fields_refused_naming_them);
+    RUN(stop_token_ids_and_min_tokens);
     RUN(prompt_longer_than_context);
     RUN(invalid_utf8_and_position_in_error);
     RUN(error_json_shape);

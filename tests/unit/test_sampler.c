@@ -200,6 +200,39 @@ static int ref_sample(const ea_sampling_params *sp, ea_rng *rng, const float *lg
     return idx[n - 1];
 }
 
+/* repetition_penalty (vLLM's, the CTRL rule): a logit of a token seen in the
+ * prompt or the output is divided by the penalty when positive, multiplied when
+ * negative; greedy shows which token wins after it. */
+TEST(repetition_penalty_moves_the_argmax) {
+    enum { V = 8 };
+    ea_sampler *s;
+    CHECK_EQ(ea_sampler_create(V, &s), EA_OK);
+    ea_sampling_params sp;
+    ea_sampling_defaults(&sp);
+    sp.temperature = 0.0f;
+    sp.repetition_penalty = 2.0f;
+    int32_t counts[V] = {0};
+    uint8_t seen[V] = {0};
+    ea_rng rng;
+    ea_rng_seed(&rng, 1);
+    const float base[V] = {-1.0f, -0.5f, 1.0f, 2.0f, 3.0f, 5.0f, 6.5f, 7.0f};
+    float lg[V];
+    memcpy(lg, base, sizeof lg);
+    CHECK_EQ(ea_sample(s, &sp, &rng, lg, counts, seen), 7); /* nothing seen: the plain argmax */
+    counts[7] = 1;                                         /* 7 -> 3.5: 6 wins */
+    memcpy(lg, base, sizeof lg);
+    CHECK_EQ(ea_sample(s, &sp, &rng, lg, counts, seen), 6);
+    seen[6] = 1; /* from the prompt: 6.5 -> 3.25, so 5 (5.0) wins over 7 (3.5) */
+    memcpy(lg, base, sizeof lg);
+    CHECK_EQ(ea_sample(s, &sp, &rng, lg, counts, seen), 5);
+    /* negative logits are multiplied (a division would raise them) */
+    for (int i = 2; i < V; i++) counts[i] = 1;
+    float neg[V] = {-1.0f, -0.5f, -9.0f, -9.0f, -9.0f, -9.0f, -9.0f, -9.0f};
+    seen[1] = 1; /* 1: -0.5 -> -1.0; 0 unseen stays -1.0: a tie, the lowest id wins */
+    CHECK_EQ(ea_sample(s, &sp, &rng, neg, counts, seen), 0);
+    ea_sampler_destroy(s);
+}
+
 TEST(prefix_order_draws_what_a_full_sort_draws) {
     enum { BV = 50000 };
     float *lg = malloc(sizeof(float) * BV), *work = malloc(sizeof(float) * BV), *p = malloc(sizeof(float) * BV);
@@ -235,6 +268,7 @@ int main(void) {
     RUN(golden_tokens_for_a_seed);
     RUN(temperature_frequencies_follow_softmax_of_logits_over_t);
     RUN(top_k_and_top_p_cut_exactly);
+    RUN(repetition_penalty_moves_the_argmax);
     RUN(prefix_order_draws_what_a_full_sort_draws);
     return TEST_SUMMARY();
 }

@@ -39,6 +39,27 @@ static int feed(ea_stop_text *st, const char *const *stops, int n_stops, const c
     return -1;
 }
 
+/* min_tokens: while disarmed a whole stop string is text (emitted, no match);
+ * once armed, a stop string that completes in a later token matches, even
+ * when it began in a disarmed one (vLLM checks the text after each token
+ * from min_tokens on, looking back over the stop's length). */
+TEST(disarmed_stops_are_text) {
+    const char *stops[] = {"xy"};
+    ea_stop_text st;
+    out_t o;
+    memset(&o, 0, sizeof o);
+    ea_stop_text_init(&st, stops, 1);
+    st.disarmed = 1;
+    CHECK_EQ(ea_stop_text_add(&st, "axyb", 4, sink, &o), 0);
+    CHECK_STREQ(o.text, "axyb");
+    CHECK_EQ(ea_stop_text_add(&st, "xyx", 3, sink, &o), 0);
+    CHECK_STREQ(o.text, "axybxy"); /* the last "x" may start a stop: held */
+    st.disarmed = 0;
+    CHECK_EQ(ea_stop_text_add(&st, "yz", 2, sink, &o), 1);
+    CHECK_STREQ(o.text, "axybxy");
+    CHECK(!o.split_char);
+}
+
 TEST(prefix_of_a_stop_is_held_back) {
     const char *stops[] = {"cx"};
     const char *toks[] = {"ab", "c", "d", NULL};
@@ -138,6 +159,7 @@ TEST(flush_and_long_text) {
 
 int main(void) {
     RUN(prefix_of_a_stop_is_held_back);
+    RUN(disarmed_stops_are_text);
     RUN(stop_across_tokens_never_emitted);
     RUN(earliest_stop_wins_and_longest_prefix_is_kept);
     RUN(utf8_split_over_tokens);

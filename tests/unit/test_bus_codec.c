@@ -1,0 +1,70 @@
+/*
+ * test_bus_codec.c — the control bus's submit event (serve/bus_codec.h) carries
+ * every field of ea_req_params that changes what a rank computes: what rank 0
+ * writes, every rank reads back. A field left out would make the followers
+ * sample differently from rank 0 (stop_token_ids, min_tokens change which
+ * tokens may be drawn). Truncated batches are refused, not over-read.
+ */
+#include <string.h>
+
+#include "harness.h"
+#include "serve/bus_codec.h"
+
+TEST(submit_round_trips_every_field) {
+    int32_t prompt[3] = {5, 6, 7};
+    ea_req_params p;
+    memset(&p, 0, sizeof p);
+    p.prompt = prompt;
+    p.n_prompt = 3;
+    p.max_tokens = 9;
+    p.ignore_eos = 1;
+    p.logprobs = 1;
+    p.top_logprobs = 2;
+    p.stop[0] = "ab";
+    p.n_stop = 1;
+    p.stop_ids[0] = 11;
+    p.stop_ids[1] = 12;
+    p.n_stop_ids = 2;
+    p.min_tokens = 4;
+    p.sp.temperature = 0.5f;
+    p.sp.top_p = 0.9f;
+    p.sp.top_k = 3;
+    p.sp.min_p = 0.1f;
+    p.sp.presence_penalty = 0.2f;
+    p.sp.frequency_penalty = 0.3f;
+    p.sp.repetition_penalty = 1.1f;
+    p.sp.seed = 77;
+    ea_sbuf b = {0};
+    ea_bus_begin(&b, 1);
+    ea_bus_put_submit(&b, 42, &p);
+    CHECK(!b.failed);
+    ea_bus_reader rd;
+    ea_bus_event ev;
+    int more = 0;
+    CHECK_EQ(ea_bus_read_begin(&rd, b.data, b.len), EA_OK);
+    CHECK_EQ(ea_bus_read_next(&rd, &ev, &more), EA_OK);
+    CHECK_EQ(more, 1);
+    CHECK_EQ(ev.id, 42);
+    CHECK_EQ(ev.p.n_stop_ids, 2);
+    CHECK_EQ(ev.p.stop_ids[1], 12);
+    CHECK_EQ(ev.p.min_tokens, 4);
+    CHECK_EQ(ev.p.max_tokens, 9);
+    CHECK_EQ(ev.p.n_stop, 1);
+    CHECK_STREQ(ev.p.stop[0], "ab");
+    CHECK_EQ(ev.p.sp.seed, 77);
+    CHECK_NEAR(ev.p.sp.repetition_penalty, 1.1, 1e-6);
+    int32_t last;
+    memcpy(&last, ev.prompt + 8, 4);
+    CHECK_EQ(last, 7);
+    /* every shorter batch is refused */
+    for (size_t n = 16; n < b.len; n++) {
+        CHECK_EQ(ea_bus_read_begin(&rd, b.data, n), EA_OK);
+        if (ea_bus_read_next(&rd, &ev, &more) == EA_OK) FAIL_("a batch cut to %zu of %zu bytes was read", n, b.len);
+    }
+    ea_sbuf_deinit(&b);
+}
+
+int main(void) {
+    RUN(submit_round_trips_every_field);
+    return TEST_SUMMARY();
+}
