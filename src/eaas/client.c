@@ -244,6 +244,11 @@ static void sync_table(void *ctx, ea_moe_backend *be) {
         if (k && c.events[i].role == EA_MON_SERVER && c.events[i].kind == EA_MON_EV_LEAVE) drop(be, k, "left");
     }
     for (int i = 0; i < c.n_servers; i++) apply_server(g, be, &c.servers[i], &failed);
+    for (int i = 0; i < g->n_kn; i++) /* given up, and not in this table: look again in 1 s, not at every call */
+        if (!g->kn[i].dropped && !ea_remote_server_live(be, g->kn[i].index) && g->kn[i].retry_at <= now) {
+            g->kn[i].backoff = g->kn[i].backoff > 0 ? g->kn[i].backoff : 1.0;
+            g->kn[i].retry_at = now + g->kn[i].backoff;
+        }
     if (failed) { /* try again from a later call */
         g->retry_at = ea_now_s() + 0.5;
         atomic_store(&g->fresh, 1);
