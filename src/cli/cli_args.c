@@ -7,6 +7,7 @@
  * every rank checks the same flags; only rank 0 prints, so a bad flag is one
  * line, not one per rank.
  */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,4 +64,14 @@ int ea_cli_check_model(const char *cmd, const char *path, int ctx, const char *c
     ea_status s = check_model(path, ctx, ctx_flag, allow_long);
     if (s == EA_OK) return 0;
     return ea_par_report_here(NULL) ? ea_cli_fail(cmd, s) : 1;
+}
+
+void ea_cli_stop_signals(void (*handler)(int)) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
 }

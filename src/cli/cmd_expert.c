@@ -50,10 +50,7 @@ int ea_cmd_expert(int argc, char **argv) {
     }
     if (ea_cli_check_model("expert", o.model_path, 0, NULL, 0)) return 1;
     o.gather_s = gather_us * 1e-6;
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    ea_cli_stop_signals(on_signal);
     ea_xnode *n;
     ea_status s = ea_xnode_start(&o, &n);
     if (s != EA_OK) return ea_cli_fail("expert", s);

@@ -55,13 +55,7 @@ int ea_cmd_monitor(int argc, char **argv) {
         fprintf(stderr, "eaas monitor: --dead-after-ms %d must be more than --heartbeat-ms %d\n", dead_after_ms, heartbeat_ms);
         return 2;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    ea_cli_stop_signals(on_signal);
     ea_monitor_opts o = {.host = host, .port = port, .heartbeat_ms = heartbeat_ms, .dead_after_ms = dead_after_ms};
     ea_monitor *m;
     ea_status s = ea_monitor_start(&o, &m);

@@ -209,13 +209,7 @@ int ea_cmd_serve(int argc, char **argv) {
     if (f.init_expert_location) f.eplb = 1;
     if ((rc = check_flags(&f)) != 0) return rc;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    ea_cli_stop_signals(on_signal);
 
     ea_metrics *metrics = NULL;
     ea_http *http = NULL;

@@ -37,6 +37,10 @@ int ea_cli_parse(const char *cmd, const char *usage, const ea_arg *spec, int arg
  * to stderr, then `usage` when it is not NULL, and return 2.
  *   if (!model) return ea_cli_usage_error("perplexity", NULL, "--model is required (see --help)"); */
 int ea_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The stop signals of a long-running command (serve, monitor, expert):
+ * SIGINT and SIGTERM go to handler, SIGPIPE is ignored (a peer that went away
+ * is an error of the write, not the death of the process). */
+void ea_cli_stop_signals(void (*handler)(int));
 /* 1 if a context longer than the model's max_position_embeddings is allowed:
  * flag (--allow-long-max-ctx) or EAAS_ALLOW_LONG_MAX_CTX=1 in the environment
  * (as vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN). */
