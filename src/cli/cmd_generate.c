@@ -93,7 +93,7 @@ int ea_cmd_generate(int argc, char **argv) {
     rc = 1;
     ea_dist *dist = NULL;
     ea_dist_bus bctx = {0};
-    ea_sched_bus bus = {&bctx, 0, ea_dist_bus_bcast};
+    ea_sched_bus bus = {&bctx, 0, ea_dist_bus_bcast, ea_dist_bus_agree_min};
     ea_par_mode pmode = EA_PAR_NONE;
     int started = 0;
     if ((s = ea_par_launch(parallel, dist_timeout, &pmode, &dist)) != EA_OK) goto fail;

@@ -222,7 +222,7 @@ int ea_cmd_serve(int argc, char **argv) {
     ea_dist *dist = NULL;
     ea_par_mode pmode = EA_PAR_NONE;
     ea_dist_bus bctx = {0};
-    ea_sched_bus bus = {&bctx, 0, ea_dist_bus_bcast};
+    ea_sched_bus bus = {&bctx, 0, ea_dist_bus_bcast, ea_dist_bus_agree_min};
     ea_sched_stats ss = {0}; /* rank 0's last look at the scheduler; ss.failed: a rank was lost */
     int started = 0, rank = 0;
     ea_status st = EA_OK;

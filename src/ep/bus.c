@@ -25,4 +25,12 @@ ea_status ea_dist_bus_bcast(void *ctx, uint8_t **buf, size_t *len) {
     return EA_OK;
 }
 
+ea_status ea_dist_bus_agree_min(void *ctx, int *v) {
+    ea_dist_bus *b = ctx;
+    int64_t neg = -(int64_t)*v;
+    EA_TRY(ea_dist_allreduce_max_i64(b->d, &neg, 1, "control bus: prefix hit"));
+    *v = (int)-neg;
+    return EA_OK;
+}
+
 void ea_dist_bus_deinit(ea_dist_bus *b) { ea_sbuf_deinit(&b->msg); }

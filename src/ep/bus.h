@@ -5,7 +5,7 @@
  * receives it into a new buffer. `eaas serve` and `eaas generate` both use it.
  *
  *   ea_dist_bus b = {.d = dist};
- *   ea_sched_bus bus = {&b, ea_dist_rank(dist), ea_dist_bus_bcast};
+ *   ea_sched_bus bus = {&b, ea_dist_rank(dist), ea_dist_bus_bcast, ea_dist_bus_agree_min};
  *   ...
  *   ea_dist_bus_deinit(&b);
  */
@@ -25,6 +25,8 @@ typedef struct {
 /* Rank 0: send buf[0..len). Others: receive into a new ea_malloc'd *buf of *len bytes (the caller frees it).
  * Fails, naming the rank, when the collective's deadline passes. */
 ea_status ea_dist_bus_bcast(void *ctx, uint8_t **buf, size_t *len);
+/* *v = its minimum over ranks (every rank calls it at the same point of the schedule). */
+ea_status ea_dist_bus_agree_min(void *ctx, int *v);
 void ea_dist_bus_deinit(ea_dist_bus *b);
 
 #endif

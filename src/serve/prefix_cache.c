@@ -119,12 +119,12 @@ static int disk_load(ea_prefix_cache *pc, uint64_t key) {
     return at;
 }
 
-int ea_prefix_cache_attach(ea_prefix_cache *pc, int seq, const int32_t *tokens, int n_tokens) {
+int ea_prefix_cache_attach(ea_prefix_cache *pc, int seq, const int32_t *tokens, int n_tokens, int max_covered) {
     if (!pc) return 0;
     ea_kv_cache *kv = pc->kv;
     int B = kv->block_size, covered = 0;
     uint64_t h = 0;
-    for (int i = 0; (i + 1) * B < n_tokens; i++) {
+    for (int i = 0; (i + 1) * B < n_tokens && (i + 1) * B <= max_covered; i++) {
         h = block_hash(h, tokens + (size_t)i * B, B);
         int at = find(pc, h);
         if (at < 0) at = disk_load(pc, h);

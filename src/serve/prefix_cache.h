@@ -6,7 +6,7 @@
  *
  *   ea_prefix_cache *pc;
  *   ea_prefix_cache_create(&kv, model, &opts, &pc);      // opts.disk_dir NULL: memory only
- *   r->n_computed = ea_prefix_cache_attach(pc, seq, tokens, n_tokens);  // at admission
+ *   r->n_computed = ea_prefix_cache_attach(pc, seq, tokens, n_tokens, n_tokens);  // at admission
  *   ea_prefix_cache_add_seq(pc, seq, tokens, n_computed);              // at finish / preemption
  *   while (out of blocks && ea_prefix_cache_evict_one(pc)) ...         // make room
  *   ea_prefix_cache_destroy(pc);                           // every cached block to disk first
@@ -21,8 +21,10 @@
  * every cached block at destroy); at attach, when the chain misses in memory,
  * the next key is looked up on disk and, if valid, read into a free block
  * that joins the memory cache and is shared. Multi-rank: every rank evicts
- * and reads the same keys since all run the same schedule (docs/serving.md
- * "Prefix cache disk tier").
+ * and reads the same keys since all run the same schedule, but a rank's disk
+ * can lack a block another rank has (a damaged file), so the scheduler agrees
+ * on the minimum hit over ranks and attaches again with that cap
+ * (docs/serving.md "Prefix cache disk tier").
  *
  * Not thread-safe: the scheduler's step loop is its only user. on_disk is
  * called on that thread after every disk operation, with the tier's counters.
@@ -57,10 +59,10 @@ ea_status ea_prefix_cache_create(ea_kv_cache *kv, struct ea_model *m, const ea_p
                                  ea_prefix_cache **out);
 /* Writes every cached block to the disk tier (when on), then frees. NULL is fine. */
 void ea_prefix_cache_destroy(ea_prefix_cache *pc);
-/* Share the longest cached prefix of tokens[0..n_tokens) with sequence seq (whose
- * table is empty); returns the number of tokens now covered (a multiple of the
- * block size, < n_tokens; 0 when pc is NULL). */
-int ea_prefix_cache_attach(ea_prefix_cache *pc, int seq, const int32_t *tokens, int n_tokens);
+/* Share the longest cached prefix of tokens[0..n_tokens), at most max_covered
+ * tokens of it, with sequence seq (whose table is empty); returns the number of
+ * tokens now covered (a multiple of the block size, < n_tokens; 0 when pc is NULL). */
+int ea_prefix_cache_attach(ea_prefix_cache *pc, int seq, const int32_t *tokens, int n_tokens, int max_covered);
 /* Insert sequence seq's full blocks of tokens[0..n_computed) (keys already present
  * are skipped, so repeating it is cheap). NULL pc: nothing. */
 void ea_prefix_cache_add_seq(ea_prefix_cache *pc, int seq, const int32_t *tokens, int n_computed);

@@ -301,7 +301,9 @@ static void ea__drop_finished(ea_sched *s) {
     }
 }
 
-static void ea__admit(ea_sched *s) {
+/* Admit waiting requests while sequences and KV blocks allow. Fails only when
+ * the ranks cannot agree on a prefix hit (the control bus's deadline). */
+static ea_status ea__admit(ea_sched *s) {
     ea_kv_cache *kv = &s->e->kv;
     while (s->waiting && s->n_running < s->o.max_running) {
         int slot = -1;
@@ -313,8 +315,18 @@ static void ea__admit(ea_sched *s) {
         if (slot < 0) break;
         ea_request *r = s->waiting;
         r->seq = slot;
-        r->n_computed = 0;
-        r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens);
+        r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens, r->n_tokens);
+        if (s->pc && s->o.bus) { /* all ranks compute from the same position: the smallest hit */
+            int agreed = r->n_computed;
+            EA_TRY(s->o.bus->agree_min(s->o.bus->ctx, &agreed));
+            if (agreed < r->n_computed) {
+                ea_kv_seq_release(kv, slot);
+                r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens, agreed);
+                if (r->n_computed != agreed)
+                    return ea_err(EA_ERR_INTERNAL, "prefix cache: %d tokens attached again, %d agreed", r->n_computed,
+                                  agreed);
+            }
+        }
         /* admit only if the first chunk fits without preempting anyone */
         int first = r->n_tokens - r->n_computed;
         if (first > s->o.max_batch_tokens) first = s->o.max_batch_tokens;
@@ -346,6 +358,7 @@ static void ea__admit(ea_sched *s) {
         ea__list_append(&s->running, r);
         s->n_running++;
     }
+    return EA_OK;
 }
 
 /* Plan one batch: decode tokens first, then prefill chunks, both in admission order.
@@ -586,7 +599,13 @@ static void *ea__loop(void *arg) {
             break;
         }
         ea__drop_finished(s);
-        ea__admit(s);
+        ea_status ast = ea__admit(s);
+        if (ast != EA_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "control bus: %s", ea_errmsg());
+            ea__fail_all(s, ast, why);
+            break;
+        }
         int ran = ea__step(s);
         ea__drop_finished(s);
         pthread_mutex_lock(&s->mu);

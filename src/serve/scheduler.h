@@ -91,6 +91,10 @@ typedef struct {
      * bytes (the caller frees it). Must give up with an error naming the missing
      * rank when its deadline passes. */
     ea_status (*bcast)(void *ctx, uint8_t **buf, size_t *len);
+    /* Every rank: *v = the minimum of *v over ranks (each rank's prefix-cache hit,
+     * at admission, so that a block one rank's disk lacks is recomputed by all).
+     * Same deadline rule as bcast. */
+    ea_status (*agree_min)(void *ctx, int *v);
 } ea_sched_bus;
 
 typedef struct {

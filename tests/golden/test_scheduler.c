@@ -306,6 +306,8 @@ typedef struct {
     size_t len;
     uint64_t seq, taken;
     int dead; /* rank 0 stopped sending: rank 1 times out */
+    int agree_n, agree_val, agree_out; /* agree_min: the first arrival's value, then the minimum */
+    uint64_t agree_gen;
 } fake_bus;
 
 static ea_status fake_bcast(void *ctx, uint8_t **buf, size_t *len, int rank) {
@@ -338,6 +340,34 @@ static ea_status fake_bcast(void *ctx, uint8_t **buf, size_t *len, int rank) {
     pthread_mutex_unlock(&b->mu);
     return EA_OK;
 }
+/* The two ranks' minimum: the first to arrive waits (2 s) for the other. */
+static ea_status fake_agree_min(void *ctx, int *v) {
+    fake_bus *b = ctx;
+    pthread_mutex_lock(&b->mu);
+    uint64_t gen = b->agree_gen;
+    if (b->agree_n == 0) {
+        b->agree_n = 1;
+        b->agree_val = *v;
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 2;
+        while (b->agree_gen == gen)
+            if (pthread_cond_timedwait(&b->cv, &b->mu, &dl) != 0) break;
+        if (b->agree_gen == gen) {
+            b->agree_n = 0;
+            pthread_mutex_unlock(&b->mu);
+            return ea_err(EA_ERR_TIMEOUT, "the other rank did not agree within 2 s");
+        }
+    } else {
+        b->agree_out = b->agree_val < *v ? b->agree_val : *v;
+        b->agree_n = 0;
+        b->agree_gen++;
+        pthread_cond_broadcast(&b->cv);
+    }
+    *v = b->agree_out;
+    pthread_mutex_unlock(&b->mu);
+    return EA_OK;
+}
 static ea_status fake_bcast0(void *ctx, uint8_t **buf, size_t *len) { return fake_bcast(ctx, buf, len, 0); }
 static ea_status fake_bcast1(void *ctx, uint8_t **buf, size_t *len) { return fake_bcast(ctx, buf, len, 1); }
 
@@ -351,7 +381,7 @@ TEST(control_bus_lockstep) {
     memset(&fb, 0, sizeof fb);
     pthread_mutex_init(&fb.mu, NULL);
     pthread_cond_init(&fb.cv, NULL);
-    ea_sched_bus b0 = {&fb, 0, fake_bcast0}, b1 = {&fb, 1, fake_bcast1};
+    ea_sched_bus b0 = {&fb, 0, fake_bcast0, fake_agree_min}, b1 = {&fb, 1, fake_bcast1, fake_agree_min};
     ea_engine_opts o = {.model_path = model, .threads = 1, .max_tokens = 64, .max_ctx = 256, .max_seqs = 8, .block_size = 16};
     ea_engine *e0, *e1;
     CHECK_EQ(ea_engine_create(&o, &e0), EA_OK);

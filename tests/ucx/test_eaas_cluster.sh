@@ -18,11 +18,13 @@ source "$here/cluster_lib.sh"
 cl_init
 
 # completion PORT FIELDS -> the choices of a completion as canonical JSON (no ids, no timings)
+# (the raw answer and curl's status are kept in $tmp/raw.<port> for the failure report)
 completion() {
-  curl -s --max-time 120 -H 'Content-Type: application/json' \
+  curl -sS --max-time 120 -H 'Content-Type: application/json' \
     --data-binary "{\"prompt\": \"The weather today\", \"max_tokens\": 12, \"ignore_eos\": true, \"logprobs\": 3 $2}" \
-    "http://127.0.0.1:$1/v1/completions" |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d.get("choices", d), sort_keys=True))'
+    -o "$tmp/raw.$1" -w '%{http_code}' "http://127.0.0.1:$1/v1/completions" >"$tmp/status.$1" 2>&1
+  echo " curl rc $?" >>"$tmp/status.$1"
+  python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d.get("choices", d), sort_keys=True))' <"$tmp/raw.$1" 2>/dev/null
 }
 
 # same_choices NAME PORT_REF PORT_CLUSTER FIELDS
@@ -33,6 +35,7 @@ same_choices() {
     ok "$1"
   else
     bad "$1: local $(head -c 200 "$tmp/ref.json") vs remote $(head -c 200 "$tmp/cl.json")"
+    echo "--- remote answer: HTTP $(cat "$tmp/status.$3"), $(wc -c <"$tmp/raw.$3") bytes: $(head -c 300 "$tmp/raw.$3")" >&2
     echo "--- client log (tail):" >&2; tail -20 "$tmp/client.log" >&2
   fi
 }
