@@ -355,35 +355,62 @@ ea_status ea_dist_bcast_msg(ea_dist *d, ea_sbuf *m, int root, size_t max_len, co
     return ea_dist_bcast(d, m->data, (size_t)len, root, what);
 }
 
-ea_status ea_dist_allgatherv(ea_dist *d, const void *send, void *recv, const size_t *counts, const char *what) {
+/* counts and displacements as MPI's ints, or EA_ERR_RANGE naming the collective */
+static ea_status ea__int_counts(const size_t *c, int n, int *ci, int *oi, size_t *total, const char *what) {
+    size_t off = 0;
+    for (int r = 0; r < n; r++) {
+        if (c[r] > INT_MAX || off > INT_MAX)
+            return ea_err(EA_ERR_RANGE, "'%s': %zu bytes at offset %zu for rank %d exceed MPI's int counts", what, c[r],
+                          off, r);
+        ci[r] = (int)c[r];
+        oi[r] = (int)off;
+        off += c[r];
+    }
+    *total = off;
+    return EA_OK;
+}
+
+ea_status ea_dist_alltoallv(ea_dist *d, const void *send, const size_t *sendc, void *recv, const size_t *recvc,
+                            const char *what) {
     EA_TRY(ea__check(d, what));
     int n = d->size;
-    int stack_c[64], stack_o[64];
-    int *ci = n <= 64 ? stack_c : ea_malloc(sizeof(int) * (size_t)n);
-    int *oi = n <= 64 ? stack_o : ea_malloc(sizeof(int) * (size_t)n);
-    ea_status s = EA_OK;
-    if (!ci || !oi) s = ea_err(EA_ERR_NOMEM, "allgatherv '%s'", what);
-    size_t off = 0;
-    for (int r = 0; s == EA_OK && r < n; r++) {
-        if (counts[r] > INT_MAX || off > INT_MAX)
-            s = ea_err(EA_ERR_RANGE, "allgatherv '%s': rank %d's %zu bytes at offset %zu exceed MPI's int counts", what,
-                       r, counts[r], off);
-        ci[r] = (int)counts[r];
-        oi[r] = (int)off;
-        off += counts[r];
-    }
+    int *v = ea_malloc(sizeof(int) * 4 * (size_t)n);
+    if (!v) return ea_err(EA_ERR_NOMEM, "alltoallv '%s'", what);
+    size_t sent, got;
+    ea_status s = ea__int_counts(sendc, n, v, v + n, &sent, what);
+    if (s == EA_OK) s = ea__int_counts(recvc, n, v + 2 * n, v + 3 * n, &got, what);
     if (s == EA_OK) {
         double t0 = ea_now_s();
         MPI_Request req;
-        int rc = MPI_Iallgatherv(send, ci[d->rank], MPI_BYTE, recv, ci, oi, MPI_BYTE, d->comm, &req);
+        int rc = MPI_Ialltoallv(send, v, v + n, MPI_BYTE, recv, v + 2 * n, v + 3 * n, MPI_BYTE, d->comm, &req);
+        s = rc != MPI_SUCCESS ? ea__mpi_err(d, rc, what, "alltoallv") : ea__wait(d, &req, what, "alltoallv", t0);
+        if (s == EA_OK) {
+            d->st.bytes_sent += sent - sendc[d->rank];
+            d->st.bytes_recv += got - recvc[d->rank];
+        }
+    }
+    ea_free(v);
+    return s;
+}
+
+ea_status ea_dist_allgatherv(ea_dist *d, const void *send, void *recv, const size_t *counts, const char *what) {
+    EA_TRY(ea__check(d, what));
+    int n = d->size;
+    int *v = ea_malloc(sizeof(int) * 2 * (size_t)n);
+    if (!v) return ea_err(EA_ERR_NOMEM, "allgatherv '%s'", what);
+    size_t off;
+    ea_status s = ea__int_counts(counts, n, v, v + n, &off, what);
+    if (s == EA_OK) {
+        double t0 = ea_now_s();
+        MPI_Request req;
+        int rc = MPI_Iallgatherv(send, v[d->rank], MPI_BYTE, recv, v, v + n, MPI_BYTE, d->comm, &req);
         s = rc != MPI_SUCCESS ? ea__mpi_err(d, rc, what, "allgatherv") : ea__wait(d, &req, what, "allgatherv", t0);
         if (s == EA_OK) {
             d->st.bytes_sent += counts[d->rank];
             d->st.bytes_recv += off - counts[d->rank];
         }
     }
-    if (ci != stack_c) ea_free(ci);
-    if (oi != stack_o) ea_free(oi);
+    ea_free(v);
     return s;
 }
 

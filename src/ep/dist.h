@@ -15,7 +15,7 @@
  *   ea_dist_destroy(d);                                     // MPI_Finalize (if healthy)
  *
  * Deadlines. Every collective is started non-blocking (MPI_Ibcast,
- * MPI_Iallgatherv, MPI_Iallgather, MPI_Iallreduce, MPI_Ibarrier) and polled
+ * MPI_Iallgatherv, MPI_Iallgather, MPI_Iallreduce, MPI_Ialltoallv, MPI_Ibarrier) and polled
  * with MPI_Test and short sleeps until it completes or `timeout_s` passes.
  * While a rank polls it also answers pings on a private duplicate of
  * MPI_COMM_WORLD. On expiry it pings every other rank and waits a short
@@ -92,6 +92,13 @@ ea_status ea_dist_bcast_msg(ea_dist *d, ea_sbuf *m, int root, size_t max_len, co
  * contributions concatenated in rank order (recv holds sum(counts) bytes).
  * counts (size entries) must be the same on every rank. */
 ea_status ea_dist_allgatherv(ea_dist *d, const void *send, void *recv, const size_t *counts, const char *what);
+
+/* Every rank sends send[...] to every other: sendc[r] bytes to rank r (in rank
+ * order, back to back in send) and receives recvc[r] bytes from rank r (in rank
+ * order into recv). The counts must match pairwise (what r sends to q is what
+ * q expects from r); a rank's own share is copied locally. */
+ea_status ea_dist_alltoallv(ea_dist *d, const void *send, const size_t *sendc, void *recv, const size_t *recvc,
+                            const char *what);
 
 /* buf (n floats) = sum over ranks, added in rank order from 0.0f (same bits on every rank). */
 ea_status ea_dist_allreduce_sum_f32(ea_dist *d, float *buf, size_t n, const char *what);

@@ -11,11 +11,14 @@
  *   row_of (P)                pair index -> its output row inside recv
  * A call allocates nothing. The sum order is fixed (slot order per token), so
  * y does not depend on which rank computed which pair.
+ *
+ * Weight moves (apply_placement, EPLB across ranks): see ea__ep_apply.
  */
 #include "ep/ep.h"
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -37,6 +40,12 @@ typedef struct {
     float *mine, *send, *recv;
     const float **row_of;
     uint64_t *slot_tokens; /* (n_layers, n_slots) */
+    /* weight moves */
+    int *moe_of;           /* model layer -> MoE layer index (-1: dense) */
+    ea_eplb_meta place;    /* owns: the placement the slots hold now */
+    ea_eplb_meta next;     /* owns: the one being switched to (one layer at a time) */
+    void **own;            /* (n_layers, n_slots): memory of a slot filled by a move; NULL: the model's views */
+    int fail_rank, fail_left; /* test hook EAAS_TEST_EP_MOVE_FAIL=RANK:N */
     ea_ep_stats st;
 } ea__ep;
 
@@ -148,10 +157,180 @@ static void ea__ep_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
 
 static void ea__ep_end_step(ea_moe_backend *be) { ((ea__ep *)be)->st.steps++; }
 
-/* A new placement moves weights between ranks: a later issue. */
+/* ------------------------------------------------------------ weight moves
+ *
+ * apply_placement(layer, row) is collective: every rank calls it with the same
+ * row at the same step (EPLB runs the same plan on every rank; see agree).
+ *   1. every rank checks the row and that all ranks hold the same one (the
+ *      row's hash, min and max over ranks)
+ *   2. the move plan (ea_eplb_meta_move_plan): for each slot whose expert
+ *      changes, the source slot — on the same rank if one holds the expert,
+ *      else the nearest replica by the old dispatch map
+ *   3. each rank allocates its incoming slots; all ranks agree that every one
+ *      could (allreduce) — otherwise all keep the old placement
+ *   4. one MPI_Alltoallv: for each destination rank, in slot order, the whole
+ *      expert as the model holds it — gate, up, down back to back, quantized
+ *      blocks with their scales, so an expert moves as one unit
+ *   5. unpack (same-rank sources are copied directly), make the kernels'
+ *      packed copies, and switch the slots' views; the old memory of replaced
+ *      slots is freed. A failed exchange breaks the MPI context (dist.h).
+ */
+
+/* One expert's bytes on the wire. */
+static size_t ea__expert_bytes(const ea_ffn_weights *w) { return w->gate.nbytes + w->up.nbytes + w->down.nbytes; }
+
+static void ea__expert_put(const ea_ffn_weights *w, uint8_t *dst) {
+    memcpy(dst, w->gate.data, w->gate.nbytes);
+    memcpy(dst + w->gate.nbytes, w->up.data, w->up.nbytes);
+    memcpy(dst + w->gate.nbytes + w->up.nbytes, w->down.data, w->down.nbytes);
+}
+
+static size_t ea__round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Memory for a slot shaped like `like` (same layer): the three matrices' bytes,
+ * then a packed copy of each one the kernels read packed. */
+static size_t ea__slot_mem_bytes(const ea_ffn_weights *like) {
+    const ea_tensor *t[3] = {&like->gate, &like->up, &like->down};
+    size_t n = 0;
+    for (int i = 0; i < 3; i++) {
+        n += ea__round64(t[i]->nbytes);
+        if (t[i]->packed) n += ea__round64(ea_k_packed_bytes(t[i], t[i]->packed_rows));
+    }
+    return n;
+}
+
+/* Views of a slot whose bytes (ea__expert_put's layout) were written at mem:
+ * `like`'s shapes and dtypes, the data in mem, the packed copies made. */
+static ea_ffn_weights ea__slot_views(const ea_ffn_weights *like, uint8_t *mem, const uint8_t *bytes) {
+    ea_ffn_weights w = *like;
+    ea_tensor *t[3] = {&w.gate, &w.up, &w.down};
+    size_t at = 0, in = 0;
+    for (int i = 0; i < 3; i++) {
+        memcpy(mem + at, bytes + in, t[i]->nbytes);
+        t[i]->data = mem + at;
+        t[i]->hash = 0;
+        in += t[i]->nbytes;
+        at += ea__round64(t[i]->nbytes);
+    }
+    for (int i = 0; i < 3; i++)
+        if (t[i]->packed) {
+            ea_k_pack(t[i], t[i]->packed_rows, mem + at);
+            t[i]->packed = mem + at;
+            at += ea__round64(ea_k_packed_bytes(t[i], t[i]->packed_rows));
+        }
+    return w;
+}
+
+static uint64_t ea__row_hash(const int32_t *p2l, int n) { return ea_xxh64(p2l, sizeof(int32_t) * (size_t)n, 3); }
+
+/* Steps 1 and 3: every rank's ok (and row hash) the same; else the reason. */
+static ea_status ea__ep_all_ok(ea__ep *E, int layer, int ok, uint64_t h, const char *stage) {
+    int64_t v[3] = {ok ? 0 : 1, (int64_t)(h >> 1), -(int64_t)(h >> 1)}; /* max of "failed", max and -min of hash */
+    char what[64];
+    snprintf(what, sizeof what, "layer %d weight move (%s)", layer, stage);
+    EA_TRY(ea_dist_allreduce_max_i64(E->d, v, 3, what));
+    if (v[0]) return ea_err(EA_ERR_PEER, "ep: layer %d: a rank could not take the new placement (%s); every rank keeps the old one", layer, stage);
+    if (v[1] != -v[2]) return ea_err(EA_ERR_PEER, "ep: layer %d: the ranks were given different placements; every rank keeps the old one", layer);
+    return EA_OK;
+}
+
 static ea_status ea__ep_apply(ea_moe_backend *be, int layer, const int32_t *p2l, int n) {
-    (void)be, (void)p2l, (void)n;
-    return ea_err(EA_ERR_UNSUPPORTED, "ep: layer %d: moving expert weights between ranks is not built yet", layer);
+    ea__ep *E = (ea__ep *)be;
+    int P = E->n_slots, S = E->per_rank, me = E->rank, ml = layer >= 0 && layer < E->o.n_layers ? E->moe_of[layer] : -1;
+    if (ml < 0) return ea_err(EA_ERR_INVALID_ARG, "ep: layer %d has no routed experts", layer);
+    if (n != P) return ea_err(EA_ERR_INVALID_ARG, "ep: placement of %d slots, layer %d has %d", n, layer, P);
+    double t0 = ea_now_s();
+    uint64_t h = ea__row_hash(p2l, P);
+    /* 1. the row, the same on every rank */
+    ea_status s = ea_eplb_meta_set_layer(&E->next, ml, p2l, NULL);
+    EA_TRY(ea__ep_all_ok(E, layer, s == EA_OK, h, "placement"));
+    /* 2. the plan; bytes to each destination and from each source rank */
+    const ea_ffn_weights *like = ea_moe_local_slot(E->local, layer, me * S); /* this layer's shapes */
+    size_t B = ea__expert_bytes(like), ns = 0, nr = 0;
+    int32_t *src = ea_malloc(sizeof(int32_t) * (size_t)P);
+    size_t *sc = ea_calloc(3 * (size_t)E->size, sizeof(size_t)), *rc = sc ? sc + E->size : NULL,
+           *roff = sc ? sc + 2 * (size_t)E->size : NULL;
+    uint8_t **stage = ea_calloc((size_t)S, sizeof(uint8_t *));
+    ea_ffn_weights *nw = ea_malloc(sizeof *nw * (size_t)S);
+    uint8_t *sbuf = NULL, *rbuf = NULL, *tmp = ea_malloc(B ? B : 1);
+    int ok = src && sc && stage && nw && tmp, moves = 0;
+    if (ok) {
+        moves = ea_eplb_meta_move_plan(&E->place, &E->next, ml, src);
+        for (int p = 0; p < P; p++) {
+            int to = p / S, from = src[p] / S;
+            if (src[p] == p || from == to) continue;
+            if (from == me) sc[to] += B;
+            if (to == me) rc[from] += B;
+        }
+        for (int r = 0; r < E->size; r++) roff[r] = nr, ns += sc[r], nr += rc[r];
+        /* 3. this rank's incoming slots and the exchange buffers, all before anything moves */
+        sbuf = ea_malloc(ns ? ns : 1);
+        rbuf = ea_malloc(nr ? nr : 1);
+        ok = sbuf && rbuf;
+        for (int i = 0; ok && i < S; i++)
+            if (src[me * S + i] != me * S + i && !(stage[i] = ea_aligned_alloc(64, ea__slot_mem_bytes(like)))) ok = 0;
+    }
+    if (E->fail_left > 0 && E->fail_rank == me) {
+        E->fail_left--;
+        ok = 0; /* the test hook: this rank reports a failure */
+    }
+    s = ea__ep_all_ok(E, layer, ok, h, "memory");
+    /* 4. the exchange: per destination rank, in slot order */
+    if (s == EA_OK) {
+        size_t at = 0;
+        for (int p = 0; p < P; p++)
+            if (src[p] != p && src[p] / S == me && p / S != me) {
+                ea__expert_put(ea_moe_local_slot(E->local, layer, src[p]), sbuf + at);
+                at += B;
+            }
+        char what[48];
+        snprintf(what, sizeof what, "layer %d weight move", layer);
+        s = ea_dist_alltoallv(E->d, sbuf, sc, rbuf, rc, what);
+    }
+    /* 5. unpack every new slot (reading old slots before any changes), then switch them */
+    if (s == EA_OK) {
+        for (int i = 0; i < S; i++) {
+            int p = me * S + i, from = src[p] / S;
+            if (src[p] == p) continue;
+            const uint8_t *bytes = rbuf + roff[from];
+            if (from == me) {
+                ea__expert_put(ea_moe_local_slot(E->local, layer, src[p]), tmp);
+                bytes = tmp;
+            } else {
+                roff[from] += B;
+            }
+            nw[i] = ea__slot_views(like, stage[i], bytes);
+        }
+        for (int i = 0; i < S; i++) {
+            int p = me * S + i;
+            if (src[p] == p) continue;
+            *ea_moe_local_slot(E->local, layer, p) = nw[i];
+            void **own = &E->own[(size_t)layer * P + p];
+            ea_aligned_free(*own);
+            *own = stage[i];
+            stage[i] = NULL;
+        }
+        ea_eplb_meta_copy_layer(&E->place, &E->next, ml);
+        E->st.layer_switches++;
+        E->st.experts_moved += (uint64_t)moves;
+        for (int r = 0; r < E->size; r++) E->st.move_bytes_sent += sc[r], E->st.move_bytes_recv += rc[r];
+        E->st.move_seconds += ea_now_s() - t0;
+    } else {
+        E->st.move_failures++;
+    }
+    for (int i = 0; stage && i < S; i++) ea_aligned_free(stage[i]);
+    ea_free(stage);
+    ea_free(nw);
+    ea_free(tmp);
+    ea_free(sbuf);
+    ea_free(rbuf);
+    ea_free(sc);
+    ea_free(src);
+    return s;
+}
+
+static ea_status ea__ep_agree(ea_moe_backend *be, int64_t *v, int n) {
+    return ea_dist_bcast(((ea__ep *)be)->d, v, sizeof(int64_t) * (size_t)n, 0, "agree");
 }
 
 static void ea__ep_destroy(ea_moe_backend *be) {
@@ -165,6 +344,11 @@ static void ea__ep_destroy(ea_moe_backend *be) {
     ea_free(E->bytes);
     ea_free(E->row_of);
     ea_free(E->slot_tokens);
+    for (size_t i = 0; E->own && i < (size_t)E->o.n_layers * (size_t)E->n_slots; i++) ea_aligned_free(E->own[i]);
+    ea_free(E->own);
+    ea_free(E->moe_of);
+    ea_eplb_meta_deinit(&E->place);
+    ea_eplb_meta_deinit(&E->next);
     ea_aligned_free(E->mine);
     ea_aligned_free(E->send);
     ea_aligned_free(E->recv);
@@ -177,6 +361,7 @@ static const ea_moe_backend_vtable ea__ep_vt = {.submit = ea__ep_submit,
                                                 .health = ea__ep_health,
                                                 .stats = ea__ep_stats,
                                                 .apply_placement = ea__ep_apply,
+                                                .agree = ea__ep_agree,
                                                 .destroy = ea__ep_destroy,
                                                 .name = "ep"};
 
@@ -207,9 +392,25 @@ static ea_status ea__ep_scratch(ea__ep *E, const ea_ep_opts *o) {
     E->mine = ea_aligned_alloc(64, P * (size_t)H * sizeof(float));
     E->send = ea_aligned_alloc(64, P * (size_t)(H + 1) * sizeof(float));
     E->recv = ea_aligned_alloc(64, P * (size_t)(H + 1) * sizeof(float));
+    E->own = ea_calloc((size_t)o->n_layers * (size_t)E->n_slots, sizeof(void *));
+    E->moe_of = ea_malloc(sizeof(int) * (size_t)o->n_layers);
     if (!E->slot_tokens || !E->prow || !E->pexp || !E->pidx || !E->cnt || !E->bytes || !E->row_of || !E->mine ||
-        !E->send || !E->recv)
+        !E->send || !E->recv || !E->own || !E->moe_of)
         return ea_err(EA_ERR_NOMEM, "ep backend scratch for %zu pairs", P);
+    for (int l = 0, ml = 0; l < o->n_layers; l++) E->moe_of[l] = o->experts[l] ? ml++ : -1;
+    return EA_OK;
+}
+
+/* The placement the slots hold (copied) and a second one of the same shape for switches. */
+static ea_status ea__ep_placement(ea__ep *E, const ea_eplb_meta *pl) {
+    EA_TRY(ea_eplb_meta_init(&E->place, pl->n_layers, pl->n_logical, pl->n_physical, pl->n_ranks, pl->n_nodes));
+    EA_TRY(ea_eplb_meta_init(&E->next, pl->n_layers, pl->n_logical, pl->n_physical, pl->n_ranks, pl->n_nodes));
+    for (int l = 0; l < pl->n_layers; l++) {
+        ea_eplb_meta_copy_layer(&E->place, pl, l);
+        ea_eplb_meta_copy_layer(&E->next, pl, l);
+    }
+    const char *hook = getenv("EAAS_TEST_EP_MOVE_FAIL"); /* "RANK:N": rank RANK fails its next N layer switches */
+    if (hook && sscanf(hook, "%d:%d", &E->fail_rank, &E->fail_left) != 2) E->fail_left = 0;
     return EA_OK;
 }
 
@@ -233,6 +434,7 @@ ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out) {
                             .max_tokens = o->max_tokens, .max_k = o->max_k, .experts = o->experts, .kctx = o->kctx};
     ea_status s = ea_moe_local_create(&lo, &E->local);
     if (s == EA_OK) s = ea__ep_scratch(E, o);
+    if (s == EA_OK) s = ea__ep_placement(E, o->place);
     if (s != EA_OK) {
         ea__ep_destroy(&E->base);
         return s;
@@ -265,13 +467,17 @@ json_t *ea_ep_stats_to_json(const ea_ep_stats *s) {
             json_array_append_new(ex, json_pack("{s:i, s:i, s:I}", "layer", l, "slot", e, "tokens",
                                                 (json_int_t)s->slot_tokens[i]));
         }
-    return json_pack("{s:i, s:i, s:I, s:{s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I}, s:{s:f, s:f}, s:o}",
+    return json_pack("{s:i, s:i, s:I, s:{s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I}, s:{s:f, s:f}, "
+                     "s:{s:I, s:I, s:I, s:I, s:I, s:f}, s:o}",
                      "rank", s->rank, "size", s->size, "steps", (json_int_t)s->steps,
                      "dispatch", "calls", (json_int_t)s->dispatch_calls, "bytes", (json_int_t)s->dispatch_bytes,
                      "combine", "calls", (json_int_t)s->combine_calls, "bytes_sent",
                      (json_int_t)s->combine_bytes_sent, "bytes_recv", (json_int_t)s->combine_bytes_recv,
                      "pairs", "local", (json_int_t)s->pairs_local, "total", (json_int_t)s->pairs_total,
-                     "seconds", "comm", s->comm_seconds, "compute", s->compute_seconds, "experts", ex);
+                     "seconds", "comm", s->comm_seconds, "compute", s->compute_seconds, "moves", "layer_switches",
+                     (json_int_t)s->layer_switches, "experts", (json_int_t)s->experts_moved, "bytes_sent",
+                     (json_int_t)s->move_bytes_sent, "bytes_recv", (json_int_t)s->move_bytes_recv, "failures",
+                     (json_int_t)s->move_failures, "seconds", s->move_seconds, "experts", ex);
 }
 
 ea_status ea_ep_stats_json(const ea_ep_stats *s, char **out) {
@@ -309,6 +515,16 @@ void ea_ep_stats_prometheus(const ea_ep_stats *s, ea_sbuf *t) {
     ea_sbuf_printf(t, "# HELP eaas:ep_compute_seconds_total seconds in this rank's experts\n"
                "# TYPE eaas:ep_compute_seconds_total counter\neaas:ep_compute_seconds_total{rank=\"%d\"} %.6f\n",
            r, s->compute_seconds);
+    ea_sbuf_printf(t, "# HELP eaas:ep_weight_move_bytes_total expert weight bytes moved between ranks by EPLB\n"
+               "# TYPE eaas:ep_weight_move_bytes_total counter\n"
+               "eaas:ep_weight_move_bytes_total{rank=\"%d\",dir=\"sent\"} %llu\n"
+               "eaas:ep_weight_move_bytes_total{rank=\"%d\",dir=\"recv\"} %llu\n",
+           r, (unsigned long long)s->move_bytes_sent, r, (unsigned long long)s->move_bytes_recv);
+    ea_sbuf_printf(t, "# HELP eaas:ep_layer_switches_total MoE layers switched to a new placement\n"
+               "# TYPE eaas:ep_layer_switches_total counter\neaas:ep_layer_switches_total{rank=\"%d\"} %llu\n"
+               "# HELP eaas:ep_layer_switch_failures_total layer switches refused (old placement kept on every rank)\n"
+               "# TYPE eaas:ep_layer_switch_failures_total counter\neaas:ep_layer_switch_failures_total{rank=\"%d\"} %llu\n",
+           r, (unsigned long long)s->layer_switches, r, (unsigned long long)s->move_failures);
     ea_sbuf_printf(t, "# HELP eaas:ep_expert_tokens_total tokens routed to each expert slot this rank owns\n"
                "# TYPE eaas:ep_expert_tokens_total counter\n");
     for (int l = 0; l < s->n_layers; l++)

@@ -45,8 +45,8 @@ typedef struct {
     ea_kctx *kctx;                  /* borrows */
 } ea_ep_opts;
 
-/* Its apply_placement answers EA_ERR_UNSUPPORTED: a new placement moves
- * weights between ranks (ea_eplb_meta_move_plan), not built yet. */
+/* apply_placement moves expert weights between ranks (collective; ep.c
+ * "weight moves"): a layer switches on every rank or on none. */
 ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out);
 
 /* Per-rank statistics, for /metrics (eaas:ep_*) and GET /ep/stats. */
@@ -59,6 +59,12 @@ typedef struct {
     uint64_t pairs_local, pairs_total; /* (token, slot) pairs computed here / in all */
     double comm_seconds;            /* in combine collectives, including waiting for peers */
     double compute_seconds;         /* in this rank's experts */
+    /* weight moves (apply_placement: EPLB across ranks) */
+    uint64_t layer_switches;        /* layers switched to a new placement */
+    uint64_t experts_moved;         /* slots (all ranks) that took another expert in those switches */
+    uint64_t move_bytes_sent, move_bytes_recv; /* this rank's expert bytes over MPI */
+    uint64_t move_failures;         /* switches refused (every rank kept the old placement) */
+    double move_seconds;            /* in successful switches, exchange included */
     int n_layers, n_slots;
     int slots_per_rank;             /* rank r owns slots [r * slots_per_rank, (r + 1) * slots_per_rank) */
     const uint64_t *slot_tokens;    /* views the backend: (n_layers, n_slots) tokens per owned slot */
@@ -73,6 +79,7 @@ int ea_ep_backend_is(const ea_moe_backend *be);
  *   {"rank":0,"size":2,"steps":..,"dispatch":{"calls":..,"bytes":..},
  *    "combine":{"calls":..,"bytes_sent":..,"bytes_recv":..},"pairs":{"local":..,"total":..},
  *    "seconds":{"comm":..,"compute":..},
+ *    "moves":{"layer_switches":..,"experts":..,"bytes_sent":..,"bytes_recv":..,"failures":..,"seconds":..},
  *    "experts":[{"layer":L,"slot":S,"tokens":N}, ...]}   (owned slots only) */
 ea_status ea_ep_stats_json(const ea_ep_stats *s, char **out);
 /* The same object as a new jansson reference (NULL when out of memory). */

@@ -4,8 +4,8 @@
  * Bring-up order on every rank (all collective steps have the dist deadline):
  *   1. the config fingerprint (FNV-1a over the parsed config) is compared
  *      over MPI: ranks that opened different models stop here, by name
- *   2. expert: the trivial placement (eplb/meta.h: slot p = expert p, on rank
- *      p / (E/N)), ea_model_load_dense, then ea_model_load_experts(layer, the
+ *   2. expert: EPLB's initial placement, or the trivial one (eplb/meta.h:
+ *      slot p = expert p, on rank p / (E/N)), ea_model_load_dense, then ea_model_load_experts(layer, the
  *      experts of own slots) for every MoE layer, so only this rank's expert
  *      pages are resident; the ep backend over a table of own slots
  *      (model/experts.h)
@@ -163,19 +163,30 @@ static ea_status ea__load_own(ea_model *m, const ea_eplb_meta *pl, const uint8_t
     return EA_OK;
 }
 
-static ea_status ea__setup_expert(ea_ep_engine *pe, ea_model *m, ea_kctx *kctx, int max_tokens) {
+/* place: EPLB's initial placement (NULL: the trivial one, slot p = expert p). */
+static ea_status ea__setup_expert(ea_ep_engine *pe, ea_model *m, ea_kctx *kctx, int max_tokens,
+                                  const ea_eplb_meta *place) {
     const ea_model_config *c = &m->cfg;
-    int N = ea_dist_size(pe->d), n_moe = 0;
-    if (c->n_experts % N)
-        return ea_err(EA_ERR_INVALID_ARG, "--parallel expert: %d routed experts do not split evenly over %d ranks",
-                      c->n_experts, N);
+    int N = ea_dist_size(pe->d), n_moe = 0, P = place ? place->n_physical : c->n_experts;
+    if (P % N)
+        return ea_err(EA_ERR_INVALID_ARG, "--parallel expert: %d %s do not split evenly over %d ranks", P,
+                      place ? "expert slots (experts + --eplb-redundant)" : "routed experts", N);
     for (int l = 0; l < c->n_layers; l++) n_moe += c->layer_is_moe[l] != 0;
-    EA_TRY(ea_eplb_meta_init_trivial(&pe->place, n_moe, c->n_experts, c->n_experts, N, 1));
-    uint8_t *keep = ea_malloc((size_t)c->n_experts * 2);
+    if (place && (place->n_ranks != N || place->n_layers != n_moe || place->n_logical != c->n_experts))
+        return ea_err(EA_ERR_INVALID_ARG, "--parallel expert: the EPLB placement is for %d ranks, %d layers, %d experts; "
+                      "this job has %d ranks and the model %d MoE layers, %d experts", place->n_ranks, place->n_layers,
+                      place->n_logical, N, n_moe, c->n_experts);
+    if (place) {
+        EA_TRY(ea_eplb_meta_init(&pe->place, n_moe, c->n_experts, P, N, place->n_nodes));
+        for (int l = 0; l < n_moe; l++) ea_eplb_meta_copy_layer(&pe->place, place, l);
+    } else {
+        EA_TRY(ea_eplb_meta_init_trivial(&pe->place, n_moe, c->n_experts, c->n_experts, N, 1));
+    }
+    uint8_t *keep = ea_malloc((size_t)P + (size_t)c->n_experts);
     if (!keep) return ea_err(EA_ERR_NOMEM, "expert mask");
     ea__own_slots(&pe->place, ea_dist_rank(pe->d), keep);
     ea_expert_table t = {0};
-    ea_status s = ea__load_own(m, &pe->place, keep, keep + c->n_experts);
+    ea_status s = ea__load_own(m, &pe->place, keep, keep + P);
     if (s == EA_OK) s = ea_model_expert_table(m, pe->place.phy2log, pe->place.n_physical, keep, &t);
     ea_free(keep);
     if (s != EA_OK) return s;
@@ -189,7 +200,7 @@ static ea_status ea__setup_expert(ea_ep_engine *pe, ea_model *m, ea_kctx *kctx, 
 }
 
 ea_status ea_ep_engine_setup(ea_dist *d, ea_par_mode mode, ea_model *m, ea_kctx *kctx, int max_tokens,
-                             ea_ep_engine **out) {
+                             const ea_eplb_meta *place, ea_ep_engine **out) {
     *out = NULL;
     if (!d || mode == EA_PAR_NONE) return ea_err(EA_ERR_INVALID_ARG, "parallel set-up without a mode or MPI context");
     if (m->cfg.n_experts < 1) return ea_err(EA_ERR_UNSUPPORTED, "--parallel: %s has no routed experts", m->path);
@@ -205,7 +216,7 @@ ea_status ea_ep_engine_setup(ea_dist *d, ea_par_mode mode, ea_model *m, ea_kctx 
     ea_status s = ea__check_same_model(d, m);
     if (s == EA_OK) {
         if (mode == EA_PAR_EXPERT) {
-            s = ea__setup_expert(pe, m, kctx, max_tokens);
+            s = ea__setup_expert(pe, m, kctx, max_tokens, place);
         } else {
             s = ea_tp_create(d, m, kctx, max_tokens, &pe->tp);
             if (s == EA_OK) pe->be = ea_tp_take_backend(pe->tp);

@@ -186,14 +186,24 @@ static void ea__note_failures(ea_eplb_backend *b, const ea_eplb_manager *m) {
 static void ea__be_end_step(ea_moe_backend *be) {
     ea_eplb_backend *b = (ea_eplb_backend *)be;
     ea_moe_end_step(b->inner);
+    /* Ranks in lockstep (ep) run the same managers on the same counts, so they
+     * plan alike; a requested rebalance reaches rank 0 only, so they take rank
+     * 0's word for it here (before the lock: it is a collective). */
+    pthread_mutex_lock(&b->mu);
+    int64_t force = b->force_pending;
+    pthread_mutex_unlock(&b->mu);
+    if (ea_moe_agree(b->inner, &force, 1) != EA_OK) {
+        EA_LOGE("eplb: ranks could not agree on a requested rebalance: %s", ea_errmsg()); /* the dist is broken */
+        return;
+    }
     pthread_mutex_lock(&b->mu);
     ea_eplb_recorder_end_step(&b->win);
     ea_eplb_recorder_end_step(&b->rec);
     b->steps++;
     ea_eplb_manager *m = b->active;
-    if (!m && b->force_pending) m = b->forced;
+    if (!m && force) m = b->forced;
     if (!m) m = b->periodic;
-    b->force_pending = 0; /* taken now, or merged into the plan in progress */
+    if (force) b->force_pending = 0; /* taken now, or merged into the plan in progress */
     if (!m) {
         pthread_mutex_unlock(&b->mu);
         return;

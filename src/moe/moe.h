@@ -33,6 +33,9 @@
  *                       from now on physical slot p of layer l computes logical
  *                       expert physical_to_logical[p] (EPLB's wrapper calls it
  *                       between forward steps; ea_moe_apply_placement)
+ *   agree(v, n)         multi-rank backends: every rank gets rank 0's v[0..n)
+ *                       (a collective at the same point of the step on every
+ *                       rank — EPLB agrees on a requested rebalance with it)
  *   health(why)         ok / degraded (some experts cannot run) / failed
  *   stats(json, prom)   this backend's statistics, then its inner backend's
  *
@@ -144,6 +147,11 @@ typedef struct {
      * Step-loop thread, between forward steps. On error the layer keeps its
      * old placement. May be NULL: the placement is fixed (EA_ERR_UNSUPPORTED). */
     ea_status (*apply_placement)(ea_moe_backend *be, int layer, const int32_t *physical_to_logical, int n_physical);
+    /* Backends whose ranks run in lockstep (ep): v[0..n) becomes rank 0's values
+     * on every rank; every rank calls it at the same point of a step. Collective
+     * backends also make apply_placement collective: every rank switches the same
+     * layer at the same step, or none does. May be NULL: one process, v kept. */
+    ea_status (*agree)(ea_moe_backend *be, int64_t *v, int n);
     void (*destroy)(ea_moe_backend *be);
     const char *name;
     ea_moe_fail_kind fails;
@@ -171,6 +179,9 @@ void ea_moe_end_step(ea_moe_backend *be);
 /* Switch layer `layer` of be to a placement (see the vtable's apply_placement);
  * EA_ERR_UNSUPPORTED naming the backend when it cannot. */
 ea_status ea_moe_apply_placement(ea_moe_backend *be, int layer, const int32_t *physical_to_logical, int n_physical);
+
+/* v[0..n) = rank 0's values on every rank (see the vtable's agree); a no-op for one process. */
+ea_status ea_moe_agree(ea_moe_backend *be, int64_t *v, int n);
 
 /* The chain's health: the worst state of every backend in it, with its reason. */
 ea_moe_health ea_moe_backend_health(ea_moe_backend *be, char *why, size_t n);

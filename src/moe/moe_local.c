@@ -175,6 +175,12 @@ static ea_status ea__local_apply(ea_moe_backend *be, int layer, const int32_t *p
     return EA_OK;
 }
 
+ea_ffn_weights *ea_moe_local_slot(ea_moe_backend *be, int layer, int slot) {
+    ea__local *L = (ea__local *)be;
+    if (layer < 0 || layer >= L->o.n_layers || !L->experts[layer] || slot < 0 || slot >= L->o.n_experts) return NULL;
+    return &L->experts[layer][slot];
+}
+
 static void ea__local_destroy(ea_moe_backend *be) {
     ea__local *L = (ea__local *)be;
     if (!L) return;

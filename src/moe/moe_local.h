@@ -37,6 +37,11 @@ typedef struct {
 
 ea_status ea_moe_local_create(const ea_moe_local_opts *o, ea_moe_backend **out);
 
+/* The views slot `slot` of layer `layer` computes with, which the caller may
+ * read and overwrite between forward steps (the EP backend's weight moves);
+ * NULL for a dense layer or a slot out of range. be must be a local backend. */
+ea_ffn_weights *ea_moe_local_slot(ea_moe_backend *be, int layer, int slot);
+
 /* Run the experts of one layer for rows already grouped: used by the local backend
  * and by remote/EP servers. pairs (n_pairs) are (token row in x, expert id);
  * out gets one row (hidden) per pair, in the order given. */

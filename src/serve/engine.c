@@ -71,6 +71,18 @@ static ea_status eplb_opts(const ea_engine *e, ea_eplb_backend_opts *o) {
     if (eo->interval != 0) o->interval = eo->interval > 0 ? eo->interval : 0;
     if (eo->min_balancedness > 0) o->min_balancedness = eo->min_balancedness;
     o->layers_per_step = eo->layers_per_step;
+    if (e->o.moe.kind == EA_BACKEND_EP) { /* the placement spreads over the job's ranks */
+        int N = ea_dist_size(e->o.moe.ep.dist);
+        if (eo->ranks > 0 && eo->ranks != N)
+            return ea_err(EA_ERR_INVALID_ARG, "--eplb-ranks %d: under --parallel expert the placement spreads over "
+                          "the job's %d ranks", eo->ranks, N);
+        if ((c->n_experts + eo->redundant) % N)
+            return ea_err(EA_ERR_INVALID_ARG, "--parallel expert --eplb: %d experts + %d redundant slots do not split "
+                          "evenly over %d ranks; give --eplb-redundant R with (%d + R) %% %d == 0",
+                          c->n_experts, eo->redundant, N, c->n_experts, N);
+        o->n_ranks = N;
+        o->rank = -1; /* every rank maps a token to the same replica (ep needs the same ids everywhere) */
+    }
     o->record = eo->record;
     o->record_window = eo->record_window;
     return eo->algorithm ? ea_eplb_algo_parse(eo->algorithm, &o->algo) : EA_OK;
@@ -94,11 +106,13 @@ static ea_status load_here(ea_engine *e) {
     return EA_OK;
 }
 
-/* ep, tp: this rank's share is read in and its backend built (ep/ep_engine.c), rank 0 included. */
-static ea_status parallel_backend(ea_engine *e, ea_dist *dist, ea_par_mode mode, ea_moe_backend **out) {
+/* ep, tp: this rank's share is read in and its backend built (ep/ep_engine.c),
+ * rank 0 included; ep holds the slots of place (EPLB's; NULL: one per expert). */
+static ea_status parallel_backend(ea_engine *e, ea_dist *dist, ea_par_mode mode, const ea_eplb_meta *place,
+                                  ea_moe_backend **out) {
     const ea_engine_opts *o = &e->o;
     if (o->progress) o->progress(o->progress_ctx, 0.0);
-    EA_TRY(ea_ep_engine_setup(dist, mode, e->m, e->kctx, o->max_tokens, &e->par));
+    EA_TRY(ea_ep_engine_setup(dist, mode, e->m, e->kctx, o->max_tokens, place, &e->par));
     if (o->progress) o->progress(o->progress_ctx, 1.0);
     *out = ea_ep_engine_take_backend(e->par);
     ea_ep_engine_print_plan(e->par, stderr);
@@ -123,8 +137,8 @@ static ea_status inner_backend(ea_engine *e, const ea_eplb_meta *place, ea_moe_b
     case EA_BACKEND_LOCAL: /* the weights were read in by load_here */
         return ea_model_local_backend(e->m, e->kctx, e->o.max_tokens, place ? place->phy2log : NULL,
                                       place ? place->n_physical : 0, out);
-    case EA_BACKEND_EP: return parallel_backend(e, mo->ep.dist, EA_PAR_EXPERT, out);
-    case EA_BACKEND_TP: return parallel_backend(e, mo->tp.dist, EA_PAR_TENSOR, out);
+    case EA_BACKEND_EP: return parallel_backend(e, mo->ep.dist, EA_PAR_EXPERT, place, out);
+    case EA_BACKEND_TP: return parallel_backend(e, mo->tp.dist, EA_PAR_TENSOR, NULL, out);
     case EA_BACKEND_REMOTE: return remote_backend(e, out);
     }
     return ea_err(EA_ERR_INVALID_ARG, "unknown MoE backend kind %d", (int)mo->kind);
@@ -135,9 +149,10 @@ static ea_status moe_chain(ea_engine *e) {
     const ea_engine_opts *o = &e->o;
     ea_eplb_backend_opts bo;
     ea_eplb_meta place = {0};
-    if (o->eplb.on && o->moe.kind != EA_BACKEND_LOCAL) /* only the local backend takes a new placement yet */
+    /* the local backend rebinds slots, ep moves weights between ranks; remote and tp take no placement yet */
+    if (o->eplb.on && o->moe.kind != EA_BACKEND_LOCAL && o->moe.kind != EA_BACKEND_EP)
         return ea_err(EA_ERR_UNSUPPORTED, "--eplb with %s is not supported yet",
-                      o->moe.kind == EA_BACKEND_REMOTE ? "--experts-remote" : "--parallel");
+                      o->moe.kind == EA_BACKEND_REMOTE ? "--experts-remote" : "--parallel tensor");
     if (o->eplb.on) {
         EA_TRY(eplb_opts(e, &bo));
         EA_TRY(ea_eplb_initial_placement(&bo, &place));
