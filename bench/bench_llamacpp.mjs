@@ -8,7 +8,7 @@
 // one P-token prompt of fixed pseudo-random ids evaluated in one batch, best of
 // R runs (a fresh sequence each run). Decode = N greedy tokens after a 16-token
 // prompt at batch 1; tok/s over tokens 2..N. One JSON line per (threads, case).
-// Install (not part of CI): bash bench/bench_llamacpp.sh installs the package
+// Install (not part of CI): bash bench/bench_llamacpp_prebuilt.sh installs the package
 // into .cache/llamacpp and runs this script.
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
