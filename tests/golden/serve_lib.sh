@@ -8,8 +8,28 @@
 SRV_PID=""
 PORT=""
 
-# serve_test_init: a temporary directory $tmp, removed at exit together with the
-# server and the background PIDs the test puts in bg_pids; ok/bad count checks.
+# kill_own SIG PID...: signal each PID that is still a child of this shell. A
+# recorded PID whose process has exited may by now belong to an unrelated
+# process (PIDs are reused) — another test's monitor or server, which a blind
+# kill would take down.
+kill_own() {
+  local sig=$1 p
+  shift
+  for p in "$@"; do
+    [ "$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f2)" = "$$" ] && kill "-$sig" "$p" 2>/dev/null
+  done
+  return 0
+}
+# fresh_log FILE: an empty log before a process is started on it. Without it the
+# first look at FILE can still see a previous process's lines (the child
+# truncates FILE only after the fork) — and take its port, or its "ready".
+fresh_log() { rm -f "$1" && : >"$1"; }
+
+# serve_test_init: what a serve test script starts with: a temporary directory
+# $tmp, removed at exit together with the server and the background PIDs the
+# test puts in bg_pids; ok/bad count checks; end the script with
+# serve_test_summary. When a check failed, the logs in $tmp are kept first
+# (serve_keep_logs).
 serve_test_init() {
   tmp=$(mktemp -d)
   bg_pids=()
@@ -19,9 +39,16 @@ serve_test_init() {
 }
 serve_test_cleanup() {
   local p
-  for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done
+  kill_own TERM "${bg_pids[@]}"
   stop_server
+  serve_keep_logs
   rm -rf "$tmp"
+}
+# serve_keep_logs: after a failed check, $tmp's logs go to $EA_BUILD/failed-logs/<test>-<pid>/
+serve_keep_logs() {
+  [ "${failed:-0}" -gt 0 ] && ls "$tmp"/*.log >/dev/null 2>&1 || return 0
+  local d="${EA_BUILD:-/tmp}/failed-logs/$(basename "$0" .sh)-$$"
+  mkdir -p "$d" && cp "$tmp"/*.log "$d"/ && echo "logs kept in $d" >&2
 }
 ok() { passed=$((passed + 1)); echo "ok   $1" >&2; }
 bad() { failed=$((failed + 1)); echo "FAIL $1" >&2; }
@@ -29,7 +56,8 @@ bad() { failed=$((failed + 1)); echo "FAIL $1" >&2; }
 start_server() {
   local log=$1
   shift
-  "$EAAS_BIN" serve --port 0 "$@" >"$log" 2>&1 &
+  fresh_log "$log"
+  "$EAAS_BIN" serve --port 0 "$@" >>"$log" 2>&1 &
   SRV_PID=$!
   local i
   for i in $(seq 1 600); do
@@ -52,10 +80,10 @@ start_server() {
 
 stop_server() {
   if [ -n "$SRV_PID" ] && kill -0 "$SRV_PID" 2>/dev/null; then
-    kill -TERM "$SRV_PID" 2>/dev/null || true
+    kill_own TERM "$SRV_PID"
     local i
     for i in $(seq 1 100); do kill -0 "$SRV_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$SRV_PID" 2>/dev/null || true
+    kill_own KILL "$SRV_PID"
     wait "$SRV_PID" 2>/dev/null || true
   fi
   SRV_PID=""
@@ -65,17 +93,7 @@ make_tiny_model() {
   "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 1 --format hf --out "$1" >/dev/null
 }
 
-# serve_test_init: what a serve test script starts with: $tmp (removed at exit,
-# after stop_server), the ok/bad reporters and their counters; end the script
-# with serve_test_summary.
-serve_test_init() {
-  tmp=$(mktemp -d)
-  trap 'stop_server; rm -rf "$tmp"' EXIT
-  passed=0
-  failed=0
-}
-ok() { passed=$((passed + 1)); echo "ok   $1" >&2; }
-bad() { failed=$((failed + 1)); echo "FAIL $1" >&2; }
+# serve_test_summary: the counts; fails the script if a check failed.
 serve_test_summary() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

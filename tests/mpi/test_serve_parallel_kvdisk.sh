@@ -9,6 +9,7 @@
 set -euo pipefail
 : "${EAAS_BIN:?}" "${EA_SRC:?}" "${EA_BUILD:?}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$EA_SRC/tests/golden/serve_lib.sh"   # kill_own, fresh_log
 MPI="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp --bind-to none"
 W="$EA_BUILD/golden-models/serve-mpi-kvdisk"
 rm -rf "$W"; mkdir -p "$W"
@@ -18,12 +19,13 @@ pass=0; fail=0
 ok() { pass=$((pass+1)); echo "ok   $1" >&2; }
 bad() { fail=$((fail+1)); echo "FAIL $1" >&2; }
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; }
+cleanup() { kill_own KILL "${PIDS[@]}"; }
 trap cleanup EXIT
 
 start() { # LOG CMD...: runs CMD in the background, waits for "ready", sets PID and PORT
   local log=$1; shift
-  "$@" > /dev/null 2> "$log" &
+  fresh_log "$log"
+  "$@" > /dev/null 2>> "$log" &
   PID=$!
   PIDS+=("$PID")
   PORT=""

@@ -9,9 +9,10 @@ source "$EA_SRC/tests/golden/serve_lib.sh"
 cl_pids=()
 cl_cleanup() {
   local p
-  for p in "${cl_pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  kill_own KILL "${cl_pids[@]}"
   for p in "${cl_pids[@]}"; do wait "$p" 2>/dev/null; done
   stop_server
+  serve_keep_logs
   rm -rf "$tmp"
 }
 cl_init() {
@@ -32,7 +33,8 @@ wait_line() {
 
 # start_monitor: sets MON (host:port) and MON_PID
 start_monitor() {
-  "$EAAS_BIN" monitor --port 0 "$@" >"$tmp/monitor.log" 2>&1 &
+  fresh_log "$tmp/monitor.log"
+  "$EAAS_BIN" monitor --port 0 "$@" >>"$tmp/monitor.log" 2>&1 &
   MON_PID=$!; cl_pids+=("$MON_PID")
   MON=$(wait_line "$tmp/monitor.log" 'listening on [0-9.]+:[0-9]+' "$MON_PID" | sed 's/listening on //') || return 1
 }
@@ -40,7 +42,8 @@ start_monitor() {
 # start_expert NAME ARGS...: an expert server; sets XPID_<NAME> and XPORT_<NAME>
 start_expert() {
   local name=$1; shift
-  "$EAAS_BIN" expert --monitor "$MON" --port 0 --id "$name" "$@" >"$tmp/$name.log" 2>&1 &
+  fresh_log "$tmp/$name.log"
+  "$EAAS_BIN" expert --monitor "$MON" --port 0 --id "$name" "$@" >>"$tmp/$name.log" 2>&1 &
   local pid=$!; cl_pids+=("$pid")
   local a; a=$(wait_line "$tmp/$name.log" 'listening on [0-9.]+:[0-9]+' "$pid") || return 1
   printf -v "XPID_$name" '%s' "$pid"
