@@ -77,7 +77,7 @@ typedef struct {
     const char *eplb_algorithm, *init_expert_location;
     /* multi-rank (mpirun) */
     const char *parallel;
-    double dist_timeout;
+    double dist_timeout, ep_capacity_factor;
     /* prefix cache disk tier */
     const char *kv_disk_dir;
     int kv_disk_max_mib;
@@ -138,6 +138,8 @@ static int check_flags(const serve_flags *f) {
         bad = "--eplb-algorithm must be deepseek or refined";
     else if (strcmp(f->generation_config, "auto") && strcmp(f->generation_config, "vllm"))
         bad = "--generation-config must be auto or vllm";
+    else if (f->ep_capacity_factor > 0 && (!f->parallel || strcmp(f->parallel, "expert")))
+        bad = "--ep-capacity-factor needs --parallel expert";
     char why[300];
     if (!bad && f->init_expert_location && !ea_file_exists(f->init_expert_location)) {
         snprintf(why, sizeof why, "--init-expert-location %.200s: no such file", f->init_expert_location);
@@ -199,6 +201,7 @@ int ea_cmd_serve(int argc, char **argv) {
         {"init-expert-location", EA_ARG_STR, &f.init_expert_location, "FILE", "initial placement (eplb place output); implies --eplb"},
         {"parallel", EA_ARG_STR, &f.parallel, "MODE", "expert|tensor over the ranks of an mpirun launch (rank 0 serves HTTP)"},
         {"dist-timeout", EA_ARG_DOUBLE, &f.dist_timeout, "S", "deadline of every MPI collective and of the control bus (30)", 0.001, EA_WEEK_S, "parallel"},
+        {"ep-capacity-factor", EA_ARG_DOUBLE, &f.ep_capacity_factor, "X", "expert mode: combine buffers per rank hold X times an even share of a step's pairs; the rest goes in more rounds, never dropped (1.25)", 0.01, 1000, "parallel"},
         {"experts-remote", EA_ARG_STR, &f.experts_remote, "HOST:PORT", "run the experts on expert servers (eaas expert) found through this monitor"},
         {"expert-timeout-ms", EA_ARG_INT, &f.expert_timeout_ms, "MS", "an expert server's answer to one call; past it the call goes to a replica (1000)", 1, 3600000, "experts-remote"},
         {0}};
@@ -257,6 +260,7 @@ int ea_cmd_serve(int argc, char **argv) {
                                   .interval = f.eplb_interval > 0 && f.eplb_min_bal > 0 ? f.eplb_interval : -1,
                                   .min_balancedness = f.eplb_min_bal, .layers_per_step = f.eplb_layers_per_step,
                                   .algorithm = f.eplb_algorithm, .init_expert_location = f.init_expert_location}};
+    eo.moe.ep.capacity_factor = f.ep_capacity_factor;
     if (f.experts_remote && pmode == EA_PAR_NONE) /* under --parallel the ranks hold the experts */
         eo.moe = (ea_engine_moe_opts){.kind = EA_BACKEND_REMOTE,
                                       .remote = {.monitor = f.experts_remote, .timeout_s = f.expert_timeout_ms / 1000.0}};

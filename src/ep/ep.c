@@ -6,9 +6,13 @@
  *   cnt (size)                pairs per rank this call
  *   bytes (size)              record bytes per rank (allgatherv counts)
  *   mine (P, H)               this rank's expert outputs, pair order
- *   send (P, 1+H)             this rank's records
- *   recv (P, 1+H)             every rank's records, rank order
- *   row_of (P)                pair index -> its output row inside recv
+ *   send (cap, 1+H)           this rank's records of one combine round
+ *   recv (size * cap, 1+H)    every rank's records of one round, rank order
+ *   out (P, H)                every pair's output row, by pair index
+ *   got (P)                   pair index seen (each exactly once)
+ * cap = ceil(capacity_factor * max_tokens * max_k / size): the exchange
+ * buffers are sized for the capacity factor, and a call whose pairs on some
+ * rank exceed its capacity takes more rounds (ea__ep_combine).
  * A call allocates nothing. The sum order is fixed (slot order per token), so
  * y does not depend on which rank computed which pair.
  *
@@ -37,8 +41,9 @@ typedef struct {
     ea_moe_backend *local; /* owns: only this rank's experts */
     int32_t *prow, *pexp, *pidx, *cnt;
     size_t *bytes;
-    float *mine, *send, *recv;
-    const float **row_of;
+    int cap;               /* records per rank per combine round the buffers hold */
+    float *mine, *send, *recv, *out;
+    uint8_t *got;
     uint64_t *slot_tokens; /* (n_layers, n_slots) */
     /* weight moves */
     int *moe_of;           /* model layer -> MoE layer index (-1: dense) */
@@ -76,48 +81,72 @@ static ea_status ea__ep_dispatch(ea__ep *E, int layer, int n, int k, const int32
     return EA_OK;
 }
 
-/* compute: own experts over own pairs -> mine (m, H), then records into send. */
+/* compute: own experts over own pairs -> mine (m, H), in own pair order. */
 static ea_status ea__ep_compute(ea__ep *E, int layer, const float *x, int m) {
-    int H = E->o.hidden;
     double t0 = ea_now_s();
     if (m > 0) EA_TRY(ea_moe_run_pairs(E->local, layer, x, m, E->prow, E->pexp, E->mine));
-    for (int i = 0; i < m; i++) {
-        float *rec = E->send + (size_t)i * (H + 1);
-        memcpy(rec, &E->pidx[i], sizeof(int32_t));
-        memcpy(rec + 1, E->mine + (size_t)i * H, sizeof(float) * (size_t)H);
-    }
     E->st.compute_seconds += ea_now_s() - t0;
     return EA_OK;
 }
 
-/* combine: gather every rank's records, check them, add each token's slots in order. */
+/* Records per rank per round for a call of P pairs: the capacity factor times
+ * an even share, at least 1, at most what the buffers hold. */
+static int ea__ep_capacity(const ea__ep *E, int P) {
+    double c = E->o.capacity_factor * (double)P / E->size;
+    int C = (int)c + (c > (int)c);
+    return C < 1 ? 1 : C > E->cap ? E->cap : C;
+}
+
+/* combine: rounds of allgatherv of at most C records per rank (what a rank has
+ * beyond C goes in the next round: no pair is dropped); each record's row into
+ * out by its pair index, checked; then each token's slots added in order. */
 static ea_status ea__ep_combine(ea__ep *E, int layer, int n, int k, const float *w, float *y) {
-    int H = E->o.hidden, P = n * k;
-    size_t rec = sizeof(float) * (size_t)(H + 1), total = 0;
-    for (int r = 0; r < E->size; r++) total += E->bytes[r] = (size_t)E->cnt[r] * rec;
+    int H = E->o.hidden, P = n * k, C = ea__ep_capacity(E, P), rounds = 1;
+    size_t rec = sizeof(float) * (size_t)(H + 1);
+    for (int r = 0; r < E->size; r++) {
+        int need = (E->cnt[r] + C - 1) / C;
+        if (need > rounds) rounds = need;
+        if (E->cnt[r] > C) E->st.overflow_pairs += (uint64_t)(E->cnt[r] - C);
+    }
+    memset(E->got, 0, (size_t)P);
     char what[48];
     snprintf(what, sizeof what, "layer %d combine", layer);
-    double t0 = ea_now_s();
-    EA_TRY(ea_dist_allgatherv(E->d, E->send, E->recv, E->bytes, what));
-    E->st.comm_seconds += ea_now_s() - t0;
-    E->st.combine_calls++;
-    E->st.combine_bytes_sent += E->bytes[E->rank];
-    E->st.combine_bytes_recv += total - E->bytes[E->rank];
-
-    for (int p = 0; p < P; p++) E->row_of[p] = NULL;
-    for (int q = 0; q < P; q++) {
-        const float *r = E->recv + (size_t)q * (H + 1);
-        int32_t idx;
-        memcpy(&idx, r, sizeof idx);
-        if (idx < 0 || idx >= P || E->row_of[idx])
-            return ea_err(EA_ERR_PEER, "layer %d combine: record %d names pair %d (%s of %d pairs): ranks disagree on routing",
-                          layer, q, idx, idx >= 0 && idx < P ? "twice" : "outside", P);
-        E->row_of[idx] = r + 1;
+    for (int rd = 0; rd < rounds; rd++) {
+        size_t total = 0;
+        for (int r = 0; r < E->size; r++) {
+            int left = E->cnt[r] - rd * C;
+            total += E->bytes[r] = (size_t)(left < 0 ? 0 : left > C ? C : left) * rec;
+        }
+        for (int i = rd * C, j = 0; i < E->cnt[E->rank] && j < C; i++, j++) {
+            float *r = E->send + (size_t)j * (H + 1);
+            memcpy(r, &E->pidx[i], sizeof(int32_t));
+            memcpy(r + 1, E->mine + (size_t)i * H, sizeof(float) * (size_t)H);
+        }
+        double t0 = ea_now_s();
+        EA_TRY(ea_dist_allgatherv(E->d, E->send, E->recv, E->bytes, what));
+        E->st.comm_seconds += ea_now_s() - t0;
+        E->st.combine_bytes_sent += E->bytes[E->rank];
+        E->st.combine_bytes_recv += total - E->bytes[E->rank];
+        for (size_t q = 0; q < total / rec; q++) {
+            const float *r = E->recv + q * (H + 1);
+            int32_t idx;
+            memcpy(&idx, r, sizeof idx);
+            if (idx < 0 || idx >= P || E->got[idx])
+                return ea_err(EA_ERR_PEER, "layer %d combine: record %zu names pair %d (%s of %d pairs): ranks disagree on routing",
+                              layer, q, idx, idx >= 0 && idx < P ? "twice" : "outside", P);
+            E->got[idx] = 1;
+            memcpy(E->out + (size_t)idx * H, r + 1, sizeof(float) * (size_t)H);
+        }
     }
+    E->st.combine_calls++;
+    E->st.combine_rounds += (uint64_t)rounds;
+    E->st.overflow_rounds += (uint64_t)(rounds - 1);
+    for (int p = 0; p < P; p++)
+        if (!E->got[p]) return ea_err(EA_ERR_PEER, "layer %d combine: no rank sent pair %d", layer, p);
     for (int t = 0; t < n; t++) {
         float *yt = y + (size_t)t * H;
         memset(yt, 0, sizeof(float) * (size_t)H);
-        for (int j = 0; j < k; j++) ea_k_axpy(w[t * k + j], E->row_of[t * k + j], yt, H);
+        for (int j = 0; j < k; j++) ea_k_axpy(w[t * k + j], E->out + (size_t)(t * k + j) * H, yt, H);
     }
     return EA_OK;
 }
@@ -342,7 +371,8 @@ static void ea__ep_destroy(ea_moe_backend *be) {
     ea_free(E->pidx);
     ea_free(E->cnt);
     ea_free(E->bytes);
-    ea_free(E->row_of);
+    ea_free(E->got);
+    ea_aligned_free(E->out);
     ea_free(E->slot_tokens);
     for (size_t i = 0; E->own && i < (size_t)E->o.n_layers * (size_t)E->n_slots; i++) ea_aligned_free(E->own[i]);
     ea_free(E->own);
@@ -388,14 +418,19 @@ static ea_status ea__ep_scratch(ea__ep *E, const ea_ep_opts *o) {
     E->pidx = ea_calloc(P, sizeof(int32_t));
     E->cnt = ea_calloc((size_t)E->size, sizeof(int32_t));
     E->bytes = ea_calloc((size_t)E->size, sizeof(size_t));
-    E->row_of = ea_calloc(P, sizeof(float *));
+    double c = E->o.capacity_factor * (double)P / E->size;
+    E->cap = (int)c + (c > (int)c);
+    if (E->cap < 1) E->cap = 1;
+    if ((size_t)E->cap > P) E->cap = (int)P;
+    E->got = ea_calloc(P, 1);
     E->mine = ea_aligned_alloc(64, P * (size_t)H * sizeof(float));
-    E->send = ea_aligned_alloc(64, P * (size_t)(H + 1) * sizeof(float));
-    E->recv = ea_aligned_alloc(64, P * (size_t)(H + 1) * sizeof(float));
+    E->out = ea_aligned_alloc(64, P * (size_t)H * sizeof(float));
+    E->send = ea_aligned_alloc(64, (size_t)E->cap * (size_t)(H + 1) * sizeof(float));
+    E->recv = ea_aligned_alloc(64, (size_t)E->size * (size_t)E->cap * (size_t)(H + 1) * sizeof(float));
     E->own = ea_calloc((size_t)o->n_layers * (size_t)E->n_slots, sizeof(void *));
     E->moe_of = ea_malloc(sizeof(int) * (size_t)o->n_layers);
-    if (!E->slot_tokens || !E->prow || !E->pexp || !E->pidx || !E->cnt || !E->bytes || !E->row_of || !E->mine ||
-        !E->send || !E->recv || !E->own || !E->moe_of)
+    if (!E->slot_tokens || !E->prow || !E->pexp || !E->pidx || !E->cnt || !E->bytes || !E->got || !E->mine ||
+        !E->out || !E->send || !E->recv || !E->own || !E->moe_of)
         return ea_err(EA_ERR_NOMEM, "ep backend scratch for %zu pairs", P);
     for (int l = 0, ml = 0; l < o->n_layers; l++) E->moe_of[l] = o->experts[l] ? ml++ : -1;
     return EA_OK;
@@ -422,6 +457,7 @@ ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out) {
     if (!E) return ea_err(EA_ERR_NOMEM, "ep backend");
     E->base.vt = &ea__ep_vt;
     E->o = *o;
+    if (E->o.capacity_factor <= 0) E->o.capacity_factor = 1.25;
     E->o.place = NULL;
     E->o.experts = NULL;
     E->d = o->dist;
@@ -467,12 +503,14 @@ json_t *ea_ep_stats_to_json(const ea_ep_stats *s) {
             json_array_append_new(ex, json_pack("{s:i, s:i, s:I}", "layer", l, "slot", e, "tokens",
                                                 (json_int_t)s->slot_tokens[i]));
         }
-    return json_pack("{s:i, s:i, s:I, s:{s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I}, s:{s:f, s:f}, "
+    return json_pack("{s:i, s:i, s:I, s:{s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:f, s:f}, "
                      "s:{s:I, s:I, s:I, s:I, s:I, s:f}, s:o}",
                      "rank", s->rank, "size", s->size, "steps", (json_int_t)s->steps,
                      "dispatch", "calls", (json_int_t)s->dispatch_calls, "bytes", (json_int_t)s->dispatch_bytes,
                      "combine", "calls", (json_int_t)s->combine_calls, "bytes_sent",
-                     (json_int_t)s->combine_bytes_sent, "bytes_recv", (json_int_t)s->combine_bytes_recv,
+                     (json_int_t)s->combine_bytes_sent, "bytes_recv", (json_int_t)s->combine_bytes_recv, "rounds",
+                     (json_int_t)s->combine_rounds, "overflow", "rounds", (json_int_t)s->overflow_rounds, "pairs",
+                     (json_int_t)s->overflow_pairs,
                      "pairs", "local", (json_int_t)s->pairs_local, "total", (json_int_t)s->pairs_total,
                      "seconds", "comm", s->comm_seconds, "compute", s->compute_seconds, "moves", "layer_switches",
                      (json_int_t)s->layer_switches, "experts", (json_int_t)s->experts_moved, "bytes_sent",
@@ -515,6 +553,12 @@ void ea_ep_stats_prometheus(const ea_ep_stats *s, ea_sbuf *t) {
     ea_sbuf_printf(t, "# HELP eaas:ep_compute_seconds_total seconds in this rank's experts\n"
                "# TYPE eaas:ep_compute_seconds_total counter\neaas:ep_compute_seconds_total{rank=\"%d\"} %.6f\n",
            r, s->compute_seconds);
+    ea_sbuf_printf(t, "# HELP eaas:ep_overflow_tokens_total (token, slot) pairs over a rank's combine capacity, "
+               "sent in a later round (never dropped)\n"
+               "# TYPE eaas:ep_overflow_tokens_total counter\neaas:ep_overflow_tokens_total{rank=\"%d\"} %llu\n"
+               "# HELP eaas:ep_overflow_rounds_total combine rounds beyond the first\n"
+               "# TYPE eaas:ep_overflow_rounds_total counter\neaas:ep_overflow_rounds_total{rank=\"%d\"} %llu\n",
+           r, (unsigned long long)s->overflow_pairs, r, (unsigned long long)s->overflow_rounds);
     ea_sbuf_printf(t, "# HELP eaas:ep_weight_move_bytes_total expert weight bytes moved between ranks by EPLB\n"
                "# TYPE eaas:ep_weight_move_bytes_total counter\n"
                "eaas:ep_weight_move_bytes_total{rank=\"%d\",dir=\"sent\"} %llu\n"

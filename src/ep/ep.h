@@ -16,7 +16,10 @@
  *             data-parallel-attention mode exchanges rows here with an
  *             all-to-all; the plan already lists rows per destination rank.)
  *   compute   ea_moe_run_pairs on a local backend holding only own experts
- *   combine   allgatherv of [pair index | output row] records; every rank
+ *   combine   allgatherv of [pair index | output row] records, in rounds of
+ *             at most the capacity (--ep-capacity-factor times an even share)
+ *             per rank: a rank's pairs beyond it go in the next round, none is
+ *             dropped (seed 000 drops them); every rank
  *             fills y[t] = sum over j of w[t][j] * out[t*k+j], j = 0..k-1 in
  *             order from 0.0f — the local backend's exact arithmetic, so the
  *             result is bit-identical to one process (moe.h's contract)
@@ -43,6 +46,8 @@ typedef struct {
     ea_ffn_weights *const *experts; /* borrows during create (copied): [n_layers] -> place->n_physical slots
                                        (NULL for dense layers), this rank's filled in (model/experts.h) */
     ea_kctx *kctx;                  /* borrows */
+    double capacity_factor;         /* combine buffers hold this times an even share of the pairs;
+                                       what exceeds it goes in further rounds; <= 0: 1.25 */
 } ea_ep_opts;
 
 /* apply_placement moves expert weights between ranks (collective; ep.c
@@ -56,6 +61,9 @@ typedef struct {
     uint64_t dispatch_calls, combine_calls;
     uint64_t dispatch_bytes;        /* rows moved to owners: 0 while attention is replicated */
     uint64_t combine_bytes_sent, combine_bytes_recv;
+    uint64_t combine_rounds;        /* allgatherv rounds of combine (one per call, more on overflow) */
+    uint64_t overflow_rounds;       /* rounds beyond the first */
+    uint64_t overflow_pairs;        /* (token, slot) pairs over a rank's capacity, sent in a later round */
     uint64_t pairs_local, pairs_total; /* (token, slot) pairs computed here / in all */
     double comm_seconds;            /* in combine collectives, including waiting for peers */
     double compute_seconds;         /* in this rank's experts */
@@ -77,7 +85,8 @@ int ea_ep_backend_is(const ea_moe_backend *be);
 
 /* GET /ep/stats body (JSON object; *out from ea_malloc, NUL-terminated):
  *   {"rank":0,"size":2,"steps":..,"dispatch":{"calls":..,"bytes":..},
- *    "combine":{"calls":..,"bytes_sent":..,"bytes_recv":..},"pairs":{"local":..,"total":..},
+ *    "combine":{"calls":..,"bytes_sent":..,"bytes_recv":..,"rounds":..},"overflow":{"rounds":..,"pairs":..},
+ *    "pairs":{"local":..,"total":..},
  *    "seconds":{"comm":..,"compute":..},
  *    "moves":{"layer_switches":..,"experts":..,"bytes_sent":..,"bytes_recv":..,"failures":..,"seconds":..},
  *    "experts":[{"layer":L,"slot":S,"tokens":N}, ...]}   (owned slots only) */

@@ -164,9 +164,9 @@ static ea_status ea__load_own(ea_model *m, const ea_eplb_meta *pl, const uint8_t
 }
 
 /* place: EPLB's initial placement (NULL: the trivial one, slot p = expert p). */
-static ea_status ea__setup_expert(ea_ep_engine *pe, ea_model *m, ea_kctx *kctx, int max_tokens,
-                                  const ea_eplb_meta *place) {
+static ea_status ea__setup_expert(ea_ep_engine *pe, ea_model *m, ea_kctx *kctx, const ea_ep_engine_opts *po) {
     const ea_model_config *c = &m->cfg;
+    const ea_eplb_meta *place = po->place;
     int N = ea_dist_size(pe->d), n_moe = 0, P = place ? place->n_physical : c->n_experts;
     if (P % N)
         return ea_err(EA_ERR_INVALID_ARG, "--parallel expert: %d %s do not split evenly over %d ranks", P,
@@ -191,16 +191,16 @@ static ea_status ea__setup_expert(ea_ep_engine *pe, ea_model *m, ea_kctx *kctx, 
     ea_free(keep);
     if (s != EA_OK) return s;
     ea_ep_opts o = {.dist = pe->d, .place = &pe->place, .n_layers = c->n_layers, .hidden = c->hidden_size,
-                    .ff = c->moe_intermediate_size, .max_tokens = max_tokens, .max_k = c->n_experts_per_tok,
-                    .experts = (ea_ffn_weights *const *)t.layer, .kctx = kctx};
+                    .ff = c->moe_intermediate_size, .max_tokens = po->max_tokens, .max_k = c->n_experts_per_tok,
+                    .experts = (ea_ffn_weights *const *)t.layer, .kctx = kctx, .capacity_factor = po->capacity_factor};
     s = ea_ep_backend_create(&o, &pe->be);
     ea_expert_table_deinit(&t);
     pe->be_view = pe->be;
     return s;
 }
 
-ea_status ea_ep_engine_setup(ea_dist *d, ea_par_mode mode, ea_model *m, ea_kctx *kctx, int max_tokens,
-                             const ea_eplb_meta *place, ea_ep_engine **out) {
+ea_status ea_ep_engine_setup(ea_dist *d, ea_par_mode mode, ea_model *m, ea_kctx *kctx, const ea_ep_engine_opts *o,
+                             ea_ep_engine **out) {
     *out = NULL;
     if (!d || mode == EA_PAR_NONE) return ea_err(EA_ERR_INVALID_ARG, "parallel set-up without a mode or MPI context");
     if (m->cfg.n_experts < 1) return ea_err(EA_ERR_UNSUPPORTED, "--parallel: %s has no routed experts", m->path);
@@ -216,9 +216,9 @@ ea_status ea_ep_engine_setup(ea_dist *d, ea_par_mode mode, ea_model *m, ea_kctx 
     ea_status s = ea__check_same_model(d, m);
     if (s == EA_OK) {
         if (mode == EA_PAR_EXPERT) {
-            s = ea__setup_expert(pe, m, kctx, max_tokens, place);
+            s = ea__setup_expert(pe, m, kctx, o);
         } else {
-            s = ea_tp_create(d, m, kctx, max_tokens, &pe->tp);
+            s = ea_tp_create(d, m, kctx, o->max_tokens, &pe->tp);
             if (s == EA_OK) pe->be = ea_tp_take_backend(pe->tp);
         }
     }

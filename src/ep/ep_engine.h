@@ -8,7 +8,8 @@
  *   EA_TRY(ea_par_launch(parallel_flag, dist_timeout_flag, &mode, &dist)); // validates, MPI_Init
  *   ea_par_quiet_stdout(dist);                     // ranks > 0 print nothing on stdout
  *   ... ea_engine_create(): model opened, kernels built, then
- *   EA_TRY(ea_ep_engine_setup(dist, mode, m, kctx, max_tokens, place, &pe)); // place: EPLB's, or NULL
+ *   ea_ep_engine_opts po = {.max_tokens = n, .place = eplb_place_or_NULL, .capacity_factor = 1.25};
+ *   EA_TRY(ea_ep_engine_setup(dist, mode, m, kctx, &po, &pe));
  *   be = ea_ep_engine_take_backend(pe);            // the engine owns and destroys it
  *   fo.tp = ea_ep_engine_forward_tp(pe);           // NULL in expert mode
  *   ea_ep_engine_print_plan(pe, stderr);           // rank 0: expert table, memory plan
@@ -62,11 +63,15 @@ typedef struct ea_ep_engine ea_ep_engine;
 /* Build this rank's part. Checks (one clear error each): every rank opened the
  * same model (config fingerprint compared over MPI), experts divisible by the
  * ranks (expert), heads / KV heads / expert FFN divisible and splittable
- * (tensor), and families tensor mode does not split (MLA, full q/k norm).
- * place (expert mode): EPLB's initial placement, whose slots the ranks hold
- * (copied; its slots must split evenly over the ranks); NULL: one slot per expert. */
-ea_status ea_ep_engine_setup(ea_dist *d, ea_par_mode mode, ea_model *m, ea_kctx *kctx, int max_tokens,
-                             const ea_eplb_meta *place, ea_ep_engine **out);
+ * (tensor), and families tensor mode does not split (MLA, full q/k norm). */
+typedef struct {
+    int max_tokens;             /* tokens per forward call */
+    const ea_eplb_meta *place;  /* expert mode: EPLB's initial placement, whose slots the ranks hold
+                                   (copied; its slots must split evenly over the ranks); NULL: one per expert */
+    double capacity_factor;     /* expert mode: ea_ep_opts.capacity_factor (<= 0: 1.25) */
+} ea_ep_engine_opts;
+ea_status ea_ep_engine_setup(ea_dist *d, ea_par_mode mode, ea_model *m, ea_kctx *kctx, const ea_ep_engine_opts *o,
+                             ea_ep_engine **out);
 /* The MoE backend; ownership passes to the caller (call once). */
 ea_moe_backend *ea_ep_engine_take_backend(ea_ep_engine *pe);
 /* The attention slice for ea_forward_opts.tp; NULL in expert mode. Lives as long as pe. */

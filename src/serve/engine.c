@@ -112,7 +112,9 @@ static ea_status parallel_backend(ea_engine *e, ea_dist *dist, ea_par_mode mode,
                                   ea_moe_backend **out) {
     const ea_engine_opts *o = &e->o;
     if (o->progress) o->progress(o->progress_ctx, 0.0);
-    EA_TRY(ea_ep_engine_setup(dist, mode, e->m, e->kctx, o->max_tokens, place, &e->par));
+    ea_ep_engine_opts po = {.max_tokens = o->max_tokens, .place = place,
+                            .capacity_factor = o->moe.ep.capacity_factor};
+    EA_TRY(ea_ep_engine_setup(dist, mode, e->m, e->kctx, &po, &e->par));
     if (o->progress) o->progress(o->progress_ctx, 1.0);
     *out = ea_ep_engine_take_backend(e->par);
     ea_ep_engine_print_plan(e->par, stderr);

@@ -46,6 +46,8 @@ typedef struct {
     ea_backend_kind kind;
     struct {
         ea_dist *dist; /* borrows: MPI context from ea_par_launch */
+        double capacity_factor; /* combine buffers per rank, times an even share of a call's pairs
+                                   (more goes in further rounds); <= 0: 1.25 */
     } ep;
     struct {
         ea_dist *dist; /* borrows: MPI context from ea_par_launch */

@@ -36,7 +36,7 @@ after=$(gen)
 n=$(curl -s "$U/eplb/stats" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["rebalances_total"])')
 [ "$n" -ge 1 ] && ok "rebalanced ($n)" || bad "no rebalance"
 [ "$before" = "$after" ] && ok "greedy text unchanged by the rebalance" || bad "text changed: '$before' vs '$after'"
-curl -s "$U/metrics" | grep -Eq '^eaas:eplb_rebalances_total(\{model_name="[^"]*"\})? [1-9]' && ok "metrics" || bad "metrics lack eaas:eplb_rebalances_total"
+curl -s "$U/metrics" | grep -E '^eaas:eplb_rebalances_total(\{model_name="[^"]*"\})? [1-9]' >/dev/null && ok "metrics" || bad "metrics lack eaas:eplb_rebalances_total"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$U/eplb/rebalance")
 [ "$code" = 405 ] && ok "GET /eplb/rebalance is 405" || bad "GET /eplb/rebalance gave $code"
 echo "$pass passed, $fail failed"

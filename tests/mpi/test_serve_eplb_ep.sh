@@ -7,6 +7,9 @@
 # seeded, sequential and concurrent — is byte-identical to one process without
 # EPLB. A rank that reports a failure in the middle of a move
 # (EAAS_TEST_EP_MOVE_FAIL=1:1) leaves every rank on the old placement, serving.
+# Overflow (issue 21 item 3): with --ep-capacity-factor 0.5 every combine
+# overflows a rank's capacity; the rest goes in further rounds (counted) and the
+# answers stay identical.
 set -euo pipefail
 : "${EAAS_BIN:?}" "${EA_SRC:?}" "${EA_BUILD:?}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -60,15 +63,20 @@ run_all() { # PORT OUT
   wait "${rp[@]}"
   for i in $(seq 1 8); do cat "$out.$i" >> "$out"; rm -f "$out.$i"; done
 }
-rank_pid() { # MPIPID RANK -> the pid of that rank's eaas process
+rank_pid() { # MPIPID RANK -> the pid of that rank's eaas process (a child of that mpirun)
   local c
-  for c in $(pgrep -f "eaas serve --model "); do
-    if [ "$c" != "$1" ] && tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$c"; fi
+  for c in $(pgrep -P "$1"); do
+    tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$c"
   done
   return 0
 }
-stop_job() { # rank 0 drains and sends shutdown on the control bus; every rank exits
-  kill -TERM "$(rank_pid "$PID" 0)"; wait "$PID"
+stop_job() { # rank 0 drains and sends shutdown on the control bus; every rank exits (60 s, then killed)
+  local r0 i
+  r0=$(rank_pid "$PID" 0)
+  [ -n "$r0" ] && kill -TERM "$r0" || kill -TERM "$PID"
+  for i in $(seq 1 600); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+  kill_own KILL "$PID"
+  wait "$PID"
 }
 stat() { curl -s -m 10 "http://127.0.0.1:$1/eplb/stats" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[sys.argv[1]])' "$2"; }
 epstat() { curl -s -m 10 "http://127.0.0.1:$1/ep/stats" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["moves"][sys.argv[1]])' "$2"; }
@@ -96,7 +104,7 @@ for case in "$M 2" "$M 4" "$MQ 2"; do
   [ "$nreb" -ge 3 ] && ok "$name: $nreb rebalances under traffic" || bad "$name: only $nreb rebalances"
   [ $((sent + recv)) -gt 0 ] && [ "$moved" -gt 0 ] && ok "$name: weights moved between ranks ($moved slots, rank 0 $sent B out / $recv B in)" || bad "$name: no weights moved"
   python3 -c "import sys; sys.exit(0 if $after > $before else 1)" && ok "$name: balancedness rose ($before -> $after)" || bad "$name: balancedness $before -> $after"
-  curl -s "http://127.0.0.1:$PORT/metrics" | grep -Eq '^eaas:ep_weight_move_bytes_total\{.*rank="0",dir="sent"\} [1-9]' && ok "$name: move bytes in /metrics" || bad "$name: no move metric"
+  curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^eaas:ep_weight_move_bytes_total\{.*rank="0",dir="sent"\} [1-9]' >/dev/null && ok "$name: move bytes in /metrics" || bad "$name: no move metric"
   stop_job && ok "$name: SIGTERM to rank 0, every rank exited 0" || bad "$name: exit code $?"
 done
 
@@ -109,6 +117,17 @@ nf=$(stat "$PORT" failures); nreb=$(stat "$PORT" rebalances_total); mf=$(epstat 
 [ "$nf" -ge 1 ] && [ "$mf" -ge 1 ] && ok "the failed move was counted (EPLB failures $nf, ep switch failures $mf) and later ones went through ($nreb rebalances)" || bad "failures $nf / $mf"
 grep -q "keeps the old one" "$W/fault.log" && ok "the log says every rank kept the old placement" || bad "no log line about the old placement"
 [ "$(req "$PORT" "after the fault" -1 | grep -c 'NO ANSWER')" = 0 ] && ok "still serving" || bad "not serving after the fault"
+stop_job || true
+# overflow rounds instead of dropped tokens
+start "$W/overflow.log" $MPI -n 2 "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel expert \
+  --dist-timeout 20 --ep-capacity-factor 0.5
+run_all "$PORT" "$W/overflow.txt"
+cmp -s "$W/one-$(basename "$M").txt" "$W/overflow.txt" && ok "capacity factor 0.5: answers identical to one process" || { bad "capacity factor 0.5: answers differ"; diff "$W/one-$(basename "$M").txt" "$W/overflow.txt" | head -4 >&2 || true; }
+ov=$(curl -s -m 10 "http://127.0.0.1:$PORT/ep/stats" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["overflow"]["rounds"], d["overflow"]["pairs"], d["combine"]["calls"])')
+set -- $ov
+echo "# capacity factor 0.5: $1 overflow rounds, $2 pairs sent late, over $3 combine calls (rank 0)" >&2
+[ "$1" -gt 0 ] && [ "$2" -gt 0 ] && ok "overflow rounds happened ($1 rounds, $2 pairs) and nothing was dropped" || bad "no overflow counted: $ov"
+curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^eaas:ep_overflow_tokens_total\{.*rank="0"\} [1-9]' >/dev/null && ok "eaas:ep_overflow_tokens_total in /metrics" || bad "no overflow metric"
 stop_job || true
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

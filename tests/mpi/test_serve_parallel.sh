@@ -68,8 +68,8 @@ run_all "$PORT" "$W/ep.txt"
 if cmp -s "$W/one.txt" "$W/ep.txt"; then ok "2 ranks: 10 repeated + 32 concurrent answers identical to one process"; else bad "answers differ"; diff "$W/one.txt" "$W/ep.txt" | head -5 >&2; fi
 [ "$(sort -u <(head -10 "$W/ep.txt") | wc -l)" = 1 ] && ok "10 identical requests, 10 identical answers" || bad "repeated requests differ"
 rank_pid() { # MPIPID RANK -> the pid of that rank's eaas process
-  for c in $(pgrep -f "eaas serve --model $M"); do
-    if [ "$c" != "$1" ] && tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$c"; fi
+  for c in $(pgrep -P "$1"); do   # the ranks are children of their mpirun (not another test's)
+    tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$c"
   done
   return 0
 }
