@@ -55,7 +55,7 @@ if [ ! -f "$src/CMakeLists.txt" ]; then
 fi
 commit=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 sig=$( (grep -m1 'model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo; echo "$commit") | sha1sum | cut -c1-12)
-bdir=$cache/build-$sig
+bdir=${LLAMACPP_BUILD:-$cache/build-$sig}   # LLAMACPP_BUILD: an existing native build (its bin/llama-bench)
 LB=$bdir/bin/llama-bench
 if [ ! -x "$LB" ]; then
   echo "building llama-bench (llama.cpp $commit, -DGGML_NATIVE=ON) in $bdir ..." >&2
