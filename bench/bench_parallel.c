@@ -12,6 +12,14 @@
  *   {"bench":"parallel_decode","mode":"expert","ranks":2,"batch":16,"tok_s":...,"comm_s":...}
  * comm_s is rank 0's time inside collectives during the timed part (waiting
  * for slower ranks included). Weights are paged in by one warm-up step first.
+ *
+ * --rebalance R (expert mode): R times per MoE layer, the layer is switched to
+ * a placement where every expert moves to the next rank down (slot p takes
+ * expert p + E/N) and back, through the ep backend's apply_placement (EPLB's
+ * weight move); each switch is timed beside one MPI_Alltoallv of the same
+ * bytes (the exchange alone):
+ *   {"bench":"parallel_rebalance","ranks":2,"layer":0,"experts_moved":..,"bytes":..,"switch_s":..,"alltoallv_s":..}
+ * bytes: what rank 0 sent in the switch (it received as much).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +29,7 @@
 #include "base/args.h"
 #include "base/util.h"
 #include "ep/dist.h"
+#include "ep/ep.h"
 #include "ep/ep_engine.h"
 #include "serve/engine.h"
 #include "model/forward.h"
@@ -32,15 +41,62 @@ static double comm_s(ea_dist *d) {
     return st.seconds;
 }
 
+/* --rebalance: each MoE layer to the rotated placement and back, R times, beside a bare alltoallv. */
+static ea_status bench_rebalance(ea_engine *g, ea_dist *d, int reps) {
+    const ea_model_config *c = &g->m->cfg;
+    int E = c->n_experts, N = ea_dist_size(d), me = ea_dist_rank(d), S = E / N;
+    int32_t *rot = ea_malloc(sizeof(int32_t) * 2 * (size_t)E), *id = rot + E;
+    size_t *sc = ea_calloc(2 * (size_t)N, sizeof(size_t)), *rc = sc + N;
+    if (!rot || !sc) return ea_err(EA_ERR_NOMEM, "rebalance bench");
+    for (int p = 0; p < E; p++) rot[p] = (p + S) % E, id[p] = p;
+    ea_status s = EA_OK;
+    for (int l = 0; s == EA_OK && l < c->n_layers; l++) {
+        if (!c->layer_is_moe[l]) continue;
+        for (int r = 0; s == EA_OK && r < reps; r++)
+            for (int back = 0; s == EA_OK && back < 2; back++) {
+                ea_ep_stats a, b;
+                ea_ep_backend_stats(g->be, &a);
+                if ((s = ea_dist_barrier(d, "rebalance bench")) != EA_OK) break;
+                double t0 = ea_now_s();
+                if ((s = ea_moe_apply_placement(g->be, l, back ? id : rot, E)) != EA_OK) break;
+                double t_switch = ea_now_s() - t0;
+                ea_ep_backend_stats(g->be, &b);
+                /* the same bytes, bare: to the rank below, from the rank above (the reverse when moving back) */
+                size_t out = b.move_bytes_sent - a.move_bytes_sent, in = b.move_bytes_recv - a.move_bytes_recv;
+                memset(sc, 0, sizeof(size_t) * 2 * (size_t)N);
+                sc[(me + (back ? 1 : N - 1)) % N] += out;
+                rc[(me + (back ? N - 1 : 1)) % N] += in;
+                uint8_t *sb = ea_malloc(out ? out : 1), *rb = ea_malloc(in ? in : 1);
+                if (!sb || !rb) s = ea_err(EA_ERR_NOMEM, "rebalance bench buffers");
+                if (s == EA_OK) memset(sb, 1, out);
+                double t1 = 0;
+                if (s == EA_OK && (s = ea_dist_barrier(d, "rebalance bench")) == EA_OK) {
+                    t1 = ea_now_s();
+                    s = ea_dist_alltoallv(d, sb, sc, rb, rc, "rebalance bench");
+                    t1 = ea_now_s() - t1;
+                }
+                ea_free(sb), ea_free(rb);
+                if (s == EA_OK && me == 0)
+                    printf("{\"bench\":\"parallel_rebalance\",\"ranks\":%d,\"layer\":%d,\"experts_moved\":%llu,"
+                           "\"bytes\":%zu,\"switch_s\":%.5f,\"alltoallv_s\":%.5f}\n",
+                           N, l, (unsigned long long)(b.experts_moved - a.experts_moved), out, t_switch, t1);
+                fflush(stdout);
+            }
+    }
+    ea_free(rot), ea_free(sc);
+    return s;
+}
+
 int main(int argc, char **argv) {
     const char *model = NULL, *parallel = NULL, *batches = "1,16,64";
-    int threads = 1, steps = 8, prefill = 512;
+    int threads = 1, steps = 8, prefill = 512, rebalance = 0;
     ea_arg spec[] = {{"model", EA_ARG_STR, &model, "PATH", "model"},
                      {"parallel", EA_ARG_STR, &parallel, "MODE", "expert|tensor (under mpirun)"},
                      {"threads", EA_ARG_INT, &threads, "N", "threads per rank (default 1)"},
                      {"batches", EA_ARG_STR, &batches, "LIST", "decode batch sizes"},
                      {"steps", EA_ARG_INT, &steps, "S", "decode steps per batch size"},
                      {"prefill", EA_ARG_INT, &prefill, "N", "prefill tokens"},
+                     {"rebalance", EA_ARG_INT, &rebalance, "R", "expert mode: time R weight-move switches per layer"},
                      {0}};
     ea_args_rest rest;
     if (ea_args_parse(spec, argc, argv, &rest) != EA_OK || !model || rest.help) {
@@ -123,6 +179,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
         for (int q = 0; q < B; q++) ea_kv_seq_release(&g->kv, q);
     }
+    if (s == EA_OK && rebalance > 0 && mode == EA_PAR_EXPERT) s = bench_rebalance(g, d, rebalance);
     if (s != EA_OK) fprintf(stderr, "bench_parallel: rank %d: %s\n", rank, ea_errmsg());
     ea_free(tok), ea_free(pos), ea_free(seq), ea_free(rows), ea_free(logits);
     ea_engine_destroy(g);
