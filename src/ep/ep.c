@@ -42,6 +42,15 @@ typedef struct {
     int32_t *prow, *pexp, *pidx, *cnt;
     size_t *bytes;
     int cap;               /* records per rank per combine round the buffers hold */
+    /* dp_attention (ea__ep_dp_call): P = max pairs of one rank's call */
+    int64_t *dp_cnt;       /* (3, size): pairs to each rank, from each rank, fill offsets */
+    size_t *sc, *rc;       /* (size) each: alltoallv byte counts */
+    float *dsend;          /* (P, H+2) own dispatch records, by destination rank */
+    float *drecv;          /* (size * P, H+2) the records this rank computes */
+    float *dp_x, *dp_y;    /* (size * P, H) their rows and outputs */
+    int32_t *dp_row, *dp_slot; /* (size * P) */
+    float *csend;          /* (size * P, H+1) outputs back to their sources */
+    float *crecv;          /* (P, H+1) own pairs' outputs */
     float *mine, *send, *recv, *out;
     uint8_t *got;
     uint64_t *slot_tokens; /* (n_layers, n_slots) */
@@ -152,12 +161,116 @@ static ea_status ea__ep_combine(ea__ep *E, int layer, int n, int k, const float 
 }
 
 /* dispatch, compute and combine are one lockstep exchange: all in submit */
+/* ------------------------------------------------------------ data-parallel attention
+ *
+ * With dp_attention every rank brings its own tokens (n differs per rank, 0
+ * included; every rank still makes every MoE call). One call:
+ *   dispatch  each own pair's record [int32 pair index | int32 slot | x row]
+ *             to the rank owning the slot, in pair order: an alltoall of the
+ *             counts, then one alltoallv of the records
+ *   compute   the owner runs the pairs it received (source ranks in order)
+ *   combine   each output [int32 pair index | row] goes back to its source
+ *             rank, in the order it came: one alltoallv; every rank checks
+ *             each of its pairs came back once and adds its tokens' k outputs
+ *             in slot order from 0.0f, so y is bit-identical to one process.
+ */
+static ea_status ea__ep_dp_call(ea__ep *E, const ea_moe_call *c) {
+    int H = E->o.hidden, N = E->size, n = c->n_tokens, k = c->k, P = n * k, layer = c->layer, S = E->per_rank;
+    size_t drec = (size_t)H + 2, crec = (size_t)H + 1, cap = (size_t)E->o.max_tokens * (size_t)E->o.max_k;
+    int64_t *cnt = E->dp_cnt, *got_n = cnt + N, *fill = cnt + 2 * N;
+    memset(cnt, 0, sizeof(int64_t) * 3 * (size_t)N);
+    for (int p = 0; p < P; p++) {
+        int s = c->ids[p];
+        if (s < 0 || s >= E->n_slots) return ea_err(EA_ERR_RANGE, "layer %d: expert slot %d of %d", layer, s, E->n_slots);
+        cnt[s / S]++;
+    }
+    for (int r = 1; r < N; r++) fill[r] = fill[r - 1] + cnt[r - 1];
+    for (int p = 0; p < P; p++) {
+        float *rec = E->dsend + (size_t)fill[c->ids[p] / S]++ * drec;
+        int32_t head[2] = {p, c->ids[p]};
+        memcpy(rec, head, sizeof head);
+        memcpy(rec + 2, c->x + (size_t)(p / k) * H, sizeof(float) * (size_t)H);
+    }
+    char what[48];
+    snprintf(what, sizeof what, "layer %d dispatch", layer);
+    for (int r = 0; r < N; r++) E->sc[r] = E->rc[r] = sizeof(int64_t);
+    double t0 = ea_now_s();
+    EA_TRY(ea_dist_alltoallv(E->d, cnt, E->sc, got_n, E->rc, what));
+    size_t m = 0, sent = 0;
+    for (int r = 0; r < N; r++) {
+        if (got_n[r] < 0 || (size_t)got_n[r] > cap)
+            return ea_err(EA_ERR_PEER, "layer %d dispatch: rank %d announces %lld pairs (at most %zu)", layer, r,
+                          (long long)got_n[r], cap);
+        m += (size_t)got_n[r];
+        sent += E->sc[r] = (size_t)cnt[r] * drec * sizeof(float);
+        E->rc[r] = (size_t)got_n[r] * drec * sizeof(float);
+    }
+    EA_TRY(ea_dist_alltoallv(E->d, E->dsend, E->sc, E->drecv, E->rc, what));
+    E->st.comm_seconds += ea_now_s() - t0;
+    E->st.dispatch_calls++;
+    E->st.dispatch_bytes += sent - E->sc[E->rank];
+    /* compute the received pairs */
+    for (size_t q = 0; q < m; q++) {
+        const float *rec = E->drecv + q * drec;
+        int32_t head[2];
+        memcpy(head, rec, sizeof head);
+        if (head[1] / S != E->rank || head[1] < 0)
+            return ea_err(EA_ERR_PEER, "layer %d dispatch: record %zu names slot %d, not this rank's", layer, q, head[1]);
+        E->dp_row[q] = (int32_t)q;
+        E->dp_slot[q] = head[1];
+        E->slot_tokens[(size_t)layer * E->n_slots + head[1]]++;
+        memcpy(E->dp_x + q * H, rec + 2, sizeof(float) * (size_t)H);
+    }
+    t0 = ea_now_s();
+    if (m > 0) EA_TRY(ea_moe_run_pairs(E->local, layer, E->dp_x, (int)m, E->dp_row, E->dp_slot, E->dp_y));
+    E->st.compute_seconds += ea_now_s() - t0;
+    E->st.pairs_local += m;
+    E->st.pairs_total += (uint64_t)P;
+    /* combine: back to the sources in the order received */
+    for (size_t q = 0; q < m; q++) {
+        float *rec = E->csend + q * crec;
+        memcpy(rec, E->drecv + q * drec, sizeof(int32_t));
+        memcpy(rec + 1, E->dp_y + q * H, sizeof(float) * (size_t)H);
+    }
+    snprintf(what, sizeof what, "layer %d combine", layer);
+    sent = 0;
+    for (int r = 0; r < N; r++) {
+        sent += E->sc[r] = (size_t)got_n[r] * crec * sizeof(float);
+        E->rc[r] = (size_t)cnt[r] * crec * sizeof(float);
+    }
+    t0 = ea_now_s();
+    EA_TRY(ea_dist_alltoallv(E->d, E->csend, E->sc, E->crecv, E->rc, what));
+    E->st.comm_seconds += ea_now_s() - t0;
+    E->st.combine_calls++;
+    E->st.combine_rounds++;
+    E->st.combine_bytes_sent += sent - E->sc[E->rank];
+    E->st.combine_bytes_recv += (size_t)P * crec * sizeof(float) - E->rc[E->rank];
+    memset(E->got, 0, (size_t)P);
+    for (int q = 0; q < P; q++) {
+        const float *rec = E->crecv + (size_t)q * crec;
+        int32_t idx;
+        memcpy(&idx, rec, sizeof idx);
+        if (idx < 0 || idx >= P || E->got[idx])
+            return ea_err(EA_ERR_PEER, "layer %d combine: record %d names pair %d (%s of %d pairs)", layer, q, idx,
+                          idx >= 0 && idx < P ? "twice" : "outside", P);
+        E->got[idx] = 1;
+        memcpy(E->out + (size_t)idx * H, rec + 1, sizeof(float) * (size_t)H);
+    }
+    for (int t = 0; t < n; t++) {
+        float *yt = c->y + (size_t)t * H;
+        memset(yt, 0, sizeof(float) * (size_t)H);
+        for (int j = 0; j < k; j++) ea_k_axpy(c->w[t * k + j], E->out + (size_t)(t * k + j) * H, yt, H);
+    }
+    return EA_OK;
+}
+
 static ea_status ea__ep_submit(ea_moe_backend *be, const ea_moe_call *c) {
     ea__ep *E = (ea__ep *)be;
     int n = c->n_tokens, k = c->k, layer = c->layer;
     if (n > E->o.max_tokens || k > E->o.max_k)
         return ea_err(EA_ERR_RANGE, "ep call of %d tokens x %d slots exceeds %d x %d", n, k, E->o.max_tokens, E->o.max_k);
     if (layer < 0 || layer >= E->o.n_layers) return ea_err(EA_ERR_RANGE, "ep: layer %d", layer);
+    if (E->o.dp_attention) return ea__ep_dp_call(E, c);
     int m = 0;
     EA_TRY(ea__ep_dispatch(E, layer, n, k, c->ids, &m));
     EA_TRY(ea__ep_compute(E, layer, c->x, m));
@@ -373,6 +486,16 @@ static void ea__ep_destroy(ea_moe_backend *be) {
     ea_free(E->bytes);
     ea_free(E->got);
     ea_aligned_free(E->out);
+    ea_free(E->dp_cnt);
+    ea_free(E->sc);
+    ea_free(E->dp_row);
+    ea_free(E->dp_slot);
+    ea_aligned_free(E->dsend);
+    ea_aligned_free(E->drecv);
+    ea_aligned_free(E->dp_x);
+    ea_aligned_free(E->dp_y);
+    ea_aligned_free(E->csend);
+    ea_aligned_free(E->crecv);
     ea_free(E->slot_tokens);
     for (size_t i = 0; E->own && i < (size_t)E->o.n_layers * (size_t)E->n_slots; i++) ea_aligned_free(E->own[i]);
     ea_free(E->own);
@@ -433,6 +556,22 @@ static ea_status ea__ep_scratch(ea__ep *E, const ea_ep_opts *o) {
         !E->out || !E->send || !E->recv || !E->own || !E->moe_of)
         return ea_err(EA_ERR_NOMEM, "ep backend scratch for %zu pairs", P);
     for (int l = 0, ml = 0; l < o->n_layers; l++) E->moe_of[l] = o->experts[l] ? ml++ : -1;
+    if (!o->dp_attention) return EA_OK;
+    size_t NP = (size_t)E->size * P;
+    E->dp_cnt = ea_calloc(3 * (size_t)E->size, sizeof(int64_t));
+    E->sc = ea_calloc(2 * (size_t)E->size, sizeof(size_t));
+    E->rc = E->sc ? E->sc + E->size : NULL;
+    E->dp_row = ea_malloc(sizeof(int32_t) * NP);
+    E->dp_slot = ea_malloc(sizeof(int32_t) * NP);
+    E->dsend = ea_aligned_alloc(64, P * ((size_t)H + 2) * sizeof(float));
+    E->drecv = ea_aligned_alloc(64, NP * ((size_t)H + 2) * sizeof(float));
+    E->dp_x = ea_aligned_alloc(64, NP * (size_t)H * sizeof(float));
+    E->dp_y = ea_aligned_alloc(64, NP * (size_t)H * sizeof(float));
+    E->csend = ea_aligned_alloc(64, NP * ((size_t)H + 1) * sizeof(float));
+    E->crecv = ea_aligned_alloc(64, P * ((size_t)H + 1) * sizeof(float));
+    if (!E->dp_cnt || !E->sc || !E->dp_row || !E->dp_slot || !E->dsend || !E->drecv || !E->dp_x || !E->dp_y ||
+        !E->csend || !E->crecv)
+        return ea_err(EA_ERR_NOMEM, "ep backend: data-parallel buffers for %zu pairs", NP);
     return EA_OK;
 }
 
@@ -485,7 +624,6 @@ void ea_ep_backend_stats(ea_moe_backend *be, ea_ep_stats *out) {
     *out = E->st;
     out->rank = E->rank;
     out->size = E->size;
-    out->dispatch_bytes = 0;
     out->n_layers = E->o.n_layers;
     out->n_slots = E->n_slots;
     out->slots_per_rank = E->per_rank;

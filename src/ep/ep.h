@@ -12,9 +12,10 @@
  *
  *   dispatch  the (token, slot) pairs of this rank's experts, in pair order,
  *             and how many pairs every other rank has. With attention
- *             replicated no bytes move: x is already everywhere. (A future
- *             data-parallel-attention mode exchanges rows here with an
- *             all-to-all; the plan already lists rows per destination rank.)
+ *             replicated no bytes move: x is already everywhere. With
+ *             dp_attention every rank brings its own tokens, and their rows go
+ *             to the owner ranks with an alltoallv (ep.c "data-parallel
+ *             attention"; the outputs come back the same way).
  *   compute   ea_moe_run_pairs on a local backend holding only own experts
  *   combine   allgatherv of [pair index | output row] records, in rounds of
  *             at most the capacity (--ep-capacity-factor times an even share)
@@ -46,6 +47,8 @@ typedef struct {
     ea_ffn_weights *const *experts; /* borrows during create (copied): [n_layers] -> place->n_physical slots
                                        (NULL for dense layers), this rank's filled in (model/experts.h) */
     ea_kctx *kctx;                  /* borrows */
+    int dp_attention;               /* 1: every rank brings its own tokens (data-parallel attention):
+                                       pairs and outputs move by alltoallv (ep.c) */
     double capacity_factor;         /* combine buffers hold this times an even share of the pairs;
                                        what exceeds it goes in further rounds; <= 0: 1.25 */
 } ea_ep_opts;

@@ -231,9 +231,8 @@ TEST(families_ep_bit_identical_tp_close) {
 enum { C_H = 16, C_F = 8, C_S = 8 };
 static float c_wb[C_S][3][C_H * C_F];
 
-TEST(combine_rejects_disagreeing_routing) {
-    int r = ea_dist_rank(g_d), N = ea_dist_size(g_d);
-    ea_ffn_weights ex[C_S];
+/* C_S synthetic f32 experts (the same on every rank) */
+static void synth_experts(ea_ffn_weights *ex) {
     uint64_t st = 5;
     for (int e = 0; e < C_S; e++) {
         ea_tensor *t[3] = {&ex[e].gate, &ex[e].up, &ex[e].down};
@@ -246,6 +245,12 @@ TEST(combine_rejects_disagreeing_routing) {
                                 .data = c_wb[e][m], .nbytes = sizeof(float) * C_H * C_F};
         }
     }
+}
+
+TEST(combine_rejects_disagreeing_routing) {
+    int r = ea_dist_rank(g_d), N = ea_dist_size(g_d);
+    ea_ffn_weights ex[C_S];
+    synth_experts(ex);
     ea_ffn_weights *layers[1] = {ex};
     ea_eplb_meta pl;
     CHECK_EQ(ea_eplb_meta_init_trivial(&pl, 1, C_S, C_S, N, 1), EA_OK);
@@ -281,6 +286,55 @@ TEST(combine_rejects_disagreeing_routing) {
     ea_eplb_meta_deinit(&pl);
 }
 
+/* Data-parallel attention: every rank brings its own tokens (rank r has r + 2,
+ * the last rank none) and routing; each rank's y equals the local backend's
+ * rows for those tokens in one batch of all ranks' tokens, bit for bit. */
+TEST(dp_attention_bit_identical) {
+    int r = ea_dist_rank(g_d), N = ea_dist_size(g_d), K = 4, total = 0, first = 0;
+    ea_ffn_weights ex[C_S];
+    synth_experts(ex);
+    ea_ffn_weights *layers[1] = {ex};
+    ea_eplb_meta pl;
+    CHECK_EQ(ea_eplb_meta_init_trivial(&pl, 1, C_S, C_S, N, 1), EA_OK);
+    ea_kctx *kc;
+    CHECK_EQ(ea_kctx_create(NULL, 64, 64, &kc), EA_OK);
+    for (int q = 0; q < N; q++) {
+        int nq = q == N - 1 ? 0 : q + 2;
+        if (q < r) first += nq;
+        total += nq;
+    }
+    int n = r == N - 1 ? 0 : r + 2;
+    ea_ep_opts o = {.dist = g_d, .place = &pl, .n_layers = 1, .hidden = C_H, .ff = C_F, .max_tokens = 8, .max_k = K,
+                    .experts = (ea_ffn_weights *const *)layers, .kctx = kc, .dp_attention = 1};
+    ea_moe_local_opts lo = {.n_layers = 1, .hidden = C_H, .ff = C_F, .n_experts = C_S, .max_tokens = 64, .max_k = K,
+                            .experts = (ea_ffn_weights *const *)layers, .kctx = kc};
+    ea_moe_backend *ep = NULL, *loc = NULL;
+    CHECK_EQ(ea_ep_backend_create(&o, &ep), EA_OK);
+    CHECK_EQ(ea_moe_local_create(&lo, &loc), EA_OK);
+    float x[64 * C_H], w[64 * 4], yl[64 * C_H], y[8 * C_H];
+    int32_t ids[64 * 4];
+    for (int t = 0; t < total; t++) {
+        for (int i = 0; i < C_H; i++) x[t * C_H + i] = sinf((float)(t * C_H + i) * 0.37f);
+        for (int j = 0; j < K; j++) ids[t * K + j] = (t * 3 + j * 5) % C_S, w[t * K + j] = 0.5f / (float)(j + 1);
+    }
+    CHECK_EQ(ea_moe_backend_forward(loc, 0, x, total, K, ids, w, yl), EA_OK);
+    for (int rep = 0; rep < 2; rep++) {
+        memset(y, 0, sizeof y);
+        CHECK_EQ(ea_moe_backend_forward(ep, 0, x + first * C_H, n, K, ids + first * K, w + first * K, y), EA_OK);
+        if (memcmp(y, yl + first * C_H, sizeof(float) * (size_t)n * C_H) != 0)
+            FAIL_("rank %d: %d tokens differ from the local backend's rows %d..%d", r, n, first, first + n - 1);
+    }
+    ea_ep_stats st;
+    ea_ep_backend_stats(ep, &st);
+    if (r == 0) fprintf(stderr, "  dp: %d ranks, %d tokens in all, rank 0 dispatched %llu bytes to other ranks\n", N, total,
+                        (unsigned long long)st.dispatch_bytes);
+    CHECK(N == 1 || st.dispatch_bytes > 0 || n == 0);
+    ea_moe_backend_destroy(ep);
+    ea_moe_backend_destroy(loc);
+    ea_kctx_destroy(kc);
+    ea_eplb_meta_deinit(&pl);
+}
+
 static int worker(int timeout_mode) {
     ea_status s = ea_dist_create(NULL, NULL, timeout_mode ? 1.0 : 30.0, &g_d);
     if (s != EA_OK) {
@@ -304,6 +358,7 @@ static int worker(int timeout_mode) {
     if (r != 0 && !freopen("/dev/null", "w", stderr)) return 1; /* one rank's narration is enough */
     RUN(dist_collectives);
     RUN(combine_rejects_disagreeing_routing);
+    RUN(dp_attention_bit_identical);
     RUN(families_ep_bit_identical_tp_close);
     int bad = ea_t_failed;
     int64_t v[1] = {bad};
