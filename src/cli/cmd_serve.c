@@ -78,6 +78,7 @@ typedef struct {
     /* multi-rank (mpirun) */
     const char *parallel;
     double dist_timeout, ep_capacity_factor;
+    int dp_attention;
     /* prefix cache disk tier */
     const char *kv_disk_dir;
     int kv_disk_max_mib;
@@ -140,6 +141,10 @@ static int check_flags(const serve_flags *f) {
         bad = "--generation-config must be auto or vllm";
     else if (f->ep_capacity_factor > 0 && (!f->parallel || strcmp(f->parallel, "expert")))
         bad = "--ep-capacity-factor needs --parallel expert";
+    else if (f->dp_attention && (!f->parallel || strcmp(f->parallel, "expert")))
+        bad = "--dp-attention needs --parallel expert";
+    else if (f->dp_attention && (f->eplb || f->init_expert_location))
+        bad = "--dp-attention with --eplb is not supported yet";
     char why[300];
     if (!bad && f->init_expert_location && !ea_file_exists(f->init_expert_location)) {
         snprintf(why, sizeof why, "--init-expert-location %.200s: no such file", f->init_expert_location);
@@ -201,6 +206,7 @@ int ea_cmd_serve(int argc, char **argv) {
         {"init-expert-location", EA_ARG_STR, &f.init_expert_location, "FILE", "initial placement (eplb place output); implies --eplb"},
         {"parallel", EA_ARG_STR, &f.parallel, "MODE", "expert|tensor over the ranks of an mpirun launch (rank 0 serves HTTP)"},
         {"dist-timeout", EA_ARG_DOUBLE, &f.dist_timeout, "S", "deadline of every MPI collective and of the control bus (30)", 0.001, EA_WEEK_S, "parallel"},
+        {"dp-attention", EA_ARG_BOOL, &f.dp_attention, NULL, "expert mode: each rank runs its own requests' attention and KV cache; rank 0 assigns them (docs/parallel.md)", 0, 0, "parallel"},
         {"ep-capacity-factor", EA_ARG_DOUBLE, &f.ep_capacity_factor, "X", "expert mode: combine buffers per rank hold X times an even share of a step's pairs; the rest goes in more rounds, never dropped (1.25)", 0.01, 1000, "parallel"},
         {"experts-remote", EA_ARG_STR, &f.experts_remote, "HOST:PORT", "run the experts on expert servers (eaas expert) found through this monitor"},
         {"expert-timeout-ms", EA_ARG_INT, &f.expert_timeout_ms, "MS", "an expert server's answer to one call; past it the call goes to a replica (1000)", 1, 3600000, "experts-remote"},
@@ -225,7 +231,7 @@ int ea_cmd_serve(int argc, char **argv) {
     ea_dist *dist = NULL;
     ea_par_mode pmode = EA_PAR_NONE;
     ea_dist_bus bctx = {0};
-    ea_sched_bus bus = {&bctx, 0, ea_dist_bus_bcast, ea_dist_bus_agree_min};
+    ea_sched_bus bus = {&bctx, 0, ea_dist_bus_bcast, ea_dist_bus_agree_min, .gather = ea_dist_bus_gather};
     ea_sched_stats ss = {0}; /* rank 0's last look at the scheduler; ss.failed: a rank was lost */
     int started = 0, rank = 0;
     ea_status st = EA_OK;
@@ -236,6 +242,8 @@ int ea_cmd_serve(int argc, char **argv) {
     if (dist) {
         rank = bus.rank = ea_dist_rank(dist);
         bctx.d = dist;
+        bus.dp = f.dp_attention;
+        bus.n_ranks = ea_dist_size(dist);
     }
     if (rank == 0) { /* only rank 0 opens the port */
         ea_http_opts ho = {.host = f.host, .port = f.port, .api_key = f.api_key, .served_model = name,
@@ -261,6 +269,7 @@ int ea_cmd_serve(int argc, char **argv) {
                                   .min_balancedness = f.eplb_min_bal, .layers_per_step = f.eplb_layers_per_step,
                                   .algorithm = f.eplb_algorithm, .init_expert_location = f.init_expert_location}};
     eo.moe.ep.capacity_factor = f.ep_capacity_factor;
+    eo.moe.ep.dp_attention = f.dp_attention;
     if (f.experts_remote && pmode == EA_PAR_NONE) /* under --parallel the ranks hold the experts */
         eo.moe = (ea_engine_moe_opts){.kind = EA_BACKEND_REMOTE,
                                       .remote = {.monitor = f.experts_remote, .timeout_s = f.expert_timeout_ms / 1000.0}};
@@ -285,6 +294,7 @@ int ea_cmd_serve(int argc, char **argv) {
     }
     ext_ctx.eplb = engine->eplb;
     ext_ctx.be = engine->be;
+    ext_ctx.sched = sched;
     ea_serve_ext_init(&ext_ctx, &ext);
     ea_http_set_ext(http, &ext);
     if ((st = ea_sched_start(sched)) != EA_OK) goto fail;

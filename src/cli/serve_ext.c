@@ -12,11 +12,18 @@
 #include "eplb/eplb_backend.h"
 #include "serve/openai.h"
 
-/* The chain's JSON statistics member `name` ("ep", "eplb"), or NULL when no backend in it has that name. */
-static int ea__chain_member(ea_moe_backend *be, const char *name, ea_sbuf *out) {
+/* The chain's JSON statistics member `name` ("ep", "eplb"), or NULL when no backend in it has that name.
+ * "ep" gains the scheduler's data-parallel assignment ("dp") when it is on. */
+static int ea__chain_member(const ea_serve_ext_ctx *x, const char *name, ea_sbuf *out) {
     json_t *all = json_object();
-    if (be && all) ea_moe_backend_stats(be, all, NULL);
+    if (x->be && all) ea_moe_backend_stats(x->be, all, NULL);
     json_t *m = all ? json_object_get(all, name) : NULL;
+    ea_sched_stats st;
+    if (m && x->sched && !strcmp(name, "ep") && (ea_sched_get_stats(x->sched, &st), st.dp_ranks > 0)) {
+        json_t *a = json_array();
+        for (int r = 0; a && r < st.dp_ranks; r++) json_array_append_new(a, json_integer((json_int_t)st.dp_assigned[r]));
+        json_object_set_new(m, "dp", json_pack("{s:i, s:o}", "ranks", st.dp_ranks, "assigned", a));
+    }
     if (m) ea_sbuf_json(out, m);
     json_decref(all);
     return m != NULL;
@@ -38,7 +45,7 @@ static int ea__ext_handle(void *vctx, const char *method, const char *url, int *
                           ea_sbuf *out) {
     ea_serve_ext_ctx *x = vctx;
     if (!strcmp(url, "/ep/stats")) {
-        if (!ea__chain_member(x->be, "ep", out))
+        if (!ea__chain_member(x, "ep", out))
             ea__not_on(out, status, "expert parallelism is not on (start under mpirun with --parallel expert)");
         return 1;
     }
@@ -80,7 +87,7 @@ static int ea__ext_handle(void *vctx, const char *method, const char *url, int *
         *status = 202;
         ea_sbuf_puts(out, "{\"status\":\"rebalance requested\"}");
     } else {
-        ea__chain_member(x->be, "eplb", out);
+        ea__chain_member(x, "eplb", out);
     }
     return 1;
 }

@@ -20,6 +20,7 @@
 typedef struct {
     ea_dist *d;      /* borrows */
     ea_sbuf msg;     /* owns: the last batch */
+    size_t *lens;    /* owns: (size) gather lengths */
 } ea_dist_bus;
 
 /* Rank 0: send buf[0..len). Others: receive into a new ea_malloc'd *buf of *len bytes (the caller frees it).
@@ -27,6 +28,8 @@ typedef struct {
 ea_status ea_dist_bus_bcast(void *ctx, uint8_t **buf, size_t *len);
 /* *v = its minimum over ranks (every rank calls it at the same point of the schedule). */
 ea_status ea_dist_bus_agree_min(void *ctx, int *v);
+/* Every rank's bytes to every rank: *all = (u64 length, bytes) per rank, in rank order. */
+ea_status ea_dist_bus_gather(void *ctx, const void *mine, size_t len, ea_sbuf *all);
 void ea_dist_bus_deinit(ea_dist_bus *b);
 
 #endif

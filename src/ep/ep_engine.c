@@ -192,7 +192,8 @@ static ea_status ea__setup_expert(ea_ep_engine *pe, ea_model *m, ea_kctx *kctx, 
     if (s != EA_OK) return s;
     ea_ep_opts o = {.dist = pe->d, .place = &pe->place, .n_layers = c->n_layers, .hidden = c->hidden_size,
                     .ff = c->moe_intermediate_size, .max_tokens = po->max_tokens, .max_k = c->n_experts_per_tok,
-                    .experts = (ea_ffn_weights *const *)t.layer, .kctx = kctx, .capacity_factor = po->capacity_factor};
+                    .experts = (ea_ffn_weights *const *)t.layer, .kctx = kctx, .capacity_factor = po->capacity_factor,
+                    .dp_attention = po->dp_attention};
     s = ea_ep_backend_create(&o, &pe->be);
     ea_expert_table_deinit(&t);
     pe->be_view = pe->be;

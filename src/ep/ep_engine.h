@@ -69,6 +69,7 @@ typedef struct {
     const ea_eplb_meta *place;  /* expert mode: EPLB's initial placement, whose slots the ranks hold
                                    (copied; its slots must split evenly over the ranks); NULL: one per expert */
     double capacity_factor;     /* expert mode: ea_ep_opts.capacity_factor (<= 0: 1.25) */
+    int dp_attention;           /* expert mode: ea_ep_opts.dp_attention */
 } ea_ep_engine_opts;
 ea_status ea_ep_engine_setup(ea_dist *d, ea_par_mode mode, ea_model *m, ea_kctx *kctx, const ea_ep_engine_opts *o,
                              ea_ep_engine **out);

@@ -519,4 +519,17 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
     return EA_OK;
 }
 
+ea_status ea_forward_run_empty(ea_forward *f) {
+    const ea_model_config *c = f->c;
+    f->run_n = 0;
+    ea_moe_outcome_clear(&f->outcome, 0);
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->layer_is_moe[l]) continue;
+        ea_moe_call call = {.layer = l, .x = f->xn, .n_tokens = 0, .k = c->n_experts_per_tok, .ids = f->ids,
+                            .w = f->w, .y = f->y};
+        EA_TRY(ea_moe_forward(f->be, &call, &f->outcome));
+    }
+    return EA_OK;
+}
+
 const ea_moe_outcome *ea_forward_outcome(const ea_forward *f) { return &f->outcome; }

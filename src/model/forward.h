@@ -75,6 +75,10 @@ void ea_forward_destroy(ea_forward *f);
  * marked in ea_forward_outcome; the other rows are exact. */
 ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int32_t *pos,
                          const int32_t *seq, int n_out, const int32_t *out_rows, float *logits);
+/* A step with no tokens of this rank's own: only each MoE layer's backend call,
+ * with 0 tokens — a data-parallel-attention backend needs every rank in each
+ * layer's exchange (ep.h). No logits. */
+ea_status ea_forward_run_empty(ea_forward *f);
 /* The last run's per-token MoE outcome (valid until the next run). */
 const ea_moe_outcome *ea_forward_outcome(const ea_forward *f);
 

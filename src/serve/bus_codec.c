@@ -54,6 +54,11 @@ void ea_bus_put_submit(ea_sbuf *b, uint64_t id, const ea_req_params *p) {
 
 void ea_bus_put_cancel(ea_sbuf *b, uint64_t id) { put_event(b, EA_BUS_CANCEL, id); }
 void ea_bus_put_shutdown(ea_sbuf *b) { put_event(b, EA_BUS_SHUTDOWN, 0); }
+void ea_bus_put_assign(ea_sbuf *b, uint64_t id, int rank) {
+    int32_t r = rank;
+    put_event(b, EA_BUS_ASSIGN, id);
+    ea_sbuf_append(b, &r, sizeof r);
+}
 
 static int get(ea_bus_reader *rd, void *out, size_t n) {
     if ((size_t)(rd->end - rd->p) < n) return 0;
@@ -124,7 +129,13 @@ ea_status ea_bus_read_next(ea_bus_reader *rd, ea_bus_event *ev, int *more) {
     ev->kind = (ea_bus_kind)kind;
     ev->prompt = NULL;
     if (kind == EA_BUS_SUBMIT) EA_TRY(read_submit(rd, ev));
-    else if (kind != EA_BUS_CANCEL && kind != EA_BUS_SHUTDOWN)
+    else if (kind == EA_BUS_ASSIGN) {
+        int32_t r;
+        if (!get(rd, &r, sizeof r) || r < 0)
+            return ea_err(EA_ERR_FORMAT, "control bus: assign of request %llu truncated or negative",
+                          (unsigned long long)ev->id);
+        ev->rank = r;
+    } else if (kind != EA_BUS_CANCEL && kind != EA_BUS_SHUTDOWN)
         return ea_err(EA_ERR_FORMAT, "control bus: unknown event kind %u", kind);
     *more = 1;
     return EA_OK;

@@ -16,8 +16,9 @@
  * Event:
  *
  *   size  field
- *   1     kind (EA_BUS_SUBMIT 1, EA_BUS_CANCEL 2, EA_BUS_SHUTDOWN 3)
+ *   1     kind (EA_BUS_SUBMIT 1, EA_BUS_CANCEL 2, EA_BUS_SHUTDOWN 3, EA_BUS_ASSIGN 4)
  *   8     request id (assigned by rank 0; 0 for shutdown)
+ *   ...   assign only (data-parallel attention, right after its submit): i32 the rank that runs it
  *   ...   submit only: i32 n_prompt, max_tokens, ignore_eos, logprobs, top_logprobs, n_stop;
  *         f32 temperature, top_p; i32 top_k; f32 min_p, presence, frequency, repetition;
  *         u64 seed; n_stop x (u32 len, bytes); n_prompt x i32 token ids
@@ -47,7 +48,7 @@
 
 #define EA_BUS_MAGIC 0x31424145u /* "EAB1" */
 
-typedef enum { EA_BUS_SUBMIT = 1, EA_BUS_CANCEL = 2, EA_BUS_SHUTDOWN = 3 } ea_bus_kind;
+typedef enum { EA_BUS_SUBMIT = 1, EA_BUS_CANCEL = 2, EA_BUS_SHUTDOWN = 3, EA_BUS_ASSIGN = 4 } ea_bus_kind;
 
 /* Start a batch in b (its old content is dropped). */
 void ea_bus_begin(ea_sbuf *b, uint64_t step);
@@ -55,6 +56,7 @@ void ea_bus_begin(ea_sbuf *b, uint64_t step);
 void ea_bus_put_submit(ea_sbuf *b, uint64_t id, const ea_req_params *p);
 void ea_bus_put_cancel(ea_sbuf *b, uint64_t id);
 void ea_bus_put_shutdown(ea_sbuf *b);
+void ea_bus_put_assign(ea_sbuf *b, uint64_t id, int rank);
 
 typedef struct {
     const uint8_t *p, *end; /* views the batch */
@@ -69,6 +71,7 @@ typedef struct {
     ea_req_params p;
     char stops[EA_MAX_STOP][EA_STOP_TEXT_HOLD / 2];
     const uint8_t *prompt; /* views the batch: p.n_prompt little-endian i32, not aligned */
+    int rank;              /* EA_BUS_ASSIGN: the rank that runs the request (>= 0) */
 } ea_bus_event;
 
 /* Check the header of buf[0..len) (viewed, not copied). EA_ERR_FORMAT if it is not a batch. */

@@ -113,7 +113,7 @@ static ea_status parallel_backend(ea_engine *e, ea_dist *dist, ea_par_mode mode,
     const ea_engine_opts *o = &e->o;
     if (o->progress) o->progress(o->progress_ctx, 0.0);
     ea_ep_engine_opts po = {.max_tokens = o->max_tokens, .place = place,
-                            .capacity_factor = o->moe.ep.capacity_factor};
+                            .capacity_factor = o->moe.ep.capacity_factor, .dp_attention = o->moe.ep.dp_attention};
     EA_TRY(ea_ep_engine_setup(dist, mode, e->m, e->kctx, &po, &e->par));
     if (o->progress) o->progress(o->progress_ctx, 1.0);
     *out = ea_ep_engine_take_backend(e->par);

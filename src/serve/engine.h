@@ -48,6 +48,7 @@ typedef struct {
         ea_dist *dist; /* borrows: MPI context from ea_par_launch */
         double capacity_factor; /* combine buffers per rank, times an even share of a call's pairs
                                    (more goes in further rounds); <= 0: 1.25 */
+        int dp_attention;       /* 1: every rank brings its own tokens (ea_ep_opts.dp_attention) */
     } ep;
     struct {
         ea_dist *dist; /* borrows: MPI context from ea_par_launch */

@@ -127,6 +127,13 @@ void ea_metrics_render(ea_metrics *m, const ea_sched_stats *st, ea_sbuf *o) {
                 (unsigned long long)st->kv_disk_reads);
         counter(o, "kv_disk_skipped_total", "Disk-tier files skipped as corrupt or foreign.",
                 (unsigned long long)st->kv_disk_skipped);
+        if (st->dp_ranks > 0) {
+            ea_sbuf_puts(o, "# HELP eaas:dp_requests_assigned_total Requests rank 0 gave each rank to run "
+                            "(data-parallel attention).\n# TYPE eaas:dp_requests_assigned_total counter\n");
+            for (int r = 0; r < st->dp_ranks; r++)
+                ea_sbuf_printf(o, "eaas:dp_requests_assigned_total{rank=\"%d\"} %llu\n", r,
+                               (unsigned long long)st->dp_assigned[r]);
+        }
     }
     pthread_mutex_lock(&m->mu);
     static const char *fin[N_FINISH] = {"error", "stop", "length", "abort"};

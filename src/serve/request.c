@@ -37,6 +37,11 @@ void ea__req_unref(ea_request *r) {
 }
 
 void ea__req_push(ea_request *r, const ea_event *ev) {
+    if (r->dp_sink) { /* rank 0 passes it on to the client (scheduler.c "data-parallel attention") */
+        ea_sbuf_append(r->dp_sink, &r->id, sizeof r->id);
+        ea_sbuf_append(r->dp_sink, ev, sizeof *ev);
+        return;
+    }
     if (r->headless) return;
     pthread_mutex_lock(&r->mu);
     if (r->ev_n == r->cap_ev) {

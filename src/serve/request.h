@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "base/sbuf.h"
 #include "model/config.h"
 #include "serve/scheduler.h"
 #include "serve/text_stream.h"
@@ -37,6 +38,9 @@ struct ea_request {
     ea_text_stream text;      /* the output text: UTF-8 assembly and stop-string hold-back */
     int finished;             /* step loop: DONE/ERROR pushed */
     int headless;             /* made from the control bus on a rank without clients */
+    int owner;                /* data-parallel attention: the rank that runs it (0 otherwise) */
+    ea_sbuf *dp_sink;         /* data-parallel attention, on its rank > 0: events go here ([u64 id | ea_event]
+                                 records, for rank 0), not to a client */
     int cancel_applied;       /* step loop: cancel arrived through the bus */
     atomic_int cancelled;
     double t_arrival, t_first, t_finish, t_admit;

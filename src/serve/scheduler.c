@@ -79,6 +79,11 @@ struct ea_sched {
     int n_running;
     int shutdown_seen;      /* step loop: the bus carried a shutdown */
     ea_sbuf bus_out;        /* step loop: the batch being built (rank 0) */
+    /* data-parallel attention (o.bus->dp), step loop only */
+    ea_request *proxies;    /* rank 0: requests another rank runs; their events come back through dp_in */
+    int n_proxies;
+    int dp_load[EA_SCHED_DP_MAX_RANKS]; /* rank 0: unfinished requests of each rank */
+    ea_sbuf dp_out, dp_in;  /* this rank's events of this step; every rank's */
 };
 
 /* ------------------------------------------------------------ prefix cache */
@@ -98,6 +103,7 @@ static void ea__disk_stats(void *ctx, const ea_kv_disk_stats *ds) {
 static void ea__finish(ea_sched *s, ea_request *r, ea_finish why, ea_status err, const char *msg) {
     if (r->finished) return;
     r->finished = 1;
+    if (s->o.bus && s->o.bus->dp && s->o.bus->rank == 0) s->dp_load[0]--;
     r->t_finish = ea_now_s();
     ea_event ev;
     memset(&ev, 0, sizeof ev);
@@ -316,7 +322,7 @@ static ea_status ea__admit(ea_sched *s) {
         ea_request *r = s->waiting;
         r->seq = slot;
         r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens, r->n_tokens);
-        if (s->pc && s->o.bus) { /* all ranks compute from the same position: the smallest hit */
+        if (s->pc && s->o.bus && !s->o.bus->dp) { /* all ranks compute from the same position: the smallest hit */
             int agreed = r->n_computed;
             EA_TRY(s->o.bus->agree_min(s->o.bus->ctx, &agreed));
             if (agreed < r->n_computed) {
@@ -439,8 +445,22 @@ static int ea__step(ea_sched *s) {
         }
         r->n_computed += cnt;
     }
-    if (n == 0) return 0;
-    ea_status st = ea_forward_run(s->e->fw, n, s->b_tok, s->b_pos, s->b_seq, n_out, s->b_rows, s->logits);
+    if (s->o.bus && s->o.bus->dp) { /* every rank steps when any rank has tokens: the MoE exchange needs all */
+        int v = n > 0 ? -1 : 0;
+        ea_status ast = s->o.bus->agree_min(s->o.bus->ctx, &v);
+        if (ast != EA_OK) {
+            pthread_mutex_lock(&s->mu);
+            s->st.failed = 1;
+            snprintf(s->st.failure, sizeof s->st.failure, "control bus: %s", ea_errmsg());
+            pthread_mutex_unlock(&s->mu);
+            return 1;
+        }
+        if (v == 0) return 0;
+    } else if (n == 0) {
+        return 0;
+    }
+    ea_status st = n ? ea_forward_run(s->e->fw, n, s->b_tok, s->b_pos, s->b_seq, n_out, s->b_rows, s->logits)
+                     : ea_forward_run_empty(s->e->fw);
     if (st != EA_OK) {
         char msg[256];
         snprintf(msg, sizeof msg, "forward pass failed: %s", ea_errmsg());
@@ -493,6 +513,113 @@ static ea_status ea__bus_request(ea_sched *s, const ea_bus_event *ev, ea_request
     return EA_OK;
 }
 
+/* ------------------------------------------------------------ data-parallel attention
+ *
+ * With o.bus->dp each request runs on one rank: rank 0 assigns it to the rank
+ * with the fewest unfinished requests (an EA_BUS_ASSIGN event after its
+ * submit, so every rank agrees); the other ranks drop it, and rank 0 keeps a
+ * proxy holding the client. Every step each rank runs its own batch (ea__step:
+ * all step together when any has tokens, an empty batch included), then every
+ * rank's events of the step go to rank 0 (ea__dp_exchange), which pushes them
+ * to the proxies' clients. Sampling happens on the running rank with the
+ * request's own seed, so the output is the one process's.
+ */
+
+/* Rank 0: the rank a new request goes to. */
+static int ea__dp_pick(ea_sched *s) {
+    int best = 0;
+    for (int r = 1; r < s->o.bus->n_ranks; r++)
+        if (s->dp_load[r] < s->dp_load[best]) best = r;
+    return best;
+}
+
+static ea_status ea__dp_assign(ea_sched *s, uint64_t id, int owner) {
+    const ea_sched_bus *bus = s->o.bus;
+    ea_request *r = ea__find(s, id);
+    if (!bus->dp || owner >= bus->n_ranks || !r || r->seq >= 0)
+        return ea_err(EA_ERR_FORMAT, "control bus: request %llu assigned to rank %d", (unsigned long long)id, owner);
+    r->owner = owner;
+    if (owner == bus->rank) {
+        if (bus->rank != 0) r->dp_sink = &s->dp_out;
+        return EA_OK;
+    }
+    ea__list_remove(&s->waiting, r);
+    s->n_waiting--;
+    r->next = NULL;
+    if (bus->rank != 0) {
+        ea__req_unref(r);
+        return EA_OK;
+    }
+    ea__list_append(&s->proxies, r);
+    s->n_proxies++;
+    return EA_OK;
+}
+
+/* Rank 0: a proxy's event from its rank, to the client; the last one ends the proxy. */
+static void ea__dp_deliver(ea_sched *s, int from, uint64_t id, ea_event *ev) {
+    ea_request **pp = &s->proxies;
+    while (*pp && (*pp)->id != id) pp = &(*pp)->next;
+    ea_request *r = *pp;
+    if (!r || r->owner != from) {
+        EA_LOGW("data-parallel attention: rank %d sent an event of request %llu, which is not its", from,
+                (unsigned long long)id);
+        return;
+    }
+    ev->text[sizeof ev->text - 1] = 0;
+    ev->message[sizeof ev->message - 1] = 0;
+    ea__req_push(r, ev);
+    pthread_mutex_lock(&s->mu);
+    if (ev->kind == EA_EV_TOKEN) s->st.generation_tokens++;
+    if (ev->kind == EA_EV_DONE) s->st.prompt_tokens += (uint64_t)ev->prompt_tokens;
+    if (ev->kind != EA_EV_TOKEN) s->st.requests_finished++;
+    pthread_mutex_unlock(&s->mu);
+    if (ev->kind == EA_EV_TOKEN) return;
+    *pp = r->next;
+    s->n_proxies--;
+    s->dp_load[from]--;
+    r->finished = 1;
+    ea__req_unref(r);
+}
+
+/* Every rank's events of this step to rank 0 (a collective each loop turn). */
+static ea_status ea__dp_exchange(ea_sched *s) {
+    const ea_sched_bus *bus = s->o.bus;
+    EA_TRY(bus->gather(bus->ctx, s->dp_out.data, s->dp_out.len, &s->dp_in));
+    ea_sbuf_reset(&s->dp_out);
+    if (bus->rank != 0) return EA_OK;
+    const size_t rec = sizeof(uint64_t) + sizeof(ea_event);
+    size_t at = 0;
+    for (int from = 0; from < bus->n_ranks; from++) {
+        uint64_t len;
+        if (at + sizeof len > s->dp_in.len) return ea_err(EA_ERR_PEER, "data-parallel attention: events truncated");
+        memcpy(&len, s->dp_in.data + at, sizeof len);
+        at += sizeof len;
+        if (len % rec || len > s->dp_in.len - at)
+            return ea_err(EA_ERR_PEER, "data-parallel attention: rank %d sent %llu bytes of events", from,
+                          (unsigned long long)len);
+        for (size_t q = at; q < at + len; q += rec) {
+            uint64_t id;
+            ea_event ev;
+            memcpy(&id, s->dp_in.data + q, sizeof id);
+            memcpy(&ev, s->dp_in.data + q + sizeof id, sizeof ev);
+            ea__dp_deliver(s, from, id, &ev);
+        }
+        at += len;
+    }
+    return EA_OK;
+}
+
+/* Rank 0, stopping or failed: the proxies end here (their ranks stop too). */
+static void ea__dp_drop_proxies(ea_sched *s, ea_status st, const char *why) {
+    while (s->proxies) {
+        ea_request *r = s->proxies;
+        s->proxies = r->next;
+        ea__finish(s, r, st == EA_OK ? EA_FINISH_CANCELLED : EA_FINISH_NONE, st, why);
+        ea__req_unref(r);
+    }
+    s->n_proxies = 0;
+}
+
 /* Apply one received batch. `mine` is rank 0's list of the requests it announced. */
 static ea_status ea__apply(ea_sched *s, const uint8_t *buf, size_t len, ea_request **mine) {
     ea_bus_reader rd;
@@ -515,6 +642,8 @@ static ea_status ea__apply(ea_sched *s, const uint8_t *buf, size_t len, ea_reque
             }
             ea__list_append(&s->waiting, r);
             s->n_waiting++;
+        } else if (ev.kind == EA_BUS_ASSIGN) {
+            EA_TRY(ea__dp_assign(s, ev.id, ev.rank));
         } else if (ev.kind == EA_BUS_CANCEL) {
             ea_request *r = ea__find(s, ev.id);
             if (r) r->cancel_applied = 1;
@@ -529,10 +658,22 @@ static ea_status ea__apply(ea_sched *s, const uint8_t *buf, size_t len, ea_reque
 static ea_status ea__bus_build(ea_sched *s, ea_request *mine, int shutdown) {
     ea_sbuf *b = &s->bus_out;
     ea_bus_begin(b, s->st.steps);
-    for (ea_request *r = mine; r; r = r->next) ea_bus_put_submit(b, r->id, &r->p);
+    int dp = s->o.bus->dp;
+    for (ea_request *r = mine; r; r = r->next) {
+        ea_bus_put_submit(b, r->id, &r->p);
+        if (!dp) continue;
+        int owner = ea__dp_pick(s);
+        s->dp_load[owner]++;
+        pthread_mutex_lock(&s->mu);
+        s->st.dp_assigned[owner]++;
+        pthread_mutex_unlock(&s->mu);
+        ea_bus_put_assign(b, r->id, owner);
+    }
     for (int pass = 0; pass < 2; pass++)
         for (ea_request *r = pass ? s->waiting : s->running; r; r = r->next)
             if (atomic_load(&r->cancelled) && !r->cancel_applied && !r->finished) ea_bus_put_cancel(b, r->id);
+    for (ea_request *r = s->proxies; r; r = r->next) /* their rank cancels them and says so */
+        if (atomic_load(&r->cancelled) && !r->cancel_applied) r->cancel_applied = 1, ea_bus_put_cancel(b, r->id);
     if (shutdown) ea_bus_put_shutdown(b);
     return b->failed ? ea_err(EA_ERR_NOMEM, "control bus batch") : EA_OK;
 }
@@ -569,6 +710,7 @@ static void ea__fail_all(ea_sched *s, ea_status st, const char *why) {
     ea__take_incoming(s);
     for (ea_request *r = s->running; r; r = r->next) ea__finish(s, r, EA_FINISH_NONE, st, why);
     for (ea_request *r = s->waiting; r; r = r->next) ea__finish(s, r, EA_FINISH_NONE, st, why);
+    ea__dp_drop_proxies(s, st, why);
     ea__drop_finished(s);
 }
 
@@ -579,7 +721,7 @@ static void *ea__loop(void *arg) {
         int stopping = s->stopping;
         double dl = s->drain_deadline;
         pthread_mutex_unlock(&s->mu);
-        int quit = stopping && (ea_now_s() > dl || (!s->running && !s->waiting && !s->n_incoming));
+        int quit = stopping && (ea_now_s() > dl || (!s->running && !s->waiting && !s->n_incoming && !s->proxies));
         if (s->o.bus) {
             ea_status st = ea__bus_round(s, quit);
             if (st != EA_OK) {
@@ -595,6 +737,7 @@ static void *ea__loop(void *arg) {
         if (quit) {
             for (ea_request *r = s->running; r; r = r->next) r->cancel_applied = 1, ea_req_cancel(r);
             for (ea_request *r = s->waiting; r; r = r->next) r->cancel_applied = 1, ea_req_cancel(r);
+            ea__dp_drop_proxies(s, EA_OK, NULL);
             ea__drop_finished(s);
             break;
         }
@@ -608,6 +751,12 @@ static void *ea__loop(void *arg) {
         }
         int ran = ea__step(s);
         ea__drop_finished(s);
+        if (s->o.bus && s->o.bus->dp && (ast = ea__dp_exchange(s)) != EA_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "control bus: %s", ea_errmsg());
+            ea__fail_all(s, ast, why);
+            break;
+        }
         pthread_mutex_lock(&s->mu);
         int failed = s->st.failed;
         s->st.running = s->n_running;
@@ -618,7 +767,7 @@ static void *ea__loop(void *arg) {
         if (!ran) {
             s->st.last_step_time = ea_now_s(); /* idle is progress */
             /* followers block in the bus instead; rank 0 (or a lone process) naps until work comes */
-            if (!s->n_incoming && !s->stopping && (!s->o.bus || s->o.bus->rank == 0)) {
+            if (!s->n_incoming && !s->stopping && !s->n_proxies && (!s->o.bus || s->o.bus->rank == 0)) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 ts.tv_nsec += 20 * 1000000L;
@@ -658,6 +807,12 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
     if (s->o.max_batch_tokens <= 0 || s->o.max_batch_tokens > e->o.max_tokens) s->o.max_batch_tokens = e->o.max_tokens;
     if (s->o.max_running <= 0 || s->o.max_running > e->kv.max_seqs) s->o.max_running = e->kv.max_seqs;
     if (s->o.max_queue <= 0) s->o.max_queue = 1024;
+    if (o->bus && o->bus->dp && (o->bus->n_ranks < 1 || o->bus->n_ranks > EA_SCHED_DP_MAX_RANKS || !o->bus->gather)) {
+        ea_free(s);
+        return ea_err(EA_ERR_INVALID_ARG, "data-parallel attention over %d ranks (1..%d, with a gather)",
+                      o->bus->n_ranks, EA_SCHED_DP_MAX_RANKS);
+    }
+    s->st.dp_ranks = o->bus && o->bus->dp ? o->bus->n_ranks : 0;
     s->vocab = e->m->cfg.vocab_size;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -750,6 +905,8 @@ void ea_sched_destroy(ea_sched *s) {
     ea_free(s->p_cnt);
     ea_free(s->slots);
     ea_sbuf_deinit(&s->bus_out);
+    ea_sbuf_deinit(&s->dp_out);
+    ea_sbuf_deinit(&s->dp_in);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     ea_free(s);

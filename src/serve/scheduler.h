@@ -95,6 +95,14 @@ typedef struct {
      * at admission, so that a block one rank's disk lacks is recomputed by all).
      * Same deadline rule as bcast. */
     ea_status (*agree_min)(void *ctx, int *v);
+    /* Data-parallel attention (dp = 1): each request runs on one rank, which
+     * rank 0 names on the bus (EA_BUS_ASSIGN); every rank runs its own batch
+     * each step (an empty one too: the MoE exchange needs every rank), and
+     * sends the events of its requests back. gather: every rank's
+     * mine[0..len) to every rank, into *all as (u64 length, bytes) per rank in
+     * rank order. Same deadline rule as bcast. */
+    int dp, n_ranks;
+    ea_status (*gather)(void *ctx, const void *mine, size_t len, ea_sbuf *all);
 } ea_sched_bus;
 
 typedef struct {
@@ -114,6 +122,8 @@ typedef struct {
     int par_world, par_rank;   /* world <= 0: 1 */
 } ea_sched_opts;
 
+#define EA_SCHED_DP_MAX_RANKS 64 /* ranks data-parallel attention spreads requests over */
+
 typedef struct {
     int running, waiting;
     int kv_blocks_used, kv_blocks_total;
@@ -122,6 +132,8 @@ typedef struct {
     uint64_t prompt_tokens, generation_tokens, prefix_hit_tokens, preemptions;
     uint64_t requests_finished;
     uint64_t kv_disk_writes, kv_disk_reads, kv_disk_skipped; /* disk tier: blocks written, read back, files skipped */
+    uint64_t dp_assigned[EA_SCHED_DP_MAX_RANKS]; /* data-parallel attention, rank 0: requests given to each rank */
+    int dp_ranks;              /* 0 without data-parallel attention */
     int failed;                /* the bus or a collective failed: this rank stopped serving */
     char failure[256];
 } ea_sched_stats;

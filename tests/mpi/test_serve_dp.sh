@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# test_serve_dp.sh — data-parallel attention (issue 21 item 2): `eaas serve
+# --parallel expert --dp-attention` runs each request on one rank (its own
+# attention and KV cache; rank 0 assigns the least loaded) and exchanges token
+# rows with alltoallv at every MoE layer. For every family, on 2 ranks (and 4
+# for one), sequential and concurrent requests — greedy, seeded, streamed —
+# answer byte-identically to one process; requests are spread over the ranks
+# (/ep/stats "dp"); ranks with nothing to run in a step (sequential requests
+# all go to the least loaded rank) do not stall the others; a stream cut short
+# on another rank is cancelled there and serving goes on; SIGTERM stops every rank.
+set -euo pipefail
+: "${EAAS_BIN:?}" "${EA_SRC:?}" "${EA_BUILD:?}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$EA_SRC/tests/golden/serve_lib.sh"   # kill_own, fresh_log
+MPI="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp --bind-to none"
+W="$EA_BUILD/golden-models/serve-dp"
+mkdir -p "$W"
+pass=0; fail=0
+ok() { pass=$((pass+1)); echo "ok   $1" >&2; }
+bad() { fail=$((fail+1)); echo "FAIL $1" >&2; }
+PIDS=()
+cleanup() { kill_own KILL "${PIDS[@]}"; }
+trap cleanup EXIT
+
+start() { # LOG CMD...: runs CMD in the background, waits for "ready", sets PID and PORT
+  local log=$1; shift
+  fresh_log "$log"
+  "$@" > /dev/null 2>> "$log" &
+  PID=$!
+  PIDS+=("$PID")
+  PORT=""
+  for _ in $(seq 1 600); do
+    grep -q "ready:" "$log" 2>/dev/null && break
+    kill -0 "$PID" 2>/dev/null || { echo "server exited:" >&2; cat "$log" >&2; return 1; }
+    sleep 0.1
+  done
+  PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+  [ -n "$PORT" ]
+}
+rank_pid() { # MPIPID RANK -> that rank's eaas process (a child of that mpirun)
+  local c
+  for c in $(pgrep -P "$1"); do tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$c"; done
+  return 0
+}
+stop_job() { # SIGTERM to rank 0: it drains and sends shutdown on the control bus (60 s, then killed)
+  local r0 i
+  r0=$(rank_pid "$PID" 0)
+  [ -n "$r0" ] && kill -TERM "$r0" || kill -TERM "$PID"
+  for i in $(seq 1 600); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+  kill_own KILL "$PID"
+  wait "$PID"
+}
+req() { # PORT PROMPT SEED(-1 = greedy) [stream] -> the text as JSON, or the whole answer when there is none
+  local t=0; [ "$3" -ge 0 ] && t=0.9
+  if [ "${4:-}" = stream ]; then
+    curl -sN -m 120 "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+      -d '{"prompt":"'"$2"'","max_tokens":14,"temperature":'"$t"',"seed":'"$3"',"ignore_eos":true,"stream":true}' |
+      /usr/bin/python3 -c '
+import json, sys
+text, done = "", False
+for line in sys.stdin:
+    line = line.strip()
+    if line == "data: [DONE]": done = True
+    elif line.startswith("data: "):
+        d = json.loads(line[6:])
+        text += "".join(c.get("text", "") for c in d.get("choices", []))
+print(json.dumps(text) if done else "NO [DONE]: " + json.dumps(text))'
+  else
+    curl -s -m 120 "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+      -d '{"prompt":"'"$2"'","max_tokens":14,"temperature":'"$t"',"seed":'"$3"',"ignore_eos":true}' |
+      /usr/bin/python3 -c 'import json,sys; s=sys.stdin.read(); d=json.loads(s) if s else {}; print(json.dumps(d["choices"][0]["text"]) if "choices" in d else "NO ANSWER: " + s)'
+  fi
+}
+run_all() { # PORT OUT: 4 one after another, then 12 at once (greedy, seeded, streamed)
+  local port=$1 out=$2 i
+  : > "$out"
+  for i in 1 2 3 4; do req "$port" "One after another, number $i" $((i % 2 ? i : -1)) >> "$out"; done
+  local rp=()
+  for i in $(seq 1 12); do
+    (req "$port" "All at once, request $i of twelve" $((i % 3 ? i : -1)) $([ $((i % 4)) = 0 ] && echo stream) > "$out.$i") & rp+=($!)
+  done
+  wait "${rp[@]}"
+  for i in $(seq 1 12); do cat "$out.$i" >> "$out"; rm -f "$out.$i"; done
+}
+assigned() { curl -s -m 10 "http://127.0.0.1:$1/ep/stats" | /usr/bin/python3 -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["dp"]["assigned"])))'; }
+
+for fam in qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3; do
+  M="$W/$fam"
+  [ -d "$M" ] || "$EAAS_BIN" make-model --family "$fam" --preset tiny --seed 7 --format hf --out "$M" >/dev/null
+  start "$W/one.log" "$EAAS_BIN" serve --model "$M" --port 0 --threads 1
+  run_all "$PORT" "$W/one-$fam.txt"
+  kill -TERM "$PID"; wait "$PID" || true
+  grep -q "NO " "$W/one-$fam.txt" && bad "$fam: one process did not answer: $(grep -m1 'NO ' "$W/one-$fam.txt")"
+  ranks=2; [ "$fam" = deepseek_v3 ] && ranks="2 4"
+  for N in $ranks; do
+    start "$W/dp.log" $MPI -n "$N" "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel expert --dp-attention --dist-timeout 30
+    run_all "$PORT" "$W/dp-$fam-$N.txt"
+    if cmp -s "$W/one-$fam.txt" "$W/dp-$fam-$N.txt"; then ok "$fam, $N ranks: 16 answers (4 sequential, 12 at once, greedy, seeded, streamed) identical to one process"
+    else bad "$fam, $N ranks: answers differ"; diff "$W/one-$fam.txt" "$W/dp-$fam-$N.txt" | head -4 >&2 || true; fi
+    a=$(assigned "$PORT")
+    busy=$(echo "$a" | tr ' ' '\n' | awk '$1 > 0' | wc -l)
+    [ "$busy" -ge 2 ] && ok "$fam, $N ranks: requests spread over the ranks (assigned: $a)" || bad "$fam, $N ranks: assigned $a"
+    if [ "$fam" = deepseek_v3 ] && [ "$N" = 2 ]; then
+      # a stream cut short: cancelled on whichever rank runs it, and serving goes on
+      cp=()
+      for i in 1 2; do (curl -sN -m 0.5 "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt":"long '"$i"'","max_tokens":2000,"stream":true,"ignore_eos":true}' > /dev/null || true) & cp+=($!); done
+      wait "${cp[@]}"   # only the streams: the server is a background job too
+      sleep 1
+      a=$(req "$PORT" "One after another, number 2" -1)
+      [ "$a" = "$(sed -n 2p "$W/one-$fam.txt")" ] && ok "after two cut streams, serving goes on with the same answer" || bad "after the cut streams: $a"
+      grep -c "finish=abort" "$W/dp.log" | grep -qx 2 && ok "both cut streams were logged as aborts" || bad "aborts logged: $(grep -c 'finish=abort' "$W/dp.log")"
+    fi
+    stop_job && ok "$fam, $N ranks: SIGTERM to rank 0, every rank exited 0" || bad "$fam, $N ranks: exit $?"
+  done
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
