@@ -98,6 +98,37 @@ static ea_status ea__ep_compute(ea__ep *E, int layer, const float *x, int m) {
     return EA_OK;
 }
 
+/* Combine records [int32 pair index | H floats] into out by pair index; each
+ * index must be in range and arrive once (else the ranks disagree on routing). */
+static ea_status ea__ep_take(ea__ep *E, int layer, const float *recs, size_t n_recs, int P) {
+    int H = E->o.hidden;
+    for (size_t q = 0; q < n_recs; q++) {
+        const float *r = recs + q * (size_t)(H + 1);
+        int32_t idx;
+        memcpy(&idx, r, sizeof idx);
+        if (idx < 0 || idx >= P || E->got[idx])
+            return ea_err(EA_ERR_PEER, "layer %d combine: record %zu names pair %d (%s of %d pairs): ranks disagree on routing",
+                          layer, q, idx, idx >= 0 && idx < P ? "twice" : "outside", P);
+        E->got[idx] = 1;
+        memcpy(E->out + (size_t)idx * H, r + 1, sizeof(float) * (size_t)H);
+    }
+    return EA_OK;
+}
+
+/* y[t] = sum over j of w[t][j] * out[t*k+j], j = 0..k-1 in order from 0.0f:
+ * the local backend's arithmetic (moe.h), once every pair arrived. */
+static ea_status ea__ep_sum(ea__ep *E, int layer, int n, int k, const float *w, float *y) {
+    int H = E->o.hidden;
+    for (int p = 0; p < n * k; p++)
+        if (!E->got[p]) return ea_err(EA_ERR_PEER, "layer %d combine: no rank sent pair %d", layer, p);
+    for (int t = 0; t < n; t++) {
+        float *yt = y + (size_t)t * H;
+        memset(yt, 0, sizeof(float) * (size_t)H);
+        for (int j = 0; j < k; j++) ea_k_axpy(w[t * k + j], E->out + (size_t)(t * k + j) * H, yt, H);
+    }
+    return EA_OK;
+}
+
 /* Records per rank per round for a call of P pairs: the capacity factor times
  * an even share, at least 1, at most what the buffers hold. */
 static int ea__ep_capacity(const ea__ep *E, int P) {
@@ -136,28 +167,12 @@ static ea_status ea__ep_combine(ea__ep *E, int layer, int n, int k, const float 
         E->st.comm_seconds += ea_now_s() - t0;
         E->st.combine_bytes_sent += E->bytes[E->rank];
         E->st.combine_bytes_recv += total - E->bytes[E->rank];
-        for (size_t q = 0; q < total / rec; q++) {
-            const float *r = E->recv + q * (H + 1);
-            int32_t idx;
-            memcpy(&idx, r, sizeof idx);
-            if (idx < 0 || idx >= P || E->got[idx])
-                return ea_err(EA_ERR_PEER, "layer %d combine: record %zu names pair %d (%s of %d pairs): ranks disagree on routing",
-                              layer, q, idx, idx >= 0 && idx < P ? "twice" : "outside", P);
-            E->got[idx] = 1;
-            memcpy(E->out + (size_t)idx * H, r + 1, sizeof(float) * (size_t)H);
-        }
+        EA_TRY(ea__ep_take(E, layer, E->recv, total / rec, P));
     }
     E->st.combine_calls++;
     E->st.combine_rounds += (uint64_t)rounds;
     E->st.overflow_rounds += (uint64_t)(rounds - 1);
-    for (int p = 0; p < P; p++)
-        if (!E->got[p]) return ea_err(EA_ERR_PEER, "layer %d combine: no rank sent pair %d", layer, p);
-    for (int t = 0; t < n; t++) {
-        float *yt = y + (size_t)t * H;
-        memset(yt, 0, sizeof(float) * (size_t)H);
-        for (int j = 0; j < k; j++) ea_k_axpy(w[t * k + j], E->out + (size_t)(t * k + j) * H, yt, H);
-    }
-    return EA_OK;
+    return ea__ep_sum(E, layer, n, k, w, y);
 }
 
 /* dispatch, compute and combine are one lockstep exchange: all in submit */
@@ -246,22 +261,8 @@ static ea_status ea__ep_dp_call(ea__ep *E, const ea_moe_call *c) {
     E->st.combine_bytes_sent += sent - E->sc[E->rank];
     E->st.combine_bytes_recv += (size_t)P * crec * sizeof(float) - E->rc[E->rank];
     memset(E->got, 0, (size_t)P);
-    for (int q = 0; q < P; q++) {
-        const float *rec = E->crecv + (size_t)q * crec;
-        int32_t idx;
-        memcpy(&idx, rec, sizeof idx);
-        if (idx < 0 || idx >= P || E->got[idx])
-            return ea_err(EA_ERR_PEER, "layer %d combine: record %d names pair %d (%s of %d pairs)", layer, q, idx,
-                          idx >= 0 && idx < P ? "twice" : "outside", P);
-        E->got[idx] = 1;
-        memcpy(E->out + (size_t)idx * H, rec + 1, sizeof(float) * (size_t)H);
-    }
-    for (int t = 0; t < n; t++) {
-        float *yt = c->y + (size_t)t * H;
-        memset(yt, 0, sizeof(float) * (size_t)H);
-        for (int j = 0; j < k; j++) ea_k_axpy(c->w[t * k + j], E->out + (size_t)(t * k + j) * H, yt, H);
-    }
-    return EA_OK;
+    EA_TRY(ea__ep_take(E, layer, E->crecv, (size_t)P, P));
+    return ea__ep_sum(E, layer, n, k, c->w, c->y);
 }
 
 static ea_status ea__ep_submit(ea_moe_backend *be, const ea_moe_call *c) {
