@@ -9,47 +9,10 @@
 # all go to the least loaded rank) do not stall the others; a stream cut short
 # on another rank is cancelled there and serving goes on; SIGTERM stops every rank.
 set -euo pipefail
-: "${EAAS_BIN:?}" "${EA_SRC:?}" "${EA_BUILD:?}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-. "$EA_SRC/tests/golden/serve_lib.sh"   # kill_own, fresh_log
-MPI="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp --bind-to none"
+. "$(dirname "$0")/mpi_lib.sh"
 W="$EA_BUILD/golden-models/serve-dp"
 mkdir -p "$W"
-pass=0; fail=0
-ok() { pass=$((pass+1)); echo "ok   $1" >&2; }
-bad() { fail=$((fail+1)); echo "FAIL $1" >&2; }
-PIDS=()
-cleanup() { kill_own KILL "${PIDS[@]}"; }
-trap cleanup EXIT
 
-start() { # LOG CMD...: runs CMD in the background, waits for "ready", sets PID and PORT
-  local log=$1; shift
-  fresh_log "$log"
-  "$@" > /dev/null 2>> "$log" &
-  PID=$!
-  PIDS+=("$PID")
-  PORT=""
-  for _ in $(seq 1 600); do
-    grep -q "ready:" "$log" 2>/dev/null && break
-    kill -0 "$PID" 2>/dev/null || { echo "server exited:" >&2; cat "$log" >&2; return 1; }
-    sleep 0.1
-  done
-  PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
-  [ -n "$PORT" ]
-}
-rank_pid() { # MPIPID RANK -> that rank's eaas process (a child of that mpirun)
-  local c
-  for c in $(pgrep -P "$1"); do tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$c"; done
-  return 0
-}
-stop_job() { # SIGTERM to rank 0: it drains and sends shutdown on the control bus (60 s, then killed)
-  local r0 i
-  r0=$(rank_pid "$PID" 0)
-  [ -n "$r0" ] && kill -TERM "$r0" || kill -TERM "$PID"
-  for i in $(seq 1 600); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-  kill_own KILL "$PID"
-  wait "$PID"
-}
 req() { # PORT PROMPT SEED(-1 = greedy) [stream] -> the text as JSON, or the whole answer when there is none
   local t=0; [ "$3" -ge 0 ] && t=0.9
   if [ "${4:-}" = stream ]; then
@@ -114,5 +77,4 @@ for fam in qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3; do
     stop_job && ok "$fam, $N ranks: SIGTERM to rank 0, every rank exited 0" || bad "$fam, $N ranks: exit $?"
   done
 done
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+mpi_summary

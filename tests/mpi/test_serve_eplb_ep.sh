@@ -11,38 +11,14 @@
 # overflows a rank's capacity; the rest goes in further rounds (counted) and the
 # answers stay identical.
 set -euo pipefail
-: "${EAAS_BIN:?}" "${EA_SRC:?}" "${EA_BUILD:?}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-. "$EA_SRC/tests/golden/serve_lib.sh"   # kill_own, fresh_log
-MPI="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp --bind-to none"
+. "$(dirname "$0")/mpi_lib.sh"
 W="$EA_BUILD/golden-models/serve-eplb-ep"
 mkdir -p "$W"
 M="$W/qwen3-tiny"
 [ -d "$M" ] || "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 4 --format hf --out "$M" >/dev/null
 MQ="$W/qwen3-tiny-q8_0.gguf"   # quantized: an expert moves with its block scales
 [ -f "$MQ" ] || "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 4 --format gguf --dtype q8_0 --out "$MQ" >/dev/null
-pass=0; fail=0
-ok() { pass=$((pass+1)); echo "ok   $1" >&2; }
-bad() { fail=$((fail+1)); echo "FAIL $1" >&2; }
-PIDS=()
-cleanup() { kill_own KILL "${PIDS[@]}"; }
-trap cleanup EXIT
 
-start() { # LOG CMD...: runs CMD in the background, waits for "ready", sets PID and PORT
-  local log=$1; shift
-  fresh_log "$log"
-  "$@" > /dev/null 2>> "$log" &
-  PID=$!
-  PIDS+=("$PID")
-  PORT=""
-  for _ in $(seq 1 600); do
-    grep -q "ready:" "$log" 2>/dev/null && break
-    kill -0 "$PID" 2>/dev/null || { echo "server exited:" >&2; cat "$log" >&2; return 1; }
-    sleep 0.1
-  done
-  PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
-  [ -n "$PORT" ]
-}
 req() { # PORT PROMPT SEED(-1 = greedy) -> the text, or the whole answer when it has none
   local t=0; [ "$3" -ge 0 ] && t=0.9
   curl -s -m 120 "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
@@ -62,21 +38,6 @@ run_all() { # PORT OUT
   for i in $(seq 1 8); do (req "$port" "$(printf "${words[$((i % 4))]} %.0s" $(seq 1 $((4 + i))))" $((i % 2 ? i : -1)) > "$out.$i") & rp+=($!); done
   wait "${rp[@]}"
   for i in $(seq 1 8); do cat "$out.$i" >> "$out"; rm -f "$out.$i"; done
-}
-rank_pid() { # MPIPID RANK -> the pid of that rank's eaas process (a child of that mpirun)
-  local c
-  for c in $(pgrep -P "$1"); do
-    tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$c"
-  done
-  return 0
-}
-stop_job() { # rank 0 drains and sends shutdown on the control bus; every rank exits (60 s, then killed)
-  local r0 i
-  r0=$(rank_pid "$PID" 0)
-  [ -n "$r0" ] && kill -TERM "$r0" || kill -TERM "$PID"
-  for i in $(seq 1 600); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-  kill_own KILL "$PID"
-  wait "$PID"
 }
 stat() { curl -s -m 10 "http://127.0.0.1:$1/eplb/stats" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[sys.argv[1]])' "$2"; }
 epstat() { curl -s -m 10 "http://127.0.0.1:$1/ep/stats" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["moves"][sys.argv[1]])' "$2"; }
@@ -129,5 +90,4 @@ echo "# capacity factor 0.5: $1 overflow rounds, $2 pairs sent late, over $3 com
 [ "$1" -gt 0 ] && [ "$2" -gt 0 ] && ok "overflow rounds happened ($1 rounds, $2 pairs) and nothing was dropped" || bad "no overflow counted: $ov"
 curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^eaas:ep_overflow_tokens_total\{.*rank="0"\} [1-9]' >/dev/null && ok "eaas:ep_overflow_tokens_total in /metrics" || bad "no overflow metric"
 stop_job || true
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+mpi_summary

@@ -8,38 +8,13 @@
 # bus deadline expires (issue 18, item 7), whose log gives that as the reason it
 # stops, and which stops instead of hanging.
 set -euo pipefail
-: "${EAAS_BIN:?}" "${EA_SRC:?}" "${EA_BUILD:?}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-. "$EA_SRC/tests/golden/serve_lib.sh"   # kill_own, fresh_log
-MPI="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp --bind-to none"
+. "$(dirname "$0")/mpi_lib.sh"
 W="$EA_BUILD/golden-models/serve-mpi"
 mkdir -p "$W"
 M="$W/qwen3-tiny"
 [ -d "$M" ] || "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 4 --format hf --out "$M" >/dev/null
 NAME=$(basename "$M")
-pass=0; fail=0
-ok() { pass=$((pass+1)); echo "ok   $1" >&2; }
-bad() { fail=$((fail+1)); echo "FAIL $1" >&2; }
-PIDS=()
-cleanup() { kill_own KILL "${PIDS[@]}"; }
-trap cleanup EXIT
 
-# start LOG CMD...: runs CMD in the background, waits for "ready", sets PID and PORT
-start() {
-  local log=$1; shift
-  fresh_log "$log"
-  "$@" > /dev/null 2>> "$log" &
-  PID=$!
-  PIDS+=("$PID")
-  PORT=""
-  for _ in $(seq 1 300); do
-    grep -q "ready:" "$log" 2>/dev/null && break
-    kill -0 "$PID" 2>/dev/null || { echo "server exited:" >&2; cat "$log" >&2; return 1; }
-    sleep 0.1
-  done
-  PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
-  [ -n "$PORT" ]
-}
 
 req() { # PORT PROMPT SEED(-1 = greedy)
   local t=0; [ "$3" -ge 0 ] && t=0.9
@@ -67,12 +42,6 @@ MPIPID=$PID
 run_all "$PORT" "$W/ep.txt"
 if cmp -s "$W/one.txt" "$W/ep.txt"; then ok "2 ranks: 10 repeated + 32 concurrent answers identical to one process"; else bad "answers differ"; diff "$W/one.txt" "$W/ep.txt" | head -5 >&2; fi
 [ "$(sort -u <(head -10 "$W/ep.txt") | wc -l)" = 1 ] && ok "10 identical requests, 10 identical answers" || bad "repeated requests differ"
-rank_pid() { # MPIPID RANK -> the pid of that rank's eaas process
-  for c in $(pgrep -P "$1"); do   # the ranks are children of their mpirun (not another test's)
-    tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$c"
-  done
-  return 0
-}
 R0=$(rank_pid "$MPIPID" 0)
 holders=$(ss -ltnp "sport = :$PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | sort -u)
 [ "$holders" = "pid=$R0" ] && ok "only rank 0 (pid $R0) holds the HTTP port" || bad "port $PORT held by '$holders' (rank 0 is $R0)"
@@ -118,5 +87,4 @@ if [ -n "$R1" ]; then
 else
   bad "could not find rank 1's process"
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+mpi_summary

@@ -7,36 +7,12 @@
 # exactly as one process answers it, and the job stays up for the next request.
 # Also: a block file damaged after start-up (found bad only when it is read).
 set -euo pipefail
-: "${EAAS_BIN:?}" "${EA_SRC:?}" "${EA_BUILD:?}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-. "$EA_SRC/tests/golden/serve_lib.sh"   # kill_own, fresh_log
-MPI="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp --bind-to none"
+. "$(dirname "$0")/mpi_lib.sh"
 W="$EA_BUILD/golden-models/serve-mpi-kvdisk"
 rm -rf "$W"; mkdir -p "$W"
 M="$W/qwen3-tiny"
 "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 4 --format hf --out "$M" >/dev/null
-pass=0; fail=0
-ok() { pass=$((pass+1)); echo "ok   $1" >&2; }
-bad() { fail=$((fail+1)); echo "FAIL $1" >&2; }
-PIDS=()
-cleanup() { kill_own KILL "${PIDS[@]}"; }
-trap cleanup EXIT
 
-start() { # LOG CMD...: runs CMD in the background, waits for "ready", sets PID and PORT
-  local log=$1; shift
-  fresh_log "$log"
-  "$@" > /dev/null 2>> "$log" &
-  PID=$!
-  PIDS+=("$PID")
-  PORT=""
-  for _ in $(seq 1 300); do
-    grep -q "ready:" "$log" 2>/dev/null && break
-    kill -0 "$PID" 2>/dev/null || { echo "server exited:" >&2; cat "$log" >&2; return 1; }
-    sleep 0.1
-  done
-  PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
-  [ -n "$PORT" ]
-}
 # a prompt of several KV blocks, so a prefix hit covers whole blocks
 P="one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty twenty-one twenty-two twenty-three twenty-four twenty-five twenty-six twenty-seven twenty-eight twenty-nine thirty thirty-one thirty-two thirty-three"
 req() { # PORT PROMPT -> text (greedy), or the whole answer when it has no text
@@ -83,5 +59,4 @@ a=$(req "$PORT" "$P")
 b=$(req "$PORT" "$P and more")
 [ "$b" = "$want2" ] && kill -0 "$PID" 2>/dev/null && ok "the job stays up and answers the next request" || bad "after damage at run time, next: '$b'"
 stop_ep
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+mpi_summary
