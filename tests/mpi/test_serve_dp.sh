@@ -2,9 +2,9 @@
 # test_serve_dp.sh — data-parallel attention (issue 21 item 2): `eaas serve
 # --parallel expert --dp-attention` runs each request on one rank (its own
 # attention and KV cache; rank 0 assigns the least loaded) and exchanges token
-# rows with alltoallv at every MoE layer. For every family, on 2 ranks (and 4
-# for one), sequential and concurrent requests — greedy, seeded, streamed —
-# answer byte-identically to one process; requests are spread over the ranks
+# rows with alltoallv at every MoE layer. For every family, on 2 and 4 ranks,
+# sequential and concurrent requests — greedy, seeded, streamed — answer
+# byte-identically to one process; requests are spread over the ranks
 # (/ep/stats "dp"); ranks with nothing to run in a step (sequential requests
 # all go to the least loaded rank) do not stall the others; a stream cut short
 # on another rank is cancelled there and serving goes on; SIGTERM stops every rank.
@@ -54,7 +54,7 @@ for fam in qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3; do
   run_all "$PORT" "$W/one-$fam.txt"
   kill -TERM "$PID"; wait "$PID" || true
   grep -q "NO " "$W/one-$fam.txt" && bad "$fam: one process did not answer: $(grep -m1 'NO ' "$W/one-$fam.txt")"
-  ranks=2; [ "$fam" = deepseek_v3 ] && ranks="2 4"
+  ranks="2 4"
   for N in $ranks; do
     start "$W/dp.log" $MPI -n "$N" "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel expert --dp-attention --dist-timeout 30
     run_all "$PORT" "$W/dp-$fam-$N.txt"
