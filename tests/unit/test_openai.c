@@ -37,8 +37,9 @@ static ea_status f_decode(void *ctx, const int32_t *ids, int n, char **text, siz
     return EA_OK;
 }
 
-static ea_status f_render(void *ctx, const json_t *msgs, int agp, char **text) {
+static ea_status f_render(void *ctx, const json_t *msgs, const json_t *vars, int agp, char **text) {
     (void)ctx;
+    (void)vars;
     ea_sbuf b = {0};
     size_t i;
     json_t *m;
@@ -162,6 +163,8 @@ TEST(kv_cache_bounds_admission) {
     ea_oai_request_deinit(&r);
 }
 
+#define TOOL_F "{\"type\": \"function\", \"function\": {\"name\": \"f\"}}"
+
 TEST(bad_requests_get_400_naming_the_field) {
     static const struct {
         int kind;
@@ -176,7 +179,7 @@ TEST(bad_requests_get_400_naming_the_field) {
         {0, "{\"prompt\": []}", "prompt", 400},
         {0, "{\"prompt\": [1, -2]}", "prompt", 400},
         {0, "{\"prompt\": [1, 2.5]}", "prompt", 400},
-        {0, "{\"prompt\": [\"a\", \"b\"]}", "prompt", 400},
+        {0, "{\"prompt\": [\"a\", [1]]}", "prompt", 400}, /* a batch mixing text and ids */
         {0, "{\"prompt\": [1, 600]}", "prompt", 400}, /* outside the vocabulary (512) */
         {0, "{\"prompt\": \"x\", \"max_tokens\": \"5\"}", "max_tokens", 400},
         {0, "{\"prompt\": \"x\", \"max_tokens\": -1}", "max_tokens", 400},
@@ -202,12 +205,18 @@ TEST(bad_requests_get_400_naming_the_field) {
         {0, "{\"prompt\": \"x\", \"stop\": [\"a\", 1]}", "stop", 400},
         {0, "{\"prompt\": \"x\", \"stop\": [\"\"]}", "stop", 400},
         {0, "{\"prompt\": \"x\", \"stop\": [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}", "stop", 400},
-        {0, "{\"prompt\": \"x\", \"n\": 2}", "n", 400},
+        {0, "{\"prompt\": \"x\", \"n\": 65}", "n", 400},
+        {0, "{\"prompt\": [\"a\", \"b\", \"c\"], \"n\": 22}", "n", 400}, /* 66 choices */
         {0, "{\"prompt\": \"x\", \"stream\": \"yes\"}", "stream", 400},
         {0, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": true}}", "stream_options", 400},
         {0, "{\"prompt\": \"x\", \"logprobs\": 21}", "logprobs", 400},
         {0, "{\"prompt\": \"x\", \"logprobs\": true}", "logprobs", 400},
-        {0, "{\"prompt\": \"x\", \"echo\": true}", "echo", 400},
+        {0, "{\"prompt\": \"x\", \"echo\": true, \"logprobs\": 1}", "echo", 400},
+        {0, "{\"prompt\": \"x\", \"logit_bias\": {\"5\": 101}}", "logit_bias", 400},
+        {0, "{\"prompt\": \"x\", \"logit_bias\": {\"five\": 1}}", "logit_bias", 400},
+        {0, "{\"prompt\": \"x\", \"logit_bias\": {\"600\": 1}}", "logit_bias", 400}, /* outside the vocabulary */
+        {0, "{\"prompt\": \"x\", \"logit_bias\": {\"505\": 1}}", "logit_bias", 400}, /* a padding row */
+        {0, "{\"prompt\": \"x\", \"eaas_test_forced_text\": \"y\"}", "eaas_test_forced_text", 400}, /* hooks off */
         {0, "{\"prompt\": \"x\", \"best_of\": 3}", "best_of", 400},
         {0, "{\"prompt\": \"x\", \"model\": 3}", "model", 400},
         {0, "{\"prompt\": \"x\", \"ignore_eos\": 1}", "ignore_eos", 400},
@@ -222,7 +231,16 @@ TEST(bad_requests_get_400_naming_the_field) {
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", "messages[0].content[0]", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}", "top_logprobs", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 2}", "logprobs", 400},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\"}]}", "tools", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\"}]}", "tools[0]", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": \"required\"}", "tool_choice", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}}", "tool_choice", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}", "tool_choice", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": \"auto\"}", "tool_choice", 400}, /* no tools */
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "]}", "tools", 400}, /* no parser for this family */
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"functions\": []}", "functions", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": 1}", "chat_template_kwargs", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"continue_final_message\": true}", "continue_final_message", 400}, /* last is the user's */
+        {1, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\"}], \"continue_final_message\": true, \"add_generation_prompt\": true}", "continue_final_message", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_object\"}}", "response_format", 400},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -250,11 +268,10 @@ TEST(unknown_fields_refused_naming_them) {
         {0, "{\"prompt\": \"x\", \"messages\": []}", "messages"},
         {0, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"continuous_usage_stats\": true}}",
          "stream_options.continuous_usage_stats"},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": "
-            "{\"enable_thinking\": false}}",
-         "chat_template_kwargs"},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"continue_final_message\": true}",
-         "continue_final_message"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template\": \"{{x}}\"}",
+         "chat_template"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"include_stop_str_in_output\": true}",
+         "include_stop_str_in_output"},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": false}", "echo"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -434,8 +451,8 @@ TEST(nonstreaming_chat_with_logprobs) {
     ea_oai_output o;
     ea_oai_output_init(&o, &r, "m", 1000, &OPS);
     ea_event a = tok_event("H", 'H', -0.5f), b = tok_event("", 300, -2.0f);
-    ea_oai_output_add(&o, &a);
-    ea_oai_output_add(&o, &b);
+    ea_oai_output_add(&o, 0, &a);
+    ea_oai_output_add(&o, 0, &b);
     ea_event done;
     memset(&done, 0, sizeof done);
     done.kind = EA_EV_DONE;
@@ -444,7 +461,8 @@ TEST(nonstreaming_chat_with_logprobs) {
     done.completion_tokens = 2;
     done.cached_tokens = 4;
     ea_sbuf out = {0};
-    ea_oai_render_final(&o, &done, &out);
+    ea_oai_output_done(&o, 0, &done);
+    ea_oai_render_final(&o, &out);
     json_t *j = json_loadb(out.data, out.len, 0, NULL);
     CHECK(j != NULL);
     CHECK(is_response_id(json_string_value(json_object_get(j, "id")), "chatcmpl-"));
@@ -494,15 +512,16 @@ TEST(streaming_completions_with_usage_and_logprobs) {
     ea_oai_stream_start(&o, &out);
     CHECK_EQ(out.len, 0); /* completions have no role chunk */
     ea_event a = tok_event("ab", 'a', -0.25f), b = tok_event("c", 'c', -1.0f);
-    ea_oai_stream_token(&o, &a, &out);
-    ea_oai_stream_token(&o, &b, &out);
+    ea_oai_stream_token(&o, 0, &a, &out);
+    ea_oai_stream_token(&o, 0, &b, &out);
     ea_event done;
     memset(&done, 0, sizeof done);
     done.kind = EA_EV_DONE;
     done.finish = EA_FINISH_LENGTH;
     done.prompt_tokens = 1;
     done.completion_tokens = 2;
-    ea_oai_stream_end(&o, &done, &out);
+    ea_oai_stream_done(&o, 0, &done, &out);
+    ea_oai_stream_end(&o, &out);
     static char p[8][2048];
     int n = sse_payloads(out.data, p, 8);
     CHECK_EQ(n, 5);
@@ -539,13 +558,14 @@ TEST(streaming_chat_role_then_deltas) {
     ea_sbuf out = {0};
     ea_oai_stream_start(&o, &out);
     ea_event held = tok_event("", 'a', 0), a = tok_event("hi", 'h', 0);
-    ea_oai_stream_token(&o, &held, &out); /* held-back text, no logprobs: no chunk */
-    ea_oai_stream_token(&o, &a, &out);
+    ea_oai_stream_token(&o, 0, &held, &out); /* held-back text, no logprobs: no chunk */
+    ea_oai_stream_token(&o, 0, &a, &out);
     ea_event done;
     memset(&done, 0, sizeof done);
     done.kind = EA_EV_DONE;
     done.finish = EA_FINISH_STOP;
-    ea_oai_stream_end(&o, &done, &out);
+    ea_oai_stream_done(&o, 0, &done, &out);
+    ea_oai_stream_end(&o, &out);
     static char p[8][2048];
     CHECK_EQ(sse_payloads(out.data, p, 8), 4);
     json_t *j = json_loads(p[0], 0, NULL);
