@@ -196,7 +196,7 @@ await check('unknown model -> 404 NotFoundError with an OpenAI error body', asyn
 await check('unknown field -> 400 BadRequestError naming it; documented no-effect fields accepted', async () => {
   for (const [create, body, field] of [
     [client.completions, { ...greedy, prompt: 'x', include_stop_str_in_output: true }, 'include_stop_str_in_output'],
-    [client.chat.completions, { ...greedy, messages: MESSAGES, chat_template_kwargs: { enable_thinking: false } }, 'chat_template_kwargs'],
+    [client.chat.completions, { ...greedy, messages: MESSAGES, chat_template: '{{ messages }}' }, 'chat_template'],
   ]) {
     try {
       await create.create(body);
