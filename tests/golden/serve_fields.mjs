@@ -6,6 +6,7 @@
 // (with "deepseek": only the DeepSeek-V3 tool-call checks, for a deepseek_v3 model).
 // Prints one line per check and "N passed, N failed"; exits non-zero on any failure.
 import { createRequire } from 'module';
+import { check, assert, eq, summary } from './check_lib.mjs';
 import fs from 'fs';
 
 const require = createRequire(process.env.EA_SRC + '/tools/node/package.json');
@@ -15,19 +16,6 @@ const [baseURL, model, mode] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: 'none', maxRetries: 0, timeout: 120000 });
 const root = baseURL.replace(/\/v1$/, '');
 
-let passed = 0, failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.error(`ok   ${name}`);
-  } catch (e) {
-    failed++;
-    console.error(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
-function assert(cond, msg) { if (!cond) throw new Error(msg); }
-function eq(a, b, msg) { if (a !== b) throw new Error(`${msg}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`); }
 async function post(path, body) {
   const r = await fetch(root + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   return { status: r.status, body: await r.json() };
@@ -91,8 +79,7 @@ if (mode === 'deepseek') {
     const r = await client.chat.completions.create({ ...greedy, messages: hist, tools: TOOLS });
     eq(r.usage.prompt_tokens, t.count, 'the chat prompt is the one rendered');
   });
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(failed ? 1 : 0);
+  summary();
 }
 
 // ---------------------------------------------------------------- n
@@ -335,5 +322,4 @@ await check('reasoning (--reasoning-parser qwen3): reasoning_content apart from 
   eq(t.choices[0].message.tool_calls[0].function.name, 'get_weather', 'then the call');
 });
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+summary();

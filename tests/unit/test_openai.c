@@ -416,6 +416,16 @@ TEST(error_json_shape) {
     CHECK_EQ(e.status, 400);
 }
 
+static ea_event done_event(ea_finish f, int pt, int ct) {
+    ea_event d;
+    memset(&d, 0, sizeof d);
+    d.kind = EA_EV_DONE;
+    d.finish = f;
+    d.prompt_tokens = pt;
+    d.completion_tokens = ct;
+    return d;
+}
+
 static ea_event tok_event(const char *text, int32_t id, float lp) {
     ea_event ev;
     memset(&ev, 0, sizeof ev);
@@ -467,12 +477,7 @@ TEST(nonstreaming_chat_with_logprobs) {
     ea_event a = tok_event("H", 'H', -0.5f), b = tok_event("", 300, -2.0f);
     ea_oai_output_add(&o, 0, &a);
     ea_oai_output_add(&o, 0, &b);
-    ea_event done;
-    memset(&done, 0, sizeof done);
-    done.kind = EA_EV_DONE;
-    done.finish = EA_FINISH_STOP;
-    done.prompt_tokens = 7;
-    done.completion_tokens = 2;
+    ea_event done = done_event(EA_FINISH_STOP, 7, 2);
     done.cached_tokens = 4;
     ea_sbuf out = {0};
     ea_oai_output_done(&o, 0, &done);
@@ -528,12 +533,7 @@ TEST(streaming_completions_with_usage_and_logprobs) {
     ea_event a = tok_event("ab", 'a', -0.25f), b = tok_event("c", 'c', -1.0f);
     ea_oai_stream_token(&o, 0, &a, &out);
     ea_oai_stream_token(&o, 0, &b, &out);
-    ea_event done;
-    memset(&done, 0, sizeof done);
-    done.kind = EA_EV_DONE;
-    done.finish = EA_FINISH_LENGTH;
-    done.prompt_tokens = 1;
-    done.completion_tokens = 2;
+    ea_event done = done_event(EA_FINISH_LENGTH, 1, 2);
     ea_oai_stream_done(&o, 0, &done, &out);
     ea_oai_stream_end(&o, &out);
     static char p[8][2048];
@@ -574,10 +574,7 @@ TEST(streaming_chat_role_then_deltas) {
     ea_event held = tok_event("", 'a', 0), a = tok_event("hi", 'h', 0);
     ea_oai_stream_token(&o, 0, &held, &out); /* held-back text, no logprobs: no chunk */
     ea_oai_stream_token(&o, 0, &a, &out);
-    ea_event done;
-    memset(&done, 0, sizeof done);
-    done.kind = EA_EV_DONE;
-    done.finish = EA_FINISH_STOP;
+    ea_event done = done_event(EA_FINISH_STOP, 0, 0);
     ea_oai_stream_done(&o, 0, &done, &out);
     ea_oai_stream_end(&o, &out);
     static char p[8][2048];
@@ -766,16 +763,6 @@ TEST(chat_template_options) {
     CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
     CHECK_STREQ(r.prompt_text, "<user>hi<assistant><tool>42<assistant>");
     ea_oai_request_deinit(&r);
-}
-
-static ea_event done_event(ea_finish f, int pt, int ct) {
-    ea_event d;
-    memset(&d, 0, sizeof d);
-    d.kind = EA_EV_DONE;
-    d.finish = f;
-    d.prompt_tokens = pt;
-    d.completion_tokens = ct;
-    return d;
 }
 
 /* Tool calls and reasoning split out of a chat answer; tokens arrive cut anywhere. */

@@ -182,28 +182,30 @@ TEST(no_format_passes_everything) {
     result_deinit(&r);
 }
 
-TEST(reasoning_qwen3) {
-    for (size_t c = 0; c < NCHUNKS; c++) {
-        result r;
-        run(EA_REASONING_QWEN3, EA_TOOL_FMT_QWEN3, "<think>\nLet me think.\n</think>\n\nHello!", chunks[c], &r);
-        CHECK_STREQ(r.reasoning.data, "\nLet me think.\n");
-        CHECK_STREQ(r.content.data, "\n\nHello!");
-        result_deinit(&r);
-        /* no think block (enable_thinking false): all content */
-        run(EA_REASONING_QWEN3, EA_TOOL_FMT_QWEN3, "Hello <think> there", chunks[c], &r);
-        CHECK_STREQ(r.reasoning.data, "");
-        CHECK_STREQ(r.content.data, "Hello <think> there");
-        result_deinit(&r);
-        /* unterminated: all reasoning */
-        run(EA_REASONING_QWEN3, EA_TOOL_FMT_QWEN3, "<think>still going </thi", chunks[c], &r);
-        CHECK_STREQ(r.reasoning.data, "still going </thi");
-        CHECK_STREQ(r.content.data, "");
-        result_deinit(&r);
-        /* short outputs that are a prefix of <think> */
-        run(EA_REASONING_QWEN3, EA_TOOL_FMT_QWEN3, "<th", chunks[c], &r);
-        CHECK_STREQ(r.content.data, "<th");
-        result_deinit(&r);
-    }
+/* Think blocks: the reasoning and content each parser gives, whatever the deltas. */
+TEST(reasoning_split) {
+    static const struct {
+        ea_reasoning_mode mode;
+        const char *text, *reasoning, *content;
+    } cases[] = {
+        {EA_REASONING_QWEN3, "<think>\nLet me think.\n</think>\n\nHello!", "\nLet me think.\n", "\n\nHello!"},
+        {EA_REASONING_QWEN3, "Hello <think> there", "", "Hello <think> there"}, /* no block (enable_thinking false) */
+        {EA_REASONING_QWEN3, "<think>still going </thi", "still going </thi", ""},   /* unterminated */
+        {EA_REASONING_QWEN3, "<th", "", "<th"},                                        /* a prefix of <think> */
+        {EA_REASONING_DEEPSEEK_R1, "step 1, step 2</think>The answer is 4.", "step 1, step 2", "The answer is 4."},
+        {EA_REASONING_DEEPSEEK_R1, "<think>abc</think>def", "abc", "def"},
+        {EA_REASONING_DEEPSEEK_R1, "no end in sight", "no end in sight", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t c = 0; c < NCHUNKS; c++) {
+            result r;
+            run(cases[i].mode, EA_TOOL_FMT_QWEN3, cases[i].text, chunks[c], &r);
+            if (strcmp(r.reasoning.data, cases[i].reasoning) || strcmp(r.content.data, cases[i].content)) {
+                result_deinit(&r);
+                FAIL_("case %zu, chunks of %zu: reasoning/content differ", i, chunks[c]);
+            }
+            result_deinit(&r);
+        }
 }
 
 TEST(reasoning_then_tool_call) {
@@ -215,24 +217,6 @@ TEST(reasoning_then_tool_call) {
         CHECK_STREQ(r.content.data, "\n\n");
         CHECK_EQ(json_array_size(r.calls), 1);
         CHECK(call_is(r.calls, 0, "w", "{\"c\":\"P\"}"));
-        result_deinit(&r);
-    }
-}
-
-TEST(reasoning_deepseek_r1) {
-    for (size_t c = 0; c < NCHUNKS; c++) {
-        result r;
-        run(EA_REASONING_DEEPSEEK_R1, EA_TOOL_FMT_DEEPSEEK_V3, "step 1, step 2</think>The answer is 4.", chunks[c], &r);
-        CHECK_STREQ(r.reasoning.data, "step 1, step 2");
-        CHECK_STREQ(r.content.data, "The answer is 4.");
-        result_deinit(&r);
-        run(EA_REASONING_DEEPSEEK_R1, EA_TOOL_FMT_DEEPSEEK_V3, "<think>abc</think>def", chunks[c], &r);
-        CHECK_STREQ(r.reasoning.data, "abc");
-        CHECK_STREQ(r.content.data, "def");
-        result_deinit(&r);
-        run(EA_REASONING_DEEPSEEK_R1, EA_TOOL_FMT_DEEPSEEK_V3, "no end in sight", chunks[c], &r);
-        CHECK_STREQ(r.reasoning.data, "no end in sight");
-        CHECK_STREQ(r.content.data, "");
         result_deinit(&r);
     }
 }
@@ -257,9 +241,8 @@ int main(void) {
     RUN(deepseek_malformed_is_content);
     RUN(deepseek_fenceless_and_cut_off);
     RUN(no_format_passes_everything);
-    RUN(reasoning_qwen3);
+    RUN(reasoning_split);
     RUN(reasoning_then_tool_call);
-    RUN(reasoning_deepseek_r1);
     RUN(names);
     return TEST_SUMMARY();
 }
