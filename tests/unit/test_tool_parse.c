@@ -72,36 +72,36 @@ TEST(qwen3_one_call_with_text) {
     }
 }
 
-TEST(qwen3_two_calls_no_text) {
-    const char *t = "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
-                    "{\"name\": \"b\", \"arguments\": {\"x\": [1, 2], \"y\": \"é\"}}\n</tool_call>\n";
-    for (size_t c = 0; c < NCHUNKS; c++) {
-        result r;
-        run(EA_REASONING_NONE, EA_TOOL_FMT_QWEN3, t, chunks[c], &r);
-        CHECK_STREQ(r.content.data, ""); /* whitespace between and after calls dropped */
-        CHECK_EQ(json_array_size(r.calls), 2);
-        CHECK(call_is(r.calls, 0, "a", "{}"));
-        CHECK(call_is(r.calls, 1, "b", "{\"x\":[1,2],\"y\":\"é\"}"));
-        result_deinit(&r);
-    }
-}
-
-TEST(qwen3_malformed_is_content) {
-    static const char *bad[] = {
-        "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}\n</tool_call>",  /* JSON cut short */
-        "<tool_call>\n{\"arguments\": {}}\n</tool_call>",                         /* no name */
-        "<tool_call>\n{\"name\": \"a\", \"arguments\": \"{}\"}\n</tool_call>",     /* arguments a string */
-        "<tool_call>\n{\"name\": \"\", \"arguments\": {}}\n</tool_call>",          /* empty name */
-        "<tool_call>not json at all",                                              /* unterminated, bad */
-        "text <tool_ca",                                                           /* a marker's start only */
+/* A call that does not parse comes back as content, as written (DeepSeek's block markers go). */
+#define DS_BLOCK(x) "<｜tool▁calls▁begin｜>" x "<｜tool▁calls▁end｜>"
+#define DS_BAD_TYPE "<｜tool▁call▁begin｜>tool<｜tool▁sep｜>f\n```json\n{}\n```<｜tool▁call▁end｜>"
+#define DS_BAD_JSON "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\":\n```<｜tool▁call▁end｜>"
+#define DS_NO_SEP "<｜tool▁call▁begin｜>function f\n```json\n{}\n```<｜tool▁call▁end｜>"
+#define DS_ARRAY "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n[1]\n```<｜tool▁call▁end｜>"
+TEST(malformed_is_content) {
+    static const struct {
+        ea_tool_format fmt;
+        const char *text, *content;
+    } cases[] = {
+        {EA_TOOL_FMT_QWEN3, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}\n</tool_call>", NULL}, /* JSON cut short */
+        {EA_TOOL_FMT_QWEN3, "<tool_call>\n{\"arguments\": {}}\n</tool_call>", NULL},                         /* no name */
+        {EA_TOOL_FMT_QWEN3, "<tool_call>\n{\"name\": \"a\", \"arguments\": \"{}\"}\n</tool_call>", NULL},     /* arguments a string */
+        {EA_TOOL_FMT_QWEN3, "<tool_call>\n{\"name\": \"\", \"arguments\": {}}\n</tool_call>", NULL},          /* empty name */
+        {EA_TOOL_FMT_QWEN3, "<tool_call>not json at all", NULL},                                              /* unterminated */
+        {EA_TOOL_FMT_QWEN3, "text <tool_ca", NULL},                                                           /* a marker's start */
+        {EA_TOOL_FMT_DEEPSEEK_V3, DS_BLOCK(DS_BAD_TYPE), DS_BAD_TYPE},                                        /* type not function */
+        {EA_TOOL_FMT_DEEPSEEK_V3, DS_BLOCK(DS_BAD_JSON), DS_BAD_JSON},
+        {EA_TOOL_FMT_DEEPSEEK_V3, DS_BLOCK(DS_NO_SEP), DS_NO_SEP},
+        {EA_TOOL_FMT_DEEPSEEK_V3, DS_BLOCK(DS_ARRAY), DS_ARRAY},                                              /* not an object */
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (size_t c = 0; c < NCHUNKS; c++) {
             result r;
-            run(EA_REASONING_NONE, EA_TOOL_FMT_QWEN3, bad[i], chunks[c], &r);
-            CHECK_EQ(json_array_size(r.calls), 0);
-            CHECK_STREQ(r.content.data, bad[i]);
+            run(EA_REASONING_NONE, cases[i].fmt, cases[i].text, chunks[c], &r);
+            int ok = json_array_size(r.calls) == 0 &&
+                     !strcmp(r.content.data, cases[i].content ? cases[i].content : cases[i].text);
             result_deinit(&r);
+            if (!ok) FAIL_("case %zu, chunks of %zu", i, chunks[c]);
         }
 }
 
@@ -131,34 +131,28 @@ TEST(qwen3_good_then_bad_then_text) {
     "\"Paris\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{\"tz\": "      \
     "\"CET\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
 
-TEST(deepseek_two_calls) {
-    for (size_t c = 0; c < NCHUNKS; c++) {
-        result r;
-        run(EA_REASONING_NONE, EA_TOOL_FMT_DEEPSEEK_V3, DS_TWO, chunks[c], &r);
-        CHECK_STREQ(r.content.data, "I will look.");
-        CHECK_EQ(json_array_size(r.calls), 2);
-        CHECK(call_is(r.calls, 0, "get_weather", "{\"city\":\"Paris\"}"));
-        CHECK(call_is(r.calls, 1, "get_time", "{\"tz\":\"CET\"}"));
-        result_deinit(&r);
-    }
-}
-
-TEST(deepseek_malformed_is_content) {
-    static const char *bad[] = {
-        "<｜tool▁call▁begin｜>tool<｜tool▁sep｜>f\n```json\n{}\n```<｜tool▁call▁end｜>",     /* type not function */
-        "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\":\n```<｜tool▁call▁end｜>", /* bad JSON */
-        "<｜tool▁call▁begin｜>function f\n```json\n{}\n```<｜tool▁call▁end｜>",               /* no separator */
-        "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n[1]\n```<｜tool▁call▁end｜>",   /* not an object */
+/* Two calls in each format (Qwen3 with only whitespace around, which is dropped). */
+TEST(two_calls) {
+    static const struct {
+        ea_tool_format fmt;
+        const char *text, *content, *name[2], *args[2];
+    } cases[] = {
+        {EA_TOOL_FMT_QWEN3,
+         "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+         "{\"name\": \"b\", \"arguments\": {\"x\": [1, 2], \"y\": \"é\"}}\n</tool_call>\n",
+         "", {"a", "b"}, {"{}", "{\"x\":[1,2],\"y\":\"é\"}"}},
+        {EA_TOOL_FMT_DEEPSEEK_V3, DS_TWO, "I will look.", {"get_weather", "get_time"},
+         {"{\"city\":\"Paris\"}", "{\"tz\":\"CET\"}"}},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (size_t c = 0; c < NCHUNKS; c++) {
-            char text[512];
-            snprintf(text, sizeof text, "<｜tool▁calls▁begin｜>%s<｜tool▁calls▁end｜>", bad[i]);
             result r;
-            run(EA_REASONING_NONE, EA_TOOL_FMT_DEEPSEEK_V3, text, chunks[c], &r);
-            CHECK_EQ(json_array_size(r.calls), 0);
-            CHECK_STREQ(r.content.data, bad[i]); /* the call as written; the block markers go */
+            run(EA_REASONING_NONE, cases[i].fmt, cases[i].text, chunks[c], &r);
+            int ok = !strcmp(r.content.data, cases[i].content) && json_array_size(r.calls) == 2 &&
+                     call_is(r.calls, 0, cases[i].name[0], cases[i].args[0]) &&
+                     call_is(r.calls, 1, cases[i].name[1], cases[i].args[1]);
             result_deinit(&r);
+            if (!ok) FAIL_("case %zu, chunks of %zu", i, chunks[c]);
         }
 }
 
@@ -233,12 +227,10 @@ TEST(names) {
 
 int main(void) {
     RUN(qwen3_one_call_with_text);
-    RUN(qwen3_two_calls_no_text);
-    RUN(qwen3_malformed_is_content);
+    RUN(malformed_is_content);
     RUN(qwen3_unterminated_valid_call_counts);
     RUN(qwen3_good_then_bad_then_text);
-    RUN(deepseek_two_calls);
-    RUN(deepseek_malformed_is_content);
+    RUN(two_calls);
     RUN(deepseek_fenceless_and_cut_off);
     RUN(no_format_passes_everything);
     RUN(reasoning_split);
