@@ -9,6 +9,12 @@
  * per-request timeout; when the client is gone the request is cancelled at
  * once and the reader returns END_WITH_ERROR.
  *
+ * Choices: a request with n > 1 or a batch of prompts is one scheduler
+ * request per choice (ea_oai_request.choices); the handler reads their events
+ * in turn (choices_next: one short wait per round on the first choice not
+ * done, then a look at the others) and renders them as one response. An
+ * error or a cancel of the response ends every choice.
+ *
  * Request body: collected in conn_ctx.body up to max_body_bytes; a declared
  * Content-Length above the limit is refused before reading it, a chunked body
  * that grows past it is dropped and refused when complete (413 either way).
@@ -101,6 +107,7 @@ typedef struct {
     int finished_ok;  /* DONE or ERROR seen (no cancel needed) */
     int status;       /* for the access log: 200, or the error status sent in-stream */
     int prompt_tokens, completion_tokens;
+    int tokens0;      /* TOKEN events of choice 0 (inter-token latency) */
     ea_finish finish;
     double t0, t_last_send, t_last_tok, t_check;
     char path[32];
@@ -274,10 +281,12 @@ static ea_status choices_next(choices *cs, ea_event *ev, int *c) {
     int wait = cs->left > 1 ? 5 : POLL_MS; /* several: look at each in turn, briefly */
     double t_end = ea_now_s() + POLL_MS * 1e-3;
     for (;;) {
+        int waited = 0; /* one wait per round, on the first choice not done; the others are only looked at */
         for (int k = 0; k < cs->n; k++) {
             int i = (cs->next + k) % cs->n;
             if (cs->done[i]) continue;
-            ea_status st = ea_req_next(cs->req[i], k == 0 || cs->left == 1 ? wait : 0, ev);
+            ea_status st = ea_req_next(cs->req[i], waited ? 0 : wait, ev);
+            waited = 1;
             if (st == EA_ERR_TIMEOUT) continue;
             if (st == EA_OK && ev->kind != EA_EV_TOKEN) {
                 cs->done[i] = 1;
@@ -333,9 +342,10 @@ static int stream_step(stream_ctx *s) {
     ea_status st = choices_next(&s->ch, &ev, &c);
     double now = ea_now_s();
     if (st == EA_OK && ev.kind == EA_EV_TOKEN) {
-        if (c == 0 && s->t_last_tok > s->t0 && s->completion_tokens > 0)
-            ea_metrics_observe(s->h->metrics, EA_HIST_ITL, now - s->t_last_tok);
-        if (c == 0) s->t_last_tok = now;
+        if (c == 0) { /* inter-token latency: of the first choice */
+            if (s->tokens0++ > 0) ea_metrics_observe(s->h->metrics, EA_HIST_ITL, now - s->t_last_tok);
+            s->t_last_tok = now;
+        }
         s->completion_tokens++;
         ea_oai_stream_token(&s->out, c, &ev, &s->pend);
     } else if (st == EA_OK && ev.kind == EA_EV_DONE) {
