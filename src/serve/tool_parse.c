@@ -155,9 +155,11 @@ enum { T_TEXT = 0, T_BLOCK = 1, T_CALL = 2 };
 /* The open call's body ends (terminated: its end marker was seen). */
 static void end_call(ea_chat_split *sp, const markers *m, size_t body_len, int terminated, ea_chat_delta *d) {
     json_t *call;
+    sp->after_call = 0;
     if (ea_tool_parse_call(sp->fmt, sp->thold.data, body_len, &call) == 0) {
         json_array_append_new(d->calls, call);
         sp->n_calls++;
+        sp->after_call = 1;
     } else { /* malformed: the text as it came */
         ea_sbuf_puts(&d->content, m->call_begin);
         ea_sbuf_append(&d->content, sp->thold.data, body_len);
@@ -167,16 +169,19 @@ static void end_call(ea_chat_split *sp, const markers *m, size_t body_len, int t
     sp->tstate = m->block_begin ? T_BLOCK : T_TEXT;
 }
 
-/* Plain text before a call or after the calls. Once a call was found, whitespace
- * alone is held (it may only separate calls) and dropped at the end. */
+/* Plain text before a call or after the calls. Right after a call, whitespace
+ * alone is held (it may only separate calls) and dropped when a call or the end
+ * follows; `final`: nothing more comes before a call or the end. The rule looks
+ * only at the text since the last call, so any split into deltas gives the same. */
 static void emit_text(ea_chat_split *sp, size_t n, int final, ea_chat_delta *d) {
-    if (sp->n_calls > 0) {
+    if (sp->after_call) {
         size_t i = 0;
         while (i < n && is_ws(sp->thold.data[i])) i++;
         if (i == n) {
             if (final) drop(&sp->thold, n);
             return;
         }
+        sp->after_call = 0;
     }
     ea_sbuf_append(&d->content, sp->thold.data, n);
     drop(&sp->thold, n);

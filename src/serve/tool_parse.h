@@ -20,7 +20,8 @@
  *
  * A call whose body does not parse (not JSON, no name, arguments not an
  * object, wrong type word) comes back as content, with its markers: never an
- * error. Whitespace between and after calls is dropped once a call was found.
+ * error. Whitespace right after a call, up to the next call or the end, is
+ * dropped (it only separates calls).
  *
  * Reasoning (`--reasoning-parser`):
  *   EA_REASONING_QWEN3: output starting with <think> is reasoning up to
@@ -76,6 +77,7 @@ typedef struct {
     int rstate;         /* reasoning: 0 start, 1 in think, 2 content */
     int tstate;         /* tools: 0 text, 1 inside a calls block (DeepSeek), 2 inside a call */
     int n_calls;        /* calls found so far */
+    int after_call;     /* only whitespace since the last call ended */
     ea_sbuf rhold;      /* reasoning machine: undecided text */
     ea_sbuf thold;      /* tool machine: undecided text (or the body of the open call) */
 } ea_chat_split;
