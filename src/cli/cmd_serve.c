@@ -134,14 +134,14 @@ static int second_signal(void *ctx) {
 static int check_flags(const serve_flags *f) {
     const char *bad = NULL;
     if (!f->model) bad = "--model is required";
+    else if (ea_reasoning_mode_parse(f->reasoning_parser) < 0)
+        bad = "--reasoning-parser must be none, qwen3 or deepseek_r1";
     else if (f->kv_disk_dir && f->no_prefix_cache) bad = "--kv-disk-dir needs the prefix cache (drop --no-prefix-cache)";
     else if (f->kv_disk_dir && !f->kv_disk_dir[0]) bad = "--kv-disk-dir must not be empty";
     else if (f->eplb_algorithm && strcmp(f->eplb_algorithm, "deepseek") && strcmp(f->eplb_algorithm, "refined"))
         bad = "--eplb-algorithm must be deepseek or refined";
     else if (strcmp(f->generation_config, "auto") && strcmp(f->generation_config, "vllm"))
         bad = "--generation-config must be auto or vllm";
-    else if (ea_reasoning_mode_parse(f->reasoning_parser) < 0)
-        bad = "--reasoning-parser must be none, qwen3 or deepseek_r1";
     char why[300];
     if (!bad && f->init_expert_location && !ea_file_exists(f->init_expert_location)) {
         snprintf(why, sizeof why, "--init-expert-location %.200s: no such file", f->init_expert_location);
