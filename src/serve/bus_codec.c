@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define N_EVENTS_AT 12 /* offset of n_events in the header */
+_Static_assert(sizeof(ea_logit_bias) == 8, "logit bias pairs travel as (i32 id, f32 bias)");
 
 void ea_bus_begin(ea_sbuf *b, uint64_t step) {
     uint32_t magic = EA_BUS_MAGIC, n = 0;
@@ -49,6 +50,13 @@ void ea_bus_put_submit(ea_sbuf *b, uint64_t id, const ea_req_params *p) {
         ea_sbuf_append(b, &n, sizeof n);
         ea_sbuf_append(b, p->stop[i], n);
     }
+    int32_t iv3[2] = {p->n_bias, p->n_forced};
+    ea_sbuf_append(b, iv3, sizeof iv3);
+    for (int i = 0; i < p->n_bias; i++) {
+        ea_sbuf_append(b, &p->bias[i].id, 4);
+        ea_sbuf_append(b, &p->bias[i].bias, 4);
+    }
+    if (p->n_forced > 0) ea_sbuf_append(b, p->forced, sizeof(int32_t) * (size_t)p->n_forced);
     ea_sbuf_append(b, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
 }
 
@@ -112,6 +120,16 @@ static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
         ev->stops[k][sl] = 0;
         p->stop[k] = ev->stops[k];
     }
+    int32_t iv3[2];
+    if (!get(rd, iv3, sizeof iv3) || iv3[0] < 0 || iv3[0] > EA_MAX_LOGIT_BIAS || iv3[1] < 0 || iv3[1] > p->max_tokens)
+        return ea_err(EA_ERR_FORMAT, "control bus: logit bias / forced counts of %llu", id);
+    p->n_bias = iv3[0];
+    p->n_forced = iv3[1];
+    size_t nb = 8 * (size_t)p->n_bias, nf = sizeof(int32_t) * (size_t)p->n_forced;
+    if ((size_t)(rd->end - rd->p) < nb + nf) return ea_err(EA_ERR_FORMAT, "control bus: logit bias of %llu truncated", id);
+    ev->bias = rd->p; /* (id i32, bias f32) pairs: the layout of ea_logit_bias */
+    ev->forced = rd->p + nb;
+    rd->p += nb + nf;
     size_t n = sizeof(int32_t) * (size_t)p->n_prompt;
     if ((size_t)(rd->end - rd->p) < n) return ea_err(EA_ERR_FORMAT, "control bus: prompt of %llu truncated", id);
     ev->prompt = rd->p;

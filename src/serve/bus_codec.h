@@ -21,7 +21,9 @@
  *   ...   assign only (data-parallel attention, right after its submit): i32 the rank that runs it
  *   ...   submit only: i32 n_prompt, max_tokens, ignore_eos, logprobs, top_logprobs, n_stop;
  *         f32 temperature, top_p; i32 top_k; f32 min_p, presence, frequency, repetition;
- *         u64 seed; n_stop x (u32 len, bytes); n_prompt x i32 token ids
+ *         u64 seed; i32 n_stop_ids, min_tokens; n_stop_ids x i32; n_stop x (u32 len, bytes);
+ *         i32 n_bias, n_forced; n_bias x (i32 id, f32 bias); n_forced x i32 (test hook);
+ *         n_prompt x i32 token ids
  *
  * An empty batch (n_events 0) is the tick that keeps every rank in step.
  *
@@ -72,6 +74,8 @@ typedef struct {
     char stops[EA_MAX_STOP][EA_STOP_TEXT_HOLD / 2];
     const uint8_t *prompt; /* views the batch: p.n_prompt little-endian i32, not aligned */
     int rank;              /* EA_BUS_ASSIGN: the rank that runs the request (>= 0) */
+    const uint8_t *bias;   /* views the batch: p.n_bias (i32 id, f32 bias), not aligned */
+    const uint8_t *forced; /* views the batch: p.n_forced i32, not aligned */
 } ea_bus_event;
 
 /* Check the header of buf[0..len) (viewed, not copied). EA_ERR_FORMAT if it is not a batch. */

@@ -19,11 +19,13 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/util.h"
 #include "serve/openai_impl.h"
+#include "serve/tool_choice.h"
 
 /* ---- errors ----------------------------------------------------------------- */
 
@@ -135,6 +137,18 @@ void ea_oai_request_deinit(ea_oai_request *r) {
     ea_free(r->prompt_ids);
     json_decref(r->messages);
     for (int i = 0; i < EA_MAX_STOP; i++) ea_free(r->stop_store[i]);
+    for (int i = 0; i < r->n_more; i++) {
+        ea_free(r->more[i].text);
+        ea_free(r->more[i].ids);
+    }
+    ea_free(r->more);
+    ea_free(r->bias_store);
+    json_decref(r->tools);
+    ea_free(r->tool_name);
+    json_decref(r->template_vars);
+    ea_free(r->forced_text);
+    ea_free(r->forced_ids);
+    ea_free(r->choices);
     memset(r, 0, sizeof *r);
 }
 
@@ -209,23 +223,45 @@ static int parse_ids(const json_t *a, const char *param, int32_t **ids, int *n, 
     return 0;
 }
 
+/* One prompt: a non-empty string, or token ids. */
+static int parse_one_prompt(const json_t *p, const char *param, char **text, int32_t **ids, int *n, ea_oai_error *e) {
+    if (json_is_string(p)) {
+        if (json_string_length(p) == 0) return ea_oai_fail(e, 400, NULL, param, NULL, "'%s' must not be empty", param);
+        *text = ea_strndup(json_string_value(p), json_string_length(p));
+        if (!*text) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+        return 0;
+    }
+    if (json_is_array(p)) return parse_ids(p, param, ids, n, e);
+    return ea_oai_fail(e, 400, NULL, param, NULL, "'%s' must be a string or an array of token ids", param);
+}
+
+/* prompt: a string, token ids, or a batch ([string] or [[ids]]) of up to
+ * EA_OAI_MAX_CHOICES prompts; the first goes to prompt_text/prompt_ids, the rest to more. */
 static int parse_prompt(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
     json_t *p = field(root, "prompt");
     if (!p) return ea_oai_fail(e, 400, NULL, "prompt", NULL, "'prompt' is required");
+    size_t np = 1;
     if (json_is_array(p) && json_array_size(p) >= 1 && !json_is_integer(json_array_get(p, 0))) {
-        /* [string] or [[ids]]: a batch; we take exactly one */
-        if (json_array_size(p) != 1)
-            return ea_oai_fail(e, 400, NULL, "prompt", NULL, "batched prompts are not supported: send one prompt");
+        np = json_array_size(p);
+        if (np > EA_OAI_MAX_CHOICES)
+            return ea_oai_fail(e, 400, NULL, "prompt", NULL, "at most %d prompts in one request", EA_OAI_MAX_CHOICES);
+        for (size_t i = 1; i < np; i++)
+            if (json_is_string(json_array_get(p, i)) != json_is_string(json_array_get(p, 0)))
+                return ea_oai_fail(e, 400, NULL, "prompt", NULL,
+                                   "a batch of prompts must be all strings or all token id arrays");
+        if (np > 1 && !(r->more = ea_calloc(np - 1, sizeof *r->more)))
+            return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+        r->n_more = (int)np - 1;
+        for (size_t i = 1; i < np; i++) {
+            char param[32];
+            snprintf(param, sizeof param, "prompt[%zu]", i);
+            ea_oai_prompt *q = &r->more[i - 1];
+            if (parse_one_prompt(json_array_get(p, i), param, &q->text, &q->ids, &q->n_ids, e)) return -1;
+        }
         p = json_array_get(p, 0);
     }
-    if (json_is_string(p)) {
-        if (json_string_length(p) == 0) return ea_oai_fail(e, 400, NULL, "prompt", NULL, "'prompt' must not be empty");
-        r->prompt_text = ea_strndup(json_string_value(p), json_string_length(p));
-        if (!r->prompt_text) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
-        return 0;
-    }
-    if (json_is_array(p)) return parse_ids(p, "prompt", &r->prompt_ids, &r->n_prompt, e);
-    return ea_oai_fail(e, 400, NULL, "prompt", NULL, "'prompt' must be a string or an array of token ids");
+    r->prompt_is_ids = !json_is_string(p);
+    return parse_one_prompt(p, np > 1 ? "prompt[0]" : "prompt", &r->prompt_text, &r->prompt_ids, &r->n_prompt, e);
 }
 
 /* Validate messages and copy them with content flattened to a string. */
@@ -283,9 +319,12 @@ static int parse_messages(const json_t *root, ea_oai_request *r, ea_oai_error *e
             snprintf(param, sizeof param, "messages[%zu].content", i);
             return ea_oai_fail(e, 400, NULL, param, NULL, "'%s' must be a string or an array of text parts", param);
         }
+        /* an assistant turn of tool calls keeps content null: DeepSeek-V3's template writes the
+         * calls only then (prepare falls back to "" for templates that cannot take null) */
+        int keep_null = (c == NULL || json_is_null(c)) && json_array_size(json_object_get(msg, "tool_calls")) > 0;
         json_t *copy = json_deep_copy(msg);
         if (!copy || text.failed ||
-            json_object_set_new(copy, "content", json_stringn(text.data, text.len)) != 0 ||
+            json_object_set_new(copy, "content", keep_null ? json_null() : json_stringn(text.data, text.len)) != 0 ||
             json_array_append_new(out, copy) != 0) {
             json_decref(out);
             ea_sbuf_deinit(&text);
@@ -353,29 +392,79 @@ static int parse_stop_ids(const json_t *root, ea_oai_request *r, ea_oai_error *e
 
 /* Fields we refuse rather than silently ignore. */
 static int parse_unsupported(const json_t *root, ea_oai_error *e) {
-    int b = 0;
-    if (get_bool(root, "echo", &b, e)) return -1;
-    if (b) return ea_oai_fail(e, 400, NULL, "echo", NULL, "'echo' is not supported");
     if (field(root, "suffix")) return ea_oai_fail(e, 400, NULL, "suffix", NULL, "'suffix' is not supported");
     long long best_of = 1;
     int given;
     if (get_int(root, "best_of", 1, 1, &best_of, &given, e)) return -1;
-    static const char *tools[] = {"tools", "functions", "tool_choice", "function_call"};
-    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
-        json_t *v = field(root, tools[i]);
-        if (v && !(json_is_array(v) && json_array_size(v) == 0) &&
-            !(json_is_string(v) && strcmp(json_string_value(v), "none") == 0))
-            return ea_oai_fail(e, 400, NULL, tools[i], NULL, "'%s' is not supported", tools[i]);
-    }
     json_t *rf = field(root, "response_format");
     if (rf) {
         json_t *t = json_object_get(rf, "type");
         if (!json_is_object(rf) || !json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
             return ea_oai_fail(e, 400, NULL, "response_format", NULL, "only response_format {\"type\": \"text\"} is supported");
     }
+    return 0;
+}
+
+/* logit_bias: {"token id": bias}, bias in [-100, 100]; ids checked against the vocabulary in prepare. */
+static int parse_logit_bias(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
     json_t *lb = field(root, "logit_bias");
-    if (lb && !(json_is_object(lb) && json_object_size(lb) == 0))
-        return ea_oai_fail(e, 400, NULL, "logit_bias", NULL, "'logit_bias' is not supported");
+    if (!lb) return 0;
+    if (!json_is_object(lb))
+        return ea_oai_fail(e, 400, NULL, "logit_bias", NULL, "'logit_bias' must be an object of token id -> bias");
+    size_t n = json_object_size(lb);
+    if (n == 0) return 0;
+    if (n > EA_MAX_LOGIT_BIAS)
+        return ea_oai_fail(e, 400, NULL, "logit_bias", NULL, "at most %d logit_bias entries", EA_MAX_LOGIT_BIAS);
+    if (!(r->bias_store = ea_malloc(sizeof *r->bias_store * n))) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+    const char *key;
+    json_t *v;
+    int i = 0;
+    json_object_foreach(lb, key, v) {
+        char *end;
+        long id = strtol(key, &end, 10);
+        if (!key[0] || *end || id < 0 || id > INT32_MAX)
+            return ea_oai_fail(e, 400, NULL, "logit_bias", NULL, "'logit_bias' key '%.40s' is not a token id", key);
+        double b = json_is_number(v) ? json_number_value(v) : NAN;
+        if (!(b >= -100 && b <= 100))
+            return ea_oai_fail(e, 400, NULL, "logit_bias", NULL, "'logit_bias[%s]' must be a number in [-100, 100]", key);
+        r->bias_store[i++] = (ea_logit_bias){(int32_t)id, (float)b};
+    }
+    r->params.bias = r->bias_store;
+    r->params.n_bias = i;
+    return 0;
+}
+
+/* Chat template options: chat_template_kwargs (an object whose keys become template
+ * variables), add_generation_prompt, continue_final_message (vLLM's: the last
+ * message, an assistant's, is left open; both true is a 400). */
+static int parse_chat_options(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
+    r->add_generation_prompt = 1;
+    r->agp_given = field(root, "add_generation_prompt") != NULL;
+    if (get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e) ||
+        get_bool(root, "continue_final_message", &r->continue_final, e))
+        return -1;
+    if (r->continue_final && r->agp_given && r->add_generation_prompt)
+        return ea_oai_fail(e, 400, NULL, "continue_final_message", NULL,
+                           "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+    if (r->continue_final) {
+        r->add_generation_prompt = 0;
+        json_t *last = json_array_get(r->messages, json_array_size(r->messages) - 1);
+        json_t *role = json_object_get(last, "role");
+        if (!json_is_string(role) || strcmp(json_string_value(role), "assistant") != 0)
+            return ea_oai_fail(e, 400, NULL, "continue_final_message", NULL,
+                               "'continue_final_message' needs the last message to be the assistant's");
+    }
+    json_t *kw = field(root, "chat_template_kwargs");
+    if (kw && !json_is_object(kw))
+        return ea_oai_fail(e, 400, NULL, "chat_template_kwargs", NULL, "'chat_template_kwargs' must be an object");
+    static const char *reserved[] = {"messages", "add_generation_prompt", "tools"};
+    for (size_t i = 0; kw && i < sizeof reserved / sizeof reserved[0]; i++)
+        if (json_object_get(kw, reserved[i]))
+            return ea_oai_fail(e, 400, NULL, "chat_template_kwargs", NULL,
+                               "'chat_template_kwargs.%s' is set by the request itself", reserved[i]);
+    r->template_vars = kw ? json_deep_copy(kw) : json_object();
+    if (!r->template_vars || (r->tools && json_object_set(r->template_vars, "tools", r->tools)))
+        return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
     return 0;
 }
 
@@ -460,13 +549,17 @@ static const struct {
     {"temperature", FOR_BOTH}, {"top_p", FOR_BOTH}, {"top_k", FOR_BOTH}, {"min_p", FOR_BOTH},
     {"presence_penalty", FOR_BOTH}, {"frequency_penalty", FOR_BOTH}, {"repetition_penalty", FOR_BOTH},
     {"seed", FOR_BOTH}, {"stop", FOR_BOTH}, {"stop_token_ids", FOR_BOTH}, {"min_tokens", FOR_BOTH}, {"logprobs", FOR_BOTH}, {"top_logprobs", FOR_CHAT},
-    /* read only to refuse what we would not honour (parse_unsupported) */
-    {"echo", FOR_CMPL}, {"suffix", FOR_CMPL}, {"best_of", FOR_CMPL}, {"tools", FOR_BOTH},
-    {"functions", FOR_BOTH}, {"tool_choice", FOR_BOTH}, {"function_call", FOR_BOTH},
-    {"response_format", FOR_BOTH}, {"logit_bias", FOR_BOTH},
+    {"logit_bias", FOR_BOTH}, {"echo", FOR_CMPL},
+    {"tools", FOR_CHAT}, {"tool_choice", FOR_CHAT}, {"parallel_tool_calls", FOR_CHAT},
+    {"chat_template_kwargs", FOR_CHAT}, {"add_generation_prompt", FOR_CHAT}, {"continue_final_message", FOR_CHAT},
+    /* the test hook: known here, refused by prepare unless the server runs with EAAS_TEST_HOOKS=1 */
+    {"eaas_test_forced_text", FOR_BOTH},
+    /* read only to refuse what we would not honour (parse_unsupported, ea_oai_parse_tools) */
+    {"suffix", FOR_CMPL}, {"best_of", FOR_CMPL}, {"functions", FOR_CHAT}, {"function_call", FOR_CHAT},
+    {"response_format", FOR_BOTH},
     /* accepted, no effect */
     {"user", FOR_BOTH}, {"metadata", FOR_BOTH}, {"store", FOR_BOTH}, {"service_tier", FOR_BOTH},
-    {"safety_identifier", FOR_BOTH}, {"prompt_cache_key", FOR_BOTH}, {"parallel_tool_calls", FOR_CHAT},
+    {"safety_identifier", FOR_BOTH}, {"prompt_cache_key", FOR_BOTH},
 };
 
 /* 400 naming the first field of o (a request body, or an object under `prefix`)
@@ -508,7 +601,12 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
     if (given) r->max_tokens = (int)v;
     if (get_int(root, "max_completion_tokens", 1, INT_MAX, &v, &given, e)) return -1;
     if (given) r->max_tokens = (int)v;
-    if (get_int(root, "n", 1, 1, &v, &given, e)) return -1;
+    r->n = 1;
+    if (get_int(root, "n", 1, EA_OAI_MAX_CHOICES, &v, &given, e)) return -1;
+    if (given) r->n = (int)v;
+    if ((long)r->n * (1 + r->n_more) > EA_OAI_MAX_CHOICES)
+        return ea_oai_fail(e, 400, NULL, "n", NULL, "prompts x n must be at most %d, got %d x %d", EA_OAI_MAX_CHOICES,
+                           1 + r->n_more, r->n);
     if (get_bool(root, "stream", &r->stream, e)) return -1;
     json_t *so = field(root, "stream_options");
     if (so) {
@@ -520,8 +618,15 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
     }
     if (get_bool(root, "ignore_eos", &r->params.ignore_eos, e)) return -1;
     if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_stop_ids(root, r, e) ||
-        parse_logprobs(root, r, e))
+        parse_logprobs(root, r, e) || parse_logit_bias(root, r, e))
         return -1;
+    if (get_bool(root, "echo", &r->echo, e)) return -1;
+    if (r->echo && r->params.logprobs)
+        return ea_oai_fail(e, 400, NULL, "echo", NULL, "'echo' together with 'logprobs' is not supported");
+    if (r->kind == EA_OAI_CHAT && (ea_oai_parse_tools(root, r, e) || parse_chat_options(root, r, e))) return -1;
+    json_t *ft = field(root, "eaas_test_forced_text");
+    if (ft && (!json_is_string(ft) || !(r->forced_text = ea_strndup(json_string_value(ft), json_string_length(ft)))))
+        return ea_oai_fail(e, 400, NULL, "eaas_test_forced_text", NULL, "'eaas_test_forced_text' must be a string");
     static const char *const stream_fields[] = {"include_usage", NULL};
     const char *endpoint = r->kind == EA_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
     if (refuse_unknown(root, r->kind, NULL, "", endpoint, e) ||
@@ -565,51 +670,148 @@ static int check_ids(const int32_t *ids, int n, const ea_text_ops *ops, const ch
     return 0;
 }
 
-int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, int kv_tokens, uint64_t seed,
-                   ea_oai_error *e) {
-    ea_status s;
-    if (r->kind == EA_OAI_CHAT) {
-        if ((s = ops->render_chat(ops->ctx, r->messages, 1, &r->prompt_text)) != EA_OK)
-            return tok_fail(e, s, "messages");
+/* Replace the null contents of messages (assistant tool-call turns) with "". 1 if any was. */
+static int null_contents_to_empty(json_t *messages) {
+    size_t i;
+    json_t *m;
+    int any = 0;
+    json_array_foreach(messages, i, m) {
+        json_t *c = json_object_get(m, "content");
+        if (c && json_is_null(c)) any |= json_object_set_new(m, "content", json_string("")) == 0;
     }
-    if (r->prompt_text) {
-        if ((s = ops->encode(ops->ctx, r->prompt_text, strlen(r->prompt_text), r->kind == EA_OAI_COMPLETIONS,
-                             &r->prompt_ids, &r->n_prompt)) != EA_OK)
-            return tok_fail(e, s, r->kind == EA_OAI_CHAT ? "messages" : "prompt");
-    } else if (check_ids(r->prompt_ids, r->n_prompt, ops, "prompt", e)) {
-        return -1;
+    return any;
+}
+
+/* The chat prompt: the template over messages, tools and chat_template_kwargs. A
+ * template that cannot take a null content (Qwen3's tests '</think>' in it) gets ""
+ * instead, as vLLM passes. continue_final_message cuts the text after the last
+ * message's content (transformers' rule: its last occurrence, whitespace-trimmed). */
+static int render_prompt(ea_oai_request *r, const ea_text_ops *ops, ea_oai_error *e) {
+    ea_status s = ops->render_chat(ops->ctx, r->messages, r->template_vars, r->add_generation_prompt, &r->prompt_text);
+    if (s != EA_OK && s != EA_ERR_NOMEM && null_contents_to_empty(r->messages)) {
+        ea_free(r->prompt_text);
+        r->prompt_text = NULL;
+        s = ops->render_chat(ops->ctx, r->messages, r->template_vars, r->add_generation_prompt, &r->prompt_text);
     }
+    if (s != EA_OK) return tok_fail(e, s, "messages");
+    if (!r->continue_final) return 0;
+    const char *c = json_string_value(json_object_get(json_array_get(r->messages, json_array_size(r->messages) - 1), "content"));
+    size_t n = c ? strlen(c) : 0;
+    while (n && strchr(" \t\r\n", c[n - 1])) n--;
+    while (n && strchr(" \t\r\n", c[0])) c++, n--;
+    if (n == 0)
+        return ea_oai_fail(e, 400, NULL, "continue_final_message", NULL,
+                           "'continue_final_message' needs the last message to have content to continue");
+    char *at = NULL; /* the last occurrence of the trimmed content */
+    for (char *p = r->prompt_text; (p = strchr(p, c[0])) != NULL; p++)
+        if (strncmp(p, c, n) == 0) at = p;
+    if (!at)
+        return ea_oai_fail(e, 400, NULL, "continue_final_message", NULL,
+                           "the chat template does not write the last message's content, so it cannot be continued");
+    at[n] = 0;
+    return 0;
+}
+
+/* Length checks of one prompt of n tokens; *room gets what is left of the context and cache. */
+static int check_prompt_len(const ea_oai_request *r, int n, int ctx_len, int kv_tokens, int *room, ea_oai_error *e) {
     const char *what = r->kind == EA_OAI_CHAT ? "messages" : "prompt";
-    if (r->n_prompt <= 0) return ea_oai_fail(e, 400, NULL, what, NULL, "the prompt is empty after tokenization");
-    if (r->n_prompt >= ctx_len)
+    if (n <= 0) return ea_oai_fail(e, 400, NULL, what, NULL, "the prompt is empty after tokenization");
+    if (n >= ctx_len)
         return ea_oai_fail(e, 400, NULL, what, "context_length_exceeded",
                            "This model's maximum context length is %d tokens. However, your prompt has %d tokens "
                            "(leaving no room for the completion).",
-                           ctx_len, r->n_prompt);
-    int room = ctx_len - r->n_prompt;
-    if (r->max_tokens > room)
+                           ctx_len, n);
+    *room = ctx_len - n;
+    if (r->max_tokens > *room)
         return ea_oai_fail(e, 400, NULL, "max_tokens", "context_length_exceeded",
                            "This model's maximum context length is %d tokens. However, you requested %lld tokens "
                            "(%d in the prompt, %d for the completion). Reduce the prompt or max_tokens.",
-                           ctx_len, (long long)r->n_prompt + r->max_tokens, r->n_prompt, r->max_tokens);
-    if (kv_tokens > 0 && (long long)r->n_prompt + (r->max_tokens > 0 ? r->max_tokens : 1) > kv_tokens)
+                           ctx_len, (long long)n + r->max_tokens, n, r->max_tokens);
+    if (kv_tokens > 0 && (long long)n + (r->max_tokens > 0 ? r->max_tokens : 1) > kv_tokens)
         return ea_oai_fail(e, 400, NULL, r->max_tokens > 0 ? "max_tokens" : what, NULL,
                            "This request can never fit in the server's KV cache, which holds %d tokens in all: "
                            "the prompt has %d tokens and max_tokens is %d (%lld in all). Reduce the prompt or "
                            "max_tokens, or start the server with a larger --kv-cache-mib.",
-                           kv_tokens, r->n_prompt, r->max_tokens > 0 ? r->max_tokens : 1,
-                           (long long)r->n_prompt + (r->max_tokens > 0 ? r->max_tokens : 1));
-    if (kv_tokens > 0 && room > kv_tokens - r->n_prompt) room = kv_tokens - r->n_prompt; /* the default fits the cache */
+                           kv_tokens, n, r->max_tokens > 0 ? r->max_tokens : 1,
+                           (long long)n + (r->max_tokens > 0 ? r->max_tokens : 1));
+    if (kv_tokens > 0 && *room > kv_tokens - n) *room = kv_tokens - n; /* the default fits the cache */
+    return 0;
+}
+
+/* Encode (or check) one prompt given as text or ids. */
+static int encode_prompt(ea_oai_request *r, const ea_text_ops *ops, const char *text, int32_t **ids, int *n,
+                         ea_oai_error *e) {
+    const char *what = r->kind == EA_OAI_CHAT ? "messages" : "prompt";
+    if (!text) return check_ids(*ids, *n, ops, what, e);
+    ea_status s = ops->encode(ops->ctx, text, strlen(text), r->kind == EA_OAI_COMPLETIONS, ids, n);
+    return s != EA_OK ? tok_fail(e, s, what) : 0;
+}
+
+/* The choices: prompt-major, choice j of a prompt seeded params.sp.seed + j (vLLM's
+ * rule for n > 1), so choice 0 is the request with n = 1 and the same seed. */
+static int make_choices(ea_oai_request *r, ea_oai_error *e) {
+    int np = 1 + r->n_more;
+    r->n_choices = np * r->n;
+    if (!(r->choices = ea_calloc((size_t)r->n_choices, sizeof *r->choices)))
+        return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+    for (int p = 0; p < np; p++)
+        for (int j = 0; j < r->n; j++) {
+            ea_req_params *c = &r->choices[p * r->n + j];
+            *c = r->params;
+            if (p > 0) {
+                c->prompt = r->more[p - 1].ids;
+                c->n_prompt = r->more[p - 1].n_ids;
+            }
+            c->sp.seed = r->params.sp.seed + (uint64_t)j;
+        }
+    return 0;
+}
+
+int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, int kv_tokens, uint64_t seed,
+                   ea_oai_error *e) {
+    if (r->forced_text && !ops->test_hooks)
+        return ea_oai_fail(e, 400, NULL, "eaas_test_forced_text", NULL,
+                           "unknown field 'eaas_test_forced_text' (a test hook, on only when the server runs with "
+                           "EAAS_TEST_HOOKS=1)");
+    if (r->kind == EA_OAI_CHAT) {
+        void *grammar = NULL;
+        if (ea_tool_choice_grammar(r->tools, r->tool_choice, r->tool_name, ops->tool_format, &grammar) != EA_OK)
+            return ea_oai_fail(e, 400, NULL, "tool_choice", NULL, "%s", ea_errmsg());
+        if (r->tools && r->tool_choice != EA_TOOL_CHOICE_NONE && ops->tool_format == EA_TOOL_FMT_NONE)
+            return ea_oai_fail(e, 400, NULL, "tools", NULL,
+                               "this model's family has no tool-call parser, so tool calls could not be returned "
+                               "(use tool_choice \"none\" or a qwen3/deepseek family model)");
+        if (render_prompt(r, ops, e)) return -1;
+    }
+    if (encode_prompt(r, ops, r->prompt_text, &r->prompt_ids, &r->n_prompt, e)) return -1;
+    for (int i = 0; i < r->n_more; i++)
+        if (encode_prompt(r, ops, r->more[i].text, &r->more[i].ids, &r->more[i].n_ids, e)) return -1;
+    int room;
+    if (check_prompt_len(r, r->n_prompt, ctx_len, kv_tokens, &room, e)) return -1;
+    for (int i = 0; i < r->n_more; i++) {
+        int rm;
+        if (check_prompt_len(r, r->more[i].n_ids, ctx_len, kv_tokens, &rm, e)) return -1;
+        room = rm < room ? rm : room;
+    }
     if (r->max_tokens == 0) r->max_tokens = r->kind == EA_OAI_COMPLETIONS && room > 16 ? 16 : room;
     if (r->params.min_tokens > r->max_tokens)
         return ea_oai_fail(e, 400, NULL, "min_tokens", NULL, "'min_tokens' (%d) must not exceed max_tokens (%d)",
                            r->params.min_tokens, r->max_tokens);
     if (check_ids(r->params.stop_ids, r->params.n_stop_ids, ops, "stop_token_ids", e)) return -1;
+    for (int i = 0; i < r->params.n_bias; i++)
+        if (check_ids(&r->params.bias[i].id, 1, ops, "logit_bias", e)) return -1;
+    if (r->forced_text) {
+        ea_status s = ops->encode(ops->ctx, r->forced_text, strlen(r->forced_text), 0, &r->forced_ids,
+                                  &r->params.n_forced);
+        if (s != EA_OK) return tok_fail(e, s, "eaas_test_forced_text");
+        if (r->params.n_forced > r->max_tokens) r->params.n_forced = r->max_tokens;
+        r->params.forced = r->forced_ids;
+    }
     r->params.prompt = r->prompt_ids;
     r->params.n_prompt = r->n_prompt;
     r->params.max_tokens = r->max_tokens;
     if (!r->seed_given) r->params.sp.seed = seed;
-    return 0;
+    return make_choices(r, e);
 }
 
 /* ---- /tokenize, /detokenize, /v1/models ------------------------------------------ */
@@ -622,13 +824,9 @@ int ea_oai_tokenize(const char *body, size_t len, const ea_text_ops *ops, int ct
     int rc = -1;
     if (field(root, "messages")) {
         r.kind = EA_OAI_CHAT;
-        int agp = 1;
-        if (get_bool(root, "add_generation_prompt", &agp, e) || parse_messages(root, &r, e)) goto done;
-        ea_status s = ops->render_chat(ops->ctx, r.messages, agp, &r.prompt_text);
-        if (s != EA_OK) {
-            tok_fail(e, s, "messages");
+        if (parse_messages(root, &r, e) || ea_oai_parse_tools(root, &r, e) || parse_chat_options(root, &r, e) ||
+            render_prompt(&r, ops, e))
             goto done;
-        }
     } else {
         json_t *p = field(root, "prompt");
         if (!json_is_string(p)) {
@@ -641,7 +839,8 @@ int ea_oai_tokenize(const char *body, size_t len, const ea_text_ops *ops, int ct
         }
     }
     static const char *const tokenize_fields[] = {"model", "prompt", "messages", "add_generation_prompt",
-                                                  "add_special_tokens", NULL};
+                                                  "add_special_tokens", "tools", "tool_choice", "parallel_tool_calls",
+                                                  "chat_template_kwargs", "continue_final_message", NULL};
     if (refuse_unknown(root, r.kind, tokenize_fields, "", "/tokenize", e)) goto done;
     if (r.prompt_text[0]) {
         int add_special = r.kind == EA_OAI_COMPLETIONS;

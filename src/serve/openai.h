@@ -18,21 +18,29 @@
  *
  * Accepted fields (any other field is refused with a 400 naming it; the table
  * is known_fields in openai.c, the accepted-with-no-effect ones are user,
- * safety_identifier, metadata, store, service_tier, prompt_cache_key and, on
- * chat, parallel_tool_calls):
- *   model (string), prompt (completions: string, [string], or [int token ids]),
- *   messages (chat: [{role: system|developer|user|assistant|tool, content:
- *   string | [{type:"text", text}] | null}]), max_tokens, max_completion_tokens,
+ * safety_identifier, metadata, store, service_tier, prompt_cache_key):
+ *   model (string), prompt (completions: string, [string], [int token ids] or
+ *   [[int]]: a batch of up to EA_OAI_MAX_CHOICES prompts), messages (chat:
+ *   [{role: system|developer|user|assistant|tool, content: string |
+ *   [{type:"text", text}] | null, tool_calls, tool_call_id, name, reasoning_content}]),
+ *   max_tokens, max_completion_tokens,
  *   temperature (>= 0), top_p (0,1], top_k (-1/0 off, or >= 1), min_p [0,1],
  *   seed (int), stop (string | [string], <= EA_MAX_STOP, each 1..255 bytes),
- *   n (only 1), stream (bool), stream_options.include_usage (only with stream),
+ *   n (1..EA_OAI_MAX_CHOICES, prompts x n at most that), stream (bool),
+ *   stream_options.include_usage (only with stream),
  *   logprobs (completions: int 0..20; chat: bool), top_logprobs (chat: 0..20,
  *   needs logprobs), presence_penalty and frequency_penalty [-2,2],
  *   repetition_penalty (0, 100], ignore_eos (bool), stop_token_ids ([id],
- *   <= EA_MAX_STOP_IDS, checked as prompt ids), min_tokens (0..max_tokens).
- * Refused with 400 because we would silently do something else: echo=true,
- * suffix, best_of > 1, tools/functions, response_format other than text,
- * logit_bias with entries.
+ *   <= EA_MAX_STOP_IDS, checked as prompt ids), min_tokens (0..max_tokens),
+ *   logit_bias ({"id": bias in [-100, 100]}, ids checked as prompt ids),
+ *   echo (completions; not with logprobs), tools, tool_choice,
+ *   parallel_tool_calls (chat; tool_choice.c), chat_template_kwargs,
+ *   add_generation_prompt, continue_final_message (chat), and with the test
+ *   hooks on (ea_text_ops.test_hooks) eaas_test_forced_text.
+ * Refused with 400 because we would silently do something else: suffix,
+ * best_of > 1, functions/function_call, response_format other than text,
+ * tool_choice required or a named function (they need constrained decoding),
+ * echo with logprobs.
  *
  * Defaults: max_tokens 16 for completions (OpenAI's), the rest of the context
  * for chat; temperature 1, top_p 1; seed: the caller's (random per request).
@@ -53,6 +61,9 @@
 #include "base/status.h"
 #include "base/sbuf.h"
 #include "serve/scheduler.h"
+#include "serve/tool_parse.h"
+
+#define EA_OAI_MAX_CHOICES 64 /* choices of one request: prompts x n */
 
 /* What openai.c and http.c need from the tokenizer and chat template, as a
  * table so this layer can be tested and built apart from them. All outputs
@@ -65,12 +76,27 @@ typedef struct {
     ea_status (*encode)(void *ctx, const char *text, size_t len, int add_special, int32_t **ids, int *n_ids);
     /* ids -> text (NUL-terminated, raw bytes: may be partial UTF-8 for one token) */
     ea_status (*decode)(void *ctx, const int32_t *ids, int n_ids, char **text, size_t *len);
-    /* messages (validated JSON array of {role, content}) -> prompt text */
-    ea_status (*render_chat)(void *ctx, const json_t *messages, int add_generation_prompt, char **text);
+    /* messages (validated JSON array of {role, content, ...}) -> prompt text; vars (may be
+     * NULL): more template variables (tools, chat_template_kwargs' keys) */
+    ea_status (*render_chat)(void *ctx, const json_t *messages, const json_t *vars, int add_generation_prompt,
+                             char **text);
     int vocab; /* the model's vocabulary rows */
     /* 1 if id stands for a token (ea_tokenizer_has_token); NULL: every id below vocab does */
     int (*has_token)(void *ctx, int32_t id);
+    ea_tool_format tool_format;  /* how the model writes tool calls; NONE: requests with tools are refused */
+    ea_reasoning_mode reasoning; /* --reasoning-parser: split <think> into reasoning_content */
+    int test_hooks;              /* EAAS_TEST_HOOKS=1: accept eaas_test_forced_text (docs/serving.md) */
 } ea_text_ops;
+
+/* tool_choice (tool_choice.c) */
+typedef enum { EA_TOOL_CHOICE_NONE = 0, EA_TOOL_CHOICE_AUTO, EA_TOOL_CHOICE_REQUIRED, EA_TOOL_CHOICE_NAMED } ea_tool_choice;
+
+/* One more prompt of a batched completions request. */
+typedef struct {
+    char *text;     /* owns; NULL when given as ids */
+    int32_t *ids;   /* owns */
+    int n_ids;
+} ea_oai_prompt;
 
 typedef enum { EA_OAI_COMPLETIONS = 0, EA_OAI_CHAT = 1 } ea_oai_kind;
 
@@ -100,6 +126,25 @@ typedef struct {
     int seed_given;
     char *stop_store[EA_MAX_STOP]; /* owns */
     ea_req_params params;   /* complete after prepare; borrows prompt_ids and stop_store */
+    int n;                  /* choices per prompt */
+    int echo;               /* completions: the prompt text before each choice's text */
+    int prompt_is_ids;      /* completions: the prompts were token ids (echo decodes them) */
+    ea_oai_prompt *more;    /* owns: (n_more) batched prompts after the first (prompt_text/prompt_ids) */
+    int n_more;
+    ea_logit_bias *bias_store; /* owns: params.bias */
+    /* chat */
+    json_t *tools;          /* owns a reference; NULL: none */
+    ea_tool_choice tool_choice;
+    char *tool_name;        /* owns: the function of a named tool_choice */
+    int parallel_tool_calls; /* 0: only the first call is returned */
+    json_t *template_vars;  /* owns: chat_template_kwargs (and tools) for the template; NULL: none */
+    int add_generation_prompt, agp_given, continue_final;
+    char *forced_text;      /* owns: the test hook's text (encoded by prepare into params.forced) */
+    int32_t *forced_ids;    /* owns */
+    /* after prepare: every choice's parameters, prompt-major (choice p * n + j: prompt p,
+     * seed params.sp.seed + j); borrow the prompts' ids */
+    ea_req_params *choices; /* owns the array */
+    int n_choices;
 } ea_oai_request;
 
 int ea_oai_parse(ea_oai_kind kind, const char *body, size_t len, ea_oai_request *r, ea_oai_error *e);
@@ -122,30 +167,49 @@ void ea_oai_render_models(const char *model, int ctx_len, long created, ea_sbuf 
 /* GET /v1/models/{id}: the one model object of the list above */
 void ea_oai_render_model(const char *model, int ctx_len, long created, ea_sbuf *out);
 
+/* One choice of a response (openai_render.c). */
+typedef struct {
+    ea_sbuf text;           /* non-streaming: the content (completions: the text, echo first) */
+    ea_sbuf reasoning;      /* non-streaming chat: reasoning_content */
+    json_t *calls;          /* owns: tool_calls so far (OpenAI's objects); NULL: none */
+    json_t *lp;             /* non-streaming logprobs so far (owns); NULL without logprobs */
+    size_t text_offset;     /* completions logprobs text_offset */
+    ea_chat_split split;    /* chat: reasoning / tool-call split of the text */
+    ea_event done;          /* the DONE event (finish, usage) once it came */
+    int finished;
+} ea_oai_choice;
+
 typedef struct {
     ea_oai_kind kind;
     char id[48];            /* cmpl-<32 hex> / chatcmpl-<32 hex>, random (unique across restarts) */
     long created;           /* unix seconds */
     const char *model;      /* borrows */
     int logprobs, top_logprobs, include_usage;
+    int n;                  /* choices per prompt (usage counts each prompt once) */
+    int parse_tools;        /* chat: tool calls are split out of the text */
+    int parallel_tool_calls;
     const ea_text_ops *ops; /* borrows: token strings for logprobs */
-    ea_sbuf text;           /* non-streaming: the whole completion */
-    json_t *lp;             /* non-streaming logprobs so far (owns); NULL without logprobs */
-    size_t text_offset;     /* completions logprobs text_offset */
+    ea_oai_choice *ch;      /* owns: (n_ch) */
+    int n_ch;
+    char **echo;            /* owns: (n_ch / n) prompt texts to echo; NULL: no echo */
+    ea_chat_delta scratch;  /* chat: one delta's split */
 } ea_oai_output;
 
 void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *model,
                         long created, const ea_text_ops *ops);
 void ea_oai_output_deinit(ea_oai_output *o);
-/* Non-streaming: add a TOKEN event; render the body once DONE arrives. */
-void ea_oai_output_add(ea_oai_output *o, const ea_event *tok);
-void ea_oai_render_final(ea_oai_output *o, const ea_event *done, ea_sbuf *out);
-/* Streaming. start: chat's first chunk (role); nothing for completions. */
+/* Non-streaming: add choice c's TOKEN and DONE events; render the body once every choice is done. */
+void ea_oai_output_add(ea_oai_output *o, int c, const ea_event *tok);
+void ea_oai_output_done(ea_oai_output *o, int c, const ea_event *done);
+void ea_oai_render_final(ea_oai_output *o, ea_sbuf *out);
+/* Streaming. start: chat's first chunk per choice (role); completions: the echo. */
 void ea_oai_stream_start(ea_oai_output *o, ea_sbuf *out);
-/* One chunk for a TOKEN event; nothing when the event carries no text and no logprobs are wanted. */
-void ea_oai_stream_token(ea_oai_output *o, const ea_event *tok, ea_sbuf *out);
-/* Finish chunk, usage chunk (include_usage), then data: [DONE]. */
-void ea_oai_stream_end(ea_oai_output *o, const ea_event *done, ea_sbuf *out);
+/* Chunks for choice c's TOKEN event; nothing when it carries no text and no logprobs are wanted. */
+void ea_oai_stream_token(ea_oai_output *o, int c, const ea_event *tok, ea_sbuf *out);
+/* Choice c is done: what was held back, then its finish chunk. */
+void ea_oai_stream_done(ea_oai_output *o, int c, const ea_event *done, ea_sbuf *out);
+/* After every choice is done: the usage chunk (include_usage), then data: [DONE]. */
+void ea_oai_stream_end(ea_oai_output *o, ea_sbuf *out);
 /* An error after the stream started: data: {"error": ...} then data: [DONE]. */
 void ea_oai_stream_error(const ea_oai_error *e, ea_sbuf *out);
 

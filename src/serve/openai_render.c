@@ -80,6 +80,21 @@ static void response_id(char *out, size_t n, const char *prefix) {
     for (size_t i = 0; i < sizeof b && k > 0 && (size_t)k + 2 < n; i++) k += snprintf(out + k, n - (size_t)k, "%02x", b[i]);
 }
 
+/* The text echoed before prompt p's choices: the prompt as given, or its ids decoded. */
+static char *echo_text(const ea_oai_request *r, const ea_text_ops *ops, int p) {
+    const char *t = p == 0 ? r->prompt_text : r->more[p - 1].text;
+    if (t) return ea_strdup(t);
+    const int32_t *ids = p == 0 ? r->prompt_ids : r->more[p - 1].ids;
+    int n = p == 0 ? r->n_prompt : r->more[p - 1].n_ids;
+    char *out = NULL;
+    size_t len;
+    if (!ops || !ops->decode || ops->decode(ops->ctx, ids, n, &out, &len) != EA_OK) {
+        ea_free(out);
+        return ea_strdup("");
+    }
+    return out;
+}
+
 void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *model, long created,
                         const ea_text_ops *ops) {
     memset(o, 0, sizeof *o);
@@ -91,11 +106,36 @@ void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *m
     o->top_logprobs = r->params.top_logprobs;
     o->include_usage = r->include_usage;
     o->ops = ops;
+    o->n = r->n > 0 ? r->n : 1;
+    o->n_ch = r->n_choices > 0 ? r->n_choices : 1;
+    o->parse_tools = r->kind == EA_OAI_CHAT && r->tools && r->tool_choice != EA_TOOL_CHOICE_NONE && ops &&
+                     ops->tool_format != EA_TOOL_FMT_NONE;
+    o->parallel_tool_calls = r->parallel_tool_calls;
+    o->ch = ea_calloc((size_t)o->n_ch, sizeof *o->ch);
+    if (!o->ch) { /* no memory: one choice on the stack would be worse; render nothing */
+        o->n_ch = 0;
+        return;
+    }
+    for (int c = 0; c < o->n_ch; c++)
+        ea_chat_split_init(&o->ch[c].split, ops && r->kind == EA_OAI_CHAT ? ops->reasoning : EA_REASONING_NONE,
+                           o->parse_tools ? ops->tool_format : EA_TOOL_FMT_NONE);
+    if (r->echo && (o->echo = ea_calloc((size_t)(o->n_ch / o->n), sizeof *o->echo)))
+        for (int p = 0; p < o->n_ch / o->n; p++) o->echo[p] = echo_text(r, ops, p);
 }
 
 void ea_oai_output_deinit(ea_oai_output *o) {
-    ea_sbuf_deinit(&o->text);
-    json_decref(o->lp);
+    for (int c = 0; c < o->n_ch; c++) {
+        ea_oai_choice *ch = &o->ch[c];
+        ea_sbuf_deinit(&ch->text);
+        ea_sbuf_deinit(&ch->reasoning);
+        json_decref(ch->calls);
+        json_decref(ch->lp);
+        ea_chat_split_deinit(&ch->split);
+    }
+    for (int p = 0; o->echo && p < o->n_ch / o->n; p++) ea_free(o->echo[p]);
+    ea_free(o->echo);
+    ea_free(o->ch);
+    ea_chat_delta_deinit(&o->scratch);
     memset(o, 0, sizeof *o);
 }
 
@@ -160,18 +200,80 @@ static json_t *new_logprobs(ea_oai_kind kind) {
     return json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
 }
 
-void ea_oai_output_add(ea_oai_output *o, const ea_event *tok) {
-    if (o->logprobs) {
-        if (!o->lp) o->lp = new_logprobs(o->kind);
-        add_logprobs(o, o->lp, tok, o->text.len);
+/* A tool call's id: call_ and 24 random hex digits (as vLLM's random ids). */
+static void call_id(char *out, size_t n) {
+    uint8_t b[12];
+    if (ea_random_bytes(b, sizeof b) != EA_OK) {
+        static _Atomic uint64_t ctr;
+        uint64_t x = ea_now_ns() ^ ++ctr;
+        memset(b, 0, sizeof b);
+        memcpy(b, &x, sizeof x);
     }
-    ea_sbuf_append(&o->text, tok->text, (size_t)tok->text_len);
+    int k = snprintf(out, n, "call_");
+    for (size_t i = 0; i < sizeof b && k > 0 && (size_t)k + 2 < n; i++) k += snprintf(out + k, n - (size_t)k, "%02x", b[i]);
 }
 
-static json_t *usage_json(const ea_event *done) {
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", done->prompt_tokens, "completion_tokens",
-                     done->completion_tokens, "total_tokens", done->prompt_tokens + done->completion_tokens,
-                     "prompt_tokens_details", "cached_tokens", done->cached_tokens);
+/* The calls of one delta as OpenAI tool_call objects, appended to ch->calls; with
+ * parallel_tool_calls false only the first call of the choice is kept. Returns the
+ * index in ch->calls of the first new one. */
+static size_t take_calls(ea_oai_output *o, ea_oai_choice *ch, const json_t *calls) {
+    if (!ch->calls) ch->calls = json_array();
+    size_t first = json_array_size(ch->calls), i;
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        if (!o->parallel_tool_calls && json_array_size(ch->calls) >= 1) break;
+        char id[48];
+        call_id(id, sizeof id);
+        json_array_append_new(ch->calls, json_pack("{s:s,s:s,s:{s:O,s:O}}", "id", id, "type", "function", "function",
+                                                   "name", json_object_get(c, "name"), "arguments",
+                                                   json_object_get(c, "arguments")));
+    }
+    return first;
+}
+
+/* Chat: one delta's split (o->scratch) into ch's whole texts (non-streaming). */
+static void keep_split(ea_oai_output *o, ea_oai_choice *ch) {
+    ea_sbuf_append(&ch->text, o->scratch.content.data, o->scratch.content.len);
+    ea_sbuf_append(&ch->reasoning, o->scratch.reasoning.data, o->scratch.reasoning.len);
+    take_calls(o, ch, o->scratch.calls);
+}
+
+void ea_oai_output_add(ea_oai_output *o, int c, const ea_event *tok) {
+    if (c < 0 || c >= o->n_ch) return;
+    ea_oai_choice *ch = &o->ch[c];
+    if (o->logprobs) {
+        if (!ch->lp) ch->lp = new_logprobs(o->kind);
+        add_logprobs(o, ch->lp, tok, ch->text.len);
+    }
+    if (o->kind != EA_OAI_CHAT) {
+        ea_sbuf_append(&ch->text, tok->text, (size_t)tok->text_len);
+        return;
+    }
+    ea_chat_split_feed(&ch->split, tok->text, (size_t)tok->text_len, &o->scratch);
+    keep_split(o, ch);
+}
+
+void ea_oai_output_done(ea_oai_output *o, int c, const ea_event *done) {
+    if (c < 0 || c >= o->n_ch) return;
+    ea_oai_choice *ch = &o->ch[c];
+    if (o->kind == EA_OAI_CHAT) {
+        ea_chat_split_finish(&ch->split, &o->scratch);
+        keep_split(o, ch);
+    }
+    ch->done = *done;
+    ch->finished = 1;
+}
+
+/* Usage over all choices: each prompt's tokens once (its first choice's), every choice's completion. */
+static json_t *usage_json(const ea_oai_output *o) {
+    int pt = 0, ct = 0, cached = 0;
+    for (int c = 0; c < o->n_ch; c++) {
+        const ea_event *d = &o->ch[c].done;
+        if (c % o->n == 0) pt += d->prompt_tokens, cached += d->cached_tokens;
+        ct += d->completion_tokens;
+    }
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", pt, "completion_tokens", ct, "total_tokens", pt + ct,
+                     "prompt_tokens_details", "cached_tokens", cached);
 }
 
 static json_t *envelope(const ea_oai_output *o, const char *object) {
@@ -179,27 +281,47 @@ static json_t *envelope(const ea_oai_output *o, const char *object) {
                      o->model);
 }
 
-static json_t *finish_json(ea_finish f) {
-    const char *n = ea_oai_finish_name(f);
+/* A choice that called tools finishes with "tool_calls" (vLLM: whenever calls were parsed). */
+static json_t *finish_json(const ea_oai_choice *ch) {
+    if (json_array_size(ch->calls) > 0 && ch->done.finish != EA_FINISH_CANCELLED) return json_string("tool_calls");
+    const char *n = ea_oai_finish_name(ch->done.finish);
     return n ? json_string(n) : json_null();
 }
 
-void ea_oai_render_final(ea_oai_output *o, const ea_event *done, ea_sbuf *out) {
-    json_t *text = ea__oai_jstr(o->text.data ? o->text.data : "", o->text.len);
-    json_t *lp = o->lp ? json_incref(o->lp) : o->logprobs ? new_logprobs(o->kind) : json_null();
-    json_t *choice;
-    json_t *root;
-    if (o->kind == EA_OAI_CHAT) {
-        choice = json_pack("{s:i,s:{s:s,s:o},s:o,s:o}", "index", 0, "message", "role", "assistant", "content", text,
-                           "logprobs", lp, "finish_reason", finish_json(done->finish));
-        root = envelope(o, "chat.completion");
-    } else {
-        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "text", text, "logprobs", lp, "finish_reason",
-                           finish_json(done->finish));
-        root = envelope(o, "text_completion");
+static json_t *sbuf_str(const ea_sbuf *b) { return ea__oai_jstr(b->data ? b->data : "", b->len); }
+
+static json_t *chat_message(const ea_oai_output *o, const ea_oai_choice *ch) {
+    int calls = json_array_size(ch->calls) > 0;
+    json_t *m = json_pack("{s:s,s:o}", "role", "assistant", "content",
+                          calls && ch->text.len == 0 ? json_null() : sbuf_str(&ch->text));
+    if (o->ops && o->ops->reasoning != EA_REASONING_NONE)
+        json_object_set_new(m, "reasoning_content", ch->reasoning.len ? sbuf_str(&ch->reasoning) : json_null());
+    if (calls) json_object_set(m, "tool_calls", ch->calls);
+    return m;
+}
+
+void ea_oai_render_final(ea_oai_output *o, ea_sbuf *out) {
+    json_t *choices = json_array();
+    for (int c = 0; c < o->n_ch; c++) {
+        ea_oai_choice *ch = &o->ch[c];
+        json_t *lp = ch->lp ? json_incref(ch->lp) : o->logprobs ? new_logprobs(o->kind) : json_null();
+        json_t *choice;
+        if (o->kind == EA_OAI_CHAT) {
+            choice = json_pack("{s:i,s:o,s:o,s:o}", "index", c, "message", chat_message(o, ch), "logprobs", lp,
+                               "finish_reason", finish_json(ch));
+        } else {
+            ea_sbuf t = {0};
+            if (o->echo) ea_sbuf_puts(&t, o->echo[c / o->n]);
+            ea_sbuf_append(&t, ch->text.data ? ch->text.data : "", ch->text.len);
+            choice = json_pack("{s:i,s:o,s:o,s:o}", "index", c, "text", sbuf_str(&t), "logprobs", lp, "finish_reason",
+                               finish_json(ch));
+            ea_sbuf_deinit(&t);
+        }
+        json_array_append_new(choices, choice);
     }
-    json_object_set_new(root, "choices", json_pack("[o]", choice));
-    json_object_set_new(root, "usage", usage_json(done));
+    json_t *root = envelope(o, o->kind == EA_OAI_CHAT ? "chat.completion" : "text_completion");
+    json_object_set_new(root, "choices", choices);
+    json_object_set_new(root, "usage", usage_json(o));
     ea_sbuf_json(out, root);
     json_decref(root);
 }
@@ -211,43 +333,86 @@ static void sse(ea_sbuf *out, json_t *chunk) {
     json_decref(chunk);
 }
 
-/* A chunk with one choice; delta is chat's delta object or completions' text. */
-static json_t *chunk(const ea_oai_output *o, json_t *delta, json_t *lp, json_t *finish) {
+/* A chunk with choice c; delta is chat's delta object or completions' text. */
+static json_t *chunk(const ea_oai_output *o, int c, json_t *delta, json_t *lp, json_t *finish) {
     json_t *root = envelope(o, o->kind == EA_OAI_CHAT ? "chat.completion.chunk" : "text_completion");
     json_t *choice = o->kind == EA_OAI_CHAT
-                         ? json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "delta", delta, "logprobs", lp, "finish_reason", finish)
-                         : json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "text", delta, "logprobs", lp, "finish_reason", finish);
+                         ? json_pack("{s:i,s:o,s:o,s:o}", "index", c, "delta", delta, "logprobs", lp, "finish_reason", finish)
+                         : json_pack("{s:i,s:o,s:o,s:o}", "index", c, "text", delta, "logprobs", lp, "finish_reason", finish);
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     if (o->include_usage) json_object_set_new(root, "usage", json_null());
     return root;
 }
 
 void ea_oai_stream_start(ea_oai_output *o, ea_sbuf *out) {
-    if (o->kind != EA_OAI_CHAT) return;
-    sse(out, chunk(o, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), json_null(), json_null()));
+    for (int c = 0; c < o->n_ch; c++) {
+        if (o->kind == EA_OAI_CHAT)
+            sse(out, chunk(o, c, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), json_null(), json_null()));
+        else if (o->echo)
+            sse(out, chunk(o, c, ea__oai_jstr(o->echo[c / o->n], strlen(o->echo[c / o->n])), json_null(), json_null()));
+    }
 }
 
-void ea_oai_stream_token(ea_oai_output *o, const ea_event *tok, ea_sbuf *out) {
-    size_t offset = o->text_offset;
-    o->text_offset += (size_t)tok->text_len;
+/* Chat: the chunks of one split delta (o->scratch) of choice c: reasoning, content (with
+ * lp, which is sent even when the content is held back), then each tool call as OpenAI
+ * streams it: index, id, type, name and "" arguments, then the arguments. */
+static void stream_split(ea_oai_output *o, int c, json_t *lp, ea_sbuf *out) {
+    ea_oai_choice *ch = &o->ch[c];
+    const ea_chat_delta *d = &o->scratch;
+    if (d->reasoning.len)
+        sse(out, chunk(o, c, json_pack("{s:o}", "reasoning_content", sbuf_str(&d->reasoning)), json_null(), json_null()));
+    if (d->content.len || lp)
+        sse(out, chunk(o, c, json_pack("{s:o}", "content", sbuf_str(&d->content)), lp ? lp : json_null(), json_null()));
+    size_t first = take_calls(o, ch, d->calls);
+    for (size_t k = first; k < json_array_size(ch->calls); k++) {
+        json_t *call = json_array_get(ch->calls, k), *f = json_object_get(call, "function");
+        json_t *head = json_pack("{s:[{s:i,s:O,s:s,s:{s:O,s:s}}]}", "tool_calls", "index", (int)k, "id",
+                                 json_object_get(call, "id"), "type", "function", "function", "name",
+                                 json_object_get(f, "name"), "arguments", "");
+        sse(out, chunk(o, c, head, json_null(), json_null()));
+        json_t *args = json_pack("{s:[{s:i,s:{s:O}}]}", "tool_calls", "index", (int)k, "function", "arguments",
+                                 json_object_get(f, "arguments"));
+        sse(out, chunk(o, c, args, json_null(), json_null()));
+    }
+}
+
+void ea_oai_stream_token(ea_oai_output *o, int c, const ea_event *tok, ea_sbuf *out) {
+    if (c < 0 || c >= o->n_ch) return;
+    ea_oai_choice *ch = &o->ch[c];
+    size_t offset = ch->text_offset;
+    ch->text_offset += (size_t)tok->text_len;
     if (tok->text_len == 0 && !o->logprobs) return;
-    json_t *lp = json_null();
+    json_t *lp = NULL;
     if (o->logprobs) {
         lp = new_logprobs(o->kind);
         add_logprobs(o, lp, tok, offset);
     }
-    json_t *text = ea__oai_jstr(tok->text, (size_t)tok->text_len);
-    json_t *delta = o->kind == EA_OAI_CHAT ? json_pack("{s:o}", "content", text) : text;
-    sse(out, chunk(o, delta, lp, json_null()));
+    if (o->kind == EA_OAI_CHAT) {
+        ea_chat_split_feed(&ch->split, tok->text, (size_t)tok->text_len, &o->scratch);
+        stream_split(o, c, lp, out);
+        return;
+    }
+    sse(out, chunk(o, c, ea__oai_jstr(tok->text, (size_t)tok->text_len), lp ? lp : json_null(), json_null()));
 }
 
-void ea_oai_stream_end(ea_oai_output *o, const ea_event *done, ea_sbuf *out) {
+void ea_oai_stream_done(ea_oai_output *o, int c, const ea_event *done, ea_sbuf *out) {
+    if (c < 0 || c >= o->n_ch) return;
+    ea_oai_choice *ch = &o->ch[c];
+    if (o->kind == EA_OAI_CHAT) {
+        ea_chat_split_finish(&ch->split, &o->scratch);
+        stream_split(o, c, NULL, out);
+    }
+    ch->done = *done;
+    ch->finished = 1;
     json_t *delta = o->kind == EA_OAI_CHAT ? json_object() : json_string("");
-    sse(out, chunk(o, delta, json_null(), finish_json(done->finish)));
+    sse(out, chunk(o, c, delta, json_null(), finish_json(ch)));
+}
+
+void ea_oai_stream_end(ea_oai_output *o, ea_sbuf *out) {
     if (o->include_usage) {
         json_t *root = envelope(o, o->kind == EA_OAI_CHAT ? "chat.completion.chunk" : "text_completion");
         json_object_set_new(root, "choices", json_array());
-        json_object_set_new(root, "usage", usage_json(done));
+        json_object_set_new(root, "usage", usage_json(o));
         sse(out, root);
     }
     ea_sbuf_puts(out, "data: [DONE]\n\n");

@@ -28,6 +28,8 @@ void ea__req_unref(ea_request *r) {
     if (left) return;
     for (int i = 0; i < EA_MAX_STOP; i++) ea_free(r->stop_copy[i]);
     ea_free(r->tokens);
+    ea_free(r->bias_copy);
+    ea_free(r->forced_copy);
     ea_free(r->out_counts);
     ea_free(r->prompt_seen);
     ea_free(r->ev);
@@ -185,6 +187,15 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
     if (p->min_tokens < 0 || p->min_tokens > p->max_tokens)
         return ea_err(EA_ERR_INVALID_ARG, "min_tokens (%d) must be between 0 and max_tokens (%d)", p->min_tokens,
                       p->max_tokens);
+    if (p->n_bias < 0 || p->n_bias > EA_MAX_LOGIT_BIAS || p->n_forced < 0 || p->n_forced > p->max_tokens)
+        return ea_err(EA_ERR_INVALID_ARG, "at most %d logit_bias entries and max_tokens forced tokens", EA_MAX_LOGIT_BIAS);
+    for (int i = 0; i < p->n_bias; i++)
+        if (p->bias[i].id < 0 || p->bias[i].id >= lim->vocab || !(p->bias[i].bias >= -100 && p->bias[i].bias <= 100))
+            return ea_err(EA_ERR_INVALID_ARG, "logit_bias entry %d (id %d) is outside the vocabulary or [-100, 100]", i,
+                          p->bias[i].id);
+    for (int i = 0; i < p->n_forced; i++)
+        if (p->forced[i] < 0 || p->forced[i] >= lim->vocab)
+            return ea_err(EA_ERR_INVALID_ARG, "forced token %d is outside the model's vocabulary", p->forced[i]);
     if (p->top_logprobs < 0 || p->top_logprobs > EA_MAX_TOP_LOGPROBS)
         return ea_err(EA_ERR_INVALID_ARG, "top_logprobs must be between 0 and %d", EA_MAX_TOP_LOGPROBS);
     for (int i = 0; i < p->n_prompt; i++)
@@ -211,6 +222,14 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
     if (pen) r->out_counts = ea_calloc((size_t)lim->vocab, sizeof(int32_t));
     if (p->sp.repetition_penalty != 1.0f) r->prompt_seen = ea_calloc((size_t)lim->vocab, 1);
     int ok = r->tokens && (headless || r->ev) && (!pen || r->out_counts) && (p->sp.repetition_penalty == 1.0f || r->prompt_seen);
+    if (ok && p->n_bias > 0 && (ok = (r->bias_copy = ea_malloc(sizeof *r->bias_copy * (size_t)p->n_bias)) != NULL)) {
+        memcpy(r->bias_copy, p->bias, sizeof *r->bias_copy * (size_t)p->n_bias);
+        r->p.bias = r->bias_copy;
+    }
+    if (ok && p->n_forced > 0 && (ok = (r->forced_copy = ea_malloc(sizeof(int32_t) * (size_t)p->n_forced)) != NULL)) {
+        memcpy(r->forced_copy, p->forced, sizeof(int32_t) * (size_t)p->n_forced);
+        r->p.forced = r->forced_copy;
+    }
     for (int i = 0; ok && i < p->n_stop; i++) {
         r->stop_copy[i] = ea_strdup(p->stop[i]);
         r->p.stop[i] = r->stop_copy[i];

@@ -26,6 +26,8 @@ struct ea_request {
     uint64_t id;
     ea_req_params p;          /* stop strings and prompt point into owned copies */
     char *stop_copy[EA_MAX_STOP];
+    ea_logit_bias *bias_copy; /* owns: (p.n_bias); p.bias points here */
+    int32_t *forced_copy;     /* owns: (p.n_forced); p.forced points here */
     int32_t *tokens;          /* owns: (cap) prompt then generated */
     int n_tokens, cap;
     int n_computed;

@@ -30,12 +30,23 @@ static ea_request *ea__find(ea_sched *s, uint64_t id) {
 /* Make the request of a submit event on a rank without clients (headless). */
 static ea_status ea__bus_request(ea_sched *s, const ea_bus_event *ev, ea_request **out) {
     ea_req_params p = ev->p;
-    int32_t *tmp = ea_malloc(sizeof(int32_t) * (size_t)p.n_prompt); /* aligned; copied by ea__req_new */
-    if (!tmp) return ea_err(EA_ERR_NOMEM, "control bus");
+    /* aligned copies of the batch's views; copied again by ea__req_new */
+    int32_t *tmp = ea_malloc(sizeof(int32_t) * ((size_t)p.n_prompt + (size_t)p.n_forced));
+    ea_logit_bias *bias = p.n_bias ? ea_malloc(sizeof *bias * (size_t)p.n_bias) : NULL;
+    if (!tmp || (p.n_bias && !bias)) {
+        ea_free(tmp);
+        ea_free(bias);
+        return ea_err(EA_ERR_NOMEM, "control bus");
+    }
     memcpy(tmp, ev->prompt, sizeof(int32_t) * (size_t)p.n_prompt);
+    if (p.n_forced) memcpy(tmp + p.n_prompt, ev->forced, sizeof(int32_t) * (size_t)p.n_forced);
+    if (bias) memcpy(bias, ev->bias, sizeof *bias * (size_t)p.n_bias);
     p.prompt = tmp;
+    p.forced = tmp + p.n_prompt;
+    p.bias = bias;
     ea_status st = ea__req_new(&s->lim, &p, 1, out);
     ea_free(tmp);
+    ea_free(bias);
     if (st != EA_OK) return ea_err_wrap(st, "control bus: request %llu: ", (unsigned long long)ev->id);
     (*out)->id = ev->id;
     return EA_OK;

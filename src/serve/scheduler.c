@@ -161,8 +161,15 @@ static void ea__mask_min_tokens(const ea_sched *s, const ea_request *r, float *r
         if (c->eos_token_ids[i] >= 0 && c->eos_token_ids[i] < s->vocab) row[c->eos_token_ids[i]] = -INFINITY;
 }
 
+/* logit_bias (OpenAI's, vLLM's order: before penalties and temperature), after the
+ * raw copy for logprobs, which stay the model's. */
+static void ea__apply_logit_bias(const ea_request *r, float *row) {
+    for (int i = 0; i < r->p.n_bias; i++) row[r->p.bias[i].id] += r->p.bias[i].bias;
+}
+
 /* Sample r's next token from logits row `row` (ids without a token masked) into a
- * new TOKEN event, with its logprobs over the masked row when asked. */
+ * new TOKEN event, with its logprobs over the masked row when asked. The test
+ * hook's forced tokens come first (ea_req_params.forced). */
 static void ea__sample(ea_sched *s, ea_request *r, float *row, ea_event *ev) {
     memset(ev, 0, sizeof *ev);
     ev->kind = EA_EV_TOKEN;
@@ -170,7 +177,11 @@ static void ea__sample(ea_sched *s, ea_request *r, float *row, ea_event *ev) {
     ea_sampler_mask(s->sampler, row); /* logprobs too only over ids that have a token */
     if (want_lp) memcpy(s->raw, row, sizeof(float) * (size_t)s->vocab);
     ea__mask_min_tokens(s, r, row);
-    ev->token = ea_sample(s->sampler, &r->p.sp, &r->rng, row, r->out_counts, r->prompt_seen);
+    ea__apply_logit_bias(r, row);
+    if (r->n_generated < r->p.n_forced)
+        ev->token = r->p.forced[r->n_generated];
+    else
+        ev->token = ea_sample(s->sampler, &r->p.sp, &r->rng, row, r->out_counts, r->prompt_seen);
     if (want_lp) {
         ev->n_top = r->p.top_logprobs;
         ev->logprob = ea_logprob(s->raw, s->vocab, ev->token, ev->n_top, ev->top_ids, ev->top_lp);

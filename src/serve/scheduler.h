@@ -39,6 +39,13 @@ struct ea_tokenizer;
 #define EA_MAX_STOP 8
 #define EA_MAX_TOP_LOGPROBS 20
 #define EA_MAX_STOP_IDS 32
+#define EA_MAX_LOGIT_BIAS 1024 /* logit_bias entries per request */
+
+/* logit_bias: bias is added to the logit of id before sampling (not to the logprobs reported). */
+typedef struct {
+    int32_t id;
+    float bias;
+} ea_logit_bias;
 
 typedef struct {
     const int32_t *prompt;     /* copied at submit */
@@ -54,6 +61,13 @@ typedef struct {
     int n_stop_ids;
     int min_tokens;            /* 0..max_tokens: before this many tokens, EOS (unless ignore_eos) and
                                   stop_ids are never sampled and stop strings do not match */
+    const ea_logit_bias *bias; /* copied at submit: (n_bias), ids below the vocabulary */
+    int n_bias;
+    /* Test hook (EAAS_TEST_HOOKS, docs/serving.md): the first n_forced tokens are these
+     * instead of sampled ones (logprobs still the model's), so a random-weight model
+     * "says" a given text. Copied at submit; 0 in normal use. */
+    const int32_t *forced;
+    int n_forced;
 } ea_req_params;
 
 typedef enum { EA_FINISH_NONE = 0, EA_FINISH_STOP, EA_FINISH_LENGTH, EA_FINISH_CANCELLED } ea_finish;

@@ -3,7 +3,10 @@
  *
  * The chat template is parsed once at load (ea_chat_config_load +
  * ea_chat_template_create); each render builds the context
- * {messages, add_generation_prompt, bos_token, eos_token}.
+ * {messages, add_generation_prompt, bos_token, eos_token} plus the request's
+ * variables (tools, chat_template_kwargs' keys such as enable_thinking). A
+ * model whose chat_template is a list uses its "tool_use" entry when the
+ * request has tools (transformers' rule).
  *
  * Prompts are encoded with special tokens recognised in the text (a chat
  * template writes them as text); BOS/EOS are added only for completions
@@ -24,6 +27,7 @@ struct ea_serve_text {
     ea_tokenizer *tok;       /* owns */
     ea_chat_config cfg;      /* owns */
     ea_chat_template *tpl;   /* owns; NULL: the model has no chat template */
+    ea_chat_template *tool_tpl; /* owns: the "tool_use" template of a list, used when tools are given; NULL: tpl */
     char tpl_error[256];     /* why tpl is NULL */
     int vocab;
 };
@@ -53,15 +57,20 @@ static int t_has_token(void *ctx, int32_t id) {
     return ea_tokenizer_has_token(t->tok, id);
 }
 
-static ea_status t_render(void *ctx, const json_t *messages, int add_generation_prompt, char **text) {
+static ea_status t_render(void *ctx, const json_t *messages, const json_t *vars, int add_generation_prompt,
+                          char **text) {
     ea_serve_text *t = ctx;
     if (!t->tpl) return ea_err(EA_ERR_UNSUPPORTED, "this model has no usable chat template (%s)", t->tpl_error);
-    json_t *c = json_pack("{s:O,s:b}", "messages", messages, "add_generation_prompt", add_generation_prompt);
-    if (!c) return ea_err(EA_ERR_NOMEM, "chat context");
-    if (t->cfg.bos_token) json_object_set_new(c, "bos_token", json_string(t->cfg.bos_token));
-    if (t->cfg.eos_token) json_object_set_new(c, "eos_token", json_string(t->cfg.eos_token));
+    json_t *c = vars ? json_deep_copy(vars) : json_object(); /* tools, chat_template_kwargs' keys */
+    if (!c || json_object_set(c, "messages", (json_t *)messages) ||
+        json_object_set_new(c, "add_generation_prompt", json_boolean(add_generation_prompt))) {
+        json_decref(c);
+        return ea_err(EA_ERR_NOMEM, "chat context");
+    }
+    if (t->cfg.bos_token && !json_object_get(c, "bos_token")) json_object_set_new(c, "bos_token", json_string(t->cfg.bos_token));
+    if (t->cfg.eos_token && !json_object_get(c, "eos_token")) json_object_set_new(c, "eos_token", json_string(t->cfg.eos_token));
     size_t n;
-    ea_status s = ea_chat_template_render(t->tpl, c, text, &n);
+    ea_status s = ea_chat_template_render(json_object_get(c, "tools") && t->tool_tpl ? t->tool_tpl : t->tpl, c, text, &n);
     json_decref(c);
     return s;
 }
@@ -84,6 +93,13 @@ ea_status ea_serve_text_load(const char *model_path, int vocab, ea_serve_text **
         snprintf(t->tpl_error, sizeof t->tpl_error, "%s", ea_errmsg());
         EA_LOGW("chat template: %s; /v1/chat/completions will answer 400", t->tpl_error);
         t->tpl = NULL;
+    } else {
+        ea_chat_config tc = {0}; /* a template list's "tool_use" entry, for requests with tools */
+        if (ea_chat_config_load(model_path, 1, &tc) == EA_OK && tc.template_src &&
+            (tc.template_len != t->cfg.template_len || memcmp(tc.template_src, t->cfg.template_src, tc.template_len)) &&
+            ea_chat_template_create(tc.template_src, tc.template_len, &t->tool_tpl) != EA_OK)
+            t->tool_tpl = NULL;
+        ea_chat_config_deinit(&tc);
     }
     *ops = (ea_text_ops){.ctx = t, .encode = t_encode, .decode = t_decode, .render_chat = t_render,
                          .has_token = t_has_token, .vocab = vocab};
@@ -96,6 +112,7 @@ const struct ea_tokenizer *ea_serve_text_tokenizer(const ea_serve_text *t) { ret
 void ea_serve_text_destroy(ea_serve_text *t) {
     if (!t) return;
     ea_chat_template_destroy(t->tpl);
+    ea_chat_template_destroy(t->tool_tpl);
     ea_chat_config_deinit(&t->cfg);
     ea_tokenizer_destroy(t->tok);
     ea_free(t);

@@ -2,7 +2,7 @@
 # test_serve_parallel.sh — `eaas serve --parallel expert` under mpirun: only
 # rank 0 holds the port; the control bus keeps the ranks in step, so answers
 # are identical to one process for repeated, concurrent, greedy and seeded
-# requests; a client that disconnects mid-stream is cancelled on every rank and
+# requests (and n x batched prompts with logit_bias and repetition_penalty); a client that disconnects mid-stream is cancelled on every rank and
 # serving goes on; SIGTERM stops every rank cleanly; a rank killed with SIGKILL
 # is named by rank 0, whose /health turns 503 naming it as soon as the control
 # bus deadline expires (issue 18, item 7), whose log gives that as the reason it
@@ -31,6 +31,12 @@ run_all() { # PORT OUTFILE: 10 identical in a row, then 32 concurrent
   for i in $(seq 1 32); do (req "$port" "Prompt number $i of thirty-two" $((i % 2 ? i : -1)) > "$out.$i") & rp+=($!); done
   wait "${rp[@]}"   # only the requests: the server is a background job too
   for i in $(seq 1 32); do cat "$out.$i" >> "$out"; rm -f "$out.$i"; done
+  # the request fields that travel in the bus's submit event: every choice of a batch x n,
+  # logit_bias, repetition_penalty (each choice is its own request on every rank)
+  curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"'"$NAME"'","prompt":["Alpha beta","Gamma delta"],"n":2,"seed":3,"temperature":0.9,"max_tokens":8,
+         "ignore_eos":true,"logit_bias":{"1000":4,"2000":-100},"repetition_penalty":1.3}' \
+    | /usr/bin/python3 -c 'import json,sys; print(json.dumps([c["text"] for c in json.load(sys.stdin)["choices"]]))' >> "$out"
 }
 
 start "$W/one.log" "$EAAS_BIN" serve --model "$M" --port 0 --threads 1

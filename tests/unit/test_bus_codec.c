@@ -3,7 +3,7 @@
  * every field of ea_req_params that changes what a rank computes: what rank 0
  * writes, every rank reads back. A field left out would make the followers
  * sample differently from rank 0 (stop_token_ids, min_tokens change which
- * tokens may be drawn). Truncated batches are refused, not over-read.
+ * tokens may be drawn; logit_bias and the test hook's forced tokens too). Truncated batches are refused, not over-read.
  */
 #include <string.h>
 
@@ -34,6 +34,12 @@ TEST(submit_round_trips_every_field) {
     p.sp.frequency_penalty = 0.3f;
     p.sp.repetition_penalty = 1.1f;
     p.sp.seed = 77;
+    ea_logit_bias bias[2] = {{100, -5.5f}, {3, 100.0f}};
+    int32_t forced[2] = {8, 9};
+    p.bias = bias;
+    p.n_bias = 2;
+    p.forced = forced;
+    p.n_forced = 2;
     ea_sbuf b = {0};
     ea_bus_begin(&b, 1);
     ea_bus_put_submit(&b, 42, &p);
@@ -53,6 +59,15 @@ TEST(submit_round_trips_every_field) {
     CHECK_STREQ(ev.p.stop[0], "ab");
     CHECK_EQ(ev.p.sp.seed, 77);
     CHECK_NEAR(ev.p.sp.repetition_penalty, 1.1, 1e-6);
+    CHECK_EQ(ev.p.n_bias, 2);
+    ea_logit_bias b1;
+    memcpy(&b1, ev.bias + 8, sizeof b1);
+    CHECK_EQ(b1.id, 3);
+    CHECK_NEAR(b1.bias, 100.0, 0);
+    CHECK_EQ(ev.p.n_forced, 2);
+    int32_t f1;
+    memcpy(&f1, ev.forced + 4, 4);
+    CHECK_EQ(f1, 9);
     int32_t last;
     memcpy(&last, ev.prompt + 8, 4);
     CHECK_EQ(last, 7);

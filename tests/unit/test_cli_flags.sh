@@ -95,6 +95,8 @@ expect "serve --eplb-window alone" 2 "--eplb-window needs --eplb or --init-exper
 expect "serve --dist-timeout alone" 2 "--dist-timeout needs --parallel" -- serve --port 0 --model "$M" --dist-timeout 5
 expect "bench serve --input-len with --dataset" 2 "--input-len does not apply with --dataset" -- \
     bench serve --url http://127.0.0.1:1 --dataset "$M/config.json" --input-len 8
+expect "serve --reasoning-parser granite" 2 "--reasoning-parser must be none, qwen3 or deepseek_r1" -- \
+    serve --port 0 --model "$M" --reasoning-parser granite
 expect "generate --system alone" 2 "--system needs --chat" -- generate --model "$M" --prompt hi --system be brief
 # --max-ctx above the model's max_position_embeddings (40960 for the tiny qwen3_moe)
 expect "serve --max-ctx 100000" nz "--max-ctx 100000" "max_position_embeddings (40960)" "--allow-long-max-ctx" -- \

@@ -37,14 +37,26 @@ static ea_status f_decode(void *ctx, const int32_t *ids, int n, char **text, siz
     return EA_OK;
 }
 
-static ea_status f_render(void *ctx, const json_t *msgs, int agp, char **text) {
+/* "<role>content" per message, "<assistant>" as the generation prompt; with template
+ * variables: "<tools:N>" first when tools are given, "<nothink>" last when
+ * enable_thinking is false. A null content is an error (as in Qwen3's template). */
+static ea_status f_render(void *ctx, const json_t *msgs, const json_t *vars, int agp, char **text) {
     (void)ctx;
     ea_sbuf b = {0};
     size_t i;
     json_t *m;
-    json_array_foreach(msgs, i, m) ea_sbuf_printf(&b, "<%s>%s", json_string_value(json_object_get(m, "role")),
-                                                  json_string_value(json_object_get(m, "content")));
+    ea_sbuf_puts(&b, "");
+    if (json_object_get(vars, "tools")) ea_sbuf_printf(&b, "<tools:%zu>", json_array_size(json_object_get(vars, "tools")));
+    json_array_foreach(msgs, i, m) {
+        if (json_is_null(json_object_get(m, "content"))) {
+            ea_sbuf_deinit(&b);
+            return ea_err(EA_ERR_INVALID_ARG, "null content");
+        }
+        ea_sbuf_printf(&b, "<%s>%s", json_string_value(json_object_get(m, "role")),
+                       json_string_value(json_object_get(m, "content")));
+    }
     if (agp) ea_sbuf_puts(&b, "<assistant>");
+    if (json_is_false(json_object_get(vars, "enable_thinking"))) ea_sbuf_puts(&b, "<nothink>");
     *text = ea_sbuf_take(&b, NULL);
     return *text ? EA_OK : EA_ERR_NOMEM;
 }
@@ -56,6 +68,9 @@ static int f_has_token(void *ctx, int32_t id) {
 }
 
 static const ea_text_ops OPS = {NULL, f_encode, f_decode, f_render, 512, f_has_token};
+/* the same, for a Qwen3-like model served with --reasoning-parser qwen3 and EAAS_TEST_HOOKS=1 */
+static const ea_text_ops OPS_Q = {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_QWEN3,
+                                  EA_REASONING_QWEN3, 1};
 
 static int parse(ea_oai_kind k, const char *body, ea_oai_request *r, ea_oai_error *e) {
     return ea_oai_parse(k, body, strlen(body), r, e);
@@ -162,6 +177,8 @@ TEST(kv_cache_bounds_admission) {
     ea_oai_request_deinit(&r);
 }
 
+#define TOOL_F "{\"type\": \"function\", \"function\": {\"name\": \"f\"}}"
+
 TEST(bad_requests_get_400_naming_the_field) {
     static const struct {
         int kind;
@@ -176,7 +193,7 @@ TEST(bad_requests_get_400_naming_the_field) {
         {0, "{\"prompt\": []}", "prompt", 400},
         {0, "{\"prompt\": [1, -2]}", "prompt", 400},
         {0, "{\"prompt\": [1, 2.5]}", "prompt", 400},
-        {0, "{\"prompt\": [\"a\", \"b\"]}", "prompt", 400},
+        {0, "{\"prompt\": [\"a\", [1]]}", "prompt", 400}, /* a batch mixing text and ids */
         {0, "{\"prompt\": [1, 600]}", "prompt", 400}, /* outside the vocabulary (512) */
         {0, "{\"prompt\": \"x\", \"max_tokens\": \"5\"}", "max_tokens", 400},
         {0, "{\"prompt\": \"x\", \"max_tokens\": -1}", "max_tokens", 400},
@@ -202,12 +219,18 @@ TEST(bad_requests_get_400_naming_the_field) {
         {0, "{\"prompt\": \"x\", \"stop\": [\"a\", 1]}", "stop", 400},
         {0, "{\"prompt\": \"x\", \"stop\": [\"\"]}", "stop", 400},
         {0, "{\"prompt\": \"x\", \"stop\": [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}", "stop", 400},
-        {0, "{\"prompt\": \"x\", \"n\": 2}", "n", 400},
+        {0, "{\"prompt\": \"x\", \"n\": 65}", "n", 400},
+        {0, "{\"prompt\": [\"a\", \"b\", \"c\"], \"n\": 22}", "n", 400}, /* 66 choices */
         {0, "{\"prompt\": \"x\", \"stream\": \"yes\"}", "stream", 400},
         {0, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": true}}", "stream_options", 400},
         {0, "{\"prompt\": \"x\", \"logprobs\": 21}", "logprobs", 400},
         {0, "{\"prompt\": \"x\", \"logprobs\": true}", "logprobs", 400},
-        {0, "{\"prompt\": \"x\", \"echo\": true}", "echo", 400},
+        {0, "{\"prompt\": \"x\", \"echo\": true, \"logprobs\": 1}", "echo", 400},
+        {0, "{\"prompt\": \"x\", \"logit_bias\": {\"5\": 101}}", "logit_bias", 400},
+        {0, "{\"prompt\": \"x\", \"logit_bias\": {\"five\": 1}}", "logit_bias", 400},
+        {0, "{\"prompt\": \"x\", \"logit_bias\": {\"600\": 1}}", "logit_bias", 400}, /* outside the vocabulary */
+        {0, "{\"prompt\": \"x\", \"logit_bias\": {\"505\": 1}}", "logit_bias", 400}, /* a padding row */
+        {0, "{\"prompt\": \"x\", \"eaas_test_forced_text\": \"y\"}", "eaas_test_forced_text", 400}, /* hooks off */
         {0, "{\"prompt\": \"x\", \"best_of\": 3}", "best_of", 400},
         {0, "{\"prompt\": \"x\", \"model\": 3}", "model", 400},
         {0, "{\"prompt\": \"x\", \"ignore_eos\": 1}", "ignore_eos", 400},
@@ -222,7 +245,16 @@ TEST(bad_requests_get_400_naming_the_field) {
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", "messages[0].content[0]", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}", "top_logprobs", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 2}", "logprobs", 400},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\"}]}", "tools", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\"}]}", "tools[0]", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": \"required\"}", "tool_choice", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}}", "tool_choice", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}", "tool_choice", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": \"auto\"}", "tool_choice", 400}, /* no tools */
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "]}", "tools", 400}, /* no parser for this family */
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"functions\": []}", "functions", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": 1}", "chat_template_kwargs", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"continue_final_message\": true}", "continue_final_message", 400}, /* last is the user's */
+        {1, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\"}], \"continue_final_message\": true, \"add_generation_prompt\": true}", "continue_final_message", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_object\"}}", "response_format", 400},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -250,11 +282,10 @@ TEST(unknown_fields_refused_naming_them) {
         {0, "{\"prompt\": \"x\", \"messages\": []}", "messages"},
         {0, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"continuous_usage_stats\": true}}",
          "stream_options.continuous_usage_stats"},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": "
-            "{\"enable_thinking\": false}}",
-         "chat_template_kwargs"},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"continue_final_message\": true}",
-         "continue_final_message"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template\": \"{{x}}\"}",
+         "chat_template"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"include_stop_str_in_output\": true}",
+         "include_stop_str_in_output"},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": false}", "echo"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -385,6 +416,16 @@ TEST(error_json_shape) {
     CHECK_EQ(e.status, 400);
 }
 
+static ea_event done_event(ea_finish f, int pt, int ct) {
+    ea_event d;
+    memset(&d, 0, sizeof d);
+    d.kind = EA_EV_DONE;
+    d.finish = f;
+    d.prompt_tokens = pt;
+    d.completion_tokens = ct;
+    return d;
+}
+
 static ea_event tok_event(const char *text, int32_t id, float lp) {
     ea_event ev;
     memset(&ev, 0, sizeof ev);
@@ -434,17 +475,13 @@ TEST(nonstreaming_chat_with_logprobs) {
     ea_oai_output o;
     ea_oai_output_init(&o, &r, "m", 1000, &OPS);
     ea_event a = tok_event("H", 'H', -0.5f), b = tok_event("", 300, -2.0f);
-    ea_oai_output_add(&o, &a);
-    ea_oai_output_add(&o, &b);
-    ea_event done;
-    memset(&done, 0, sizeof done);
-    done.kind = EA_EV_DONE;
-    done.finish = EA_FINISH_STOP;
-    done.prompt_tokens = 7;
-    done.completion_tokens = 2;
+    ea_oai_output_add(&o, 0, &a);
+    ea_oai_output_add(&o, 0, &b);
+    ea_event done = done_event(EA_FINISH_STOP, 7, 2);
     done.cached_tokens = 4;
     ea_sbuf out = {0};
-    ea_oai_render_final(&o, &done, &out);
+    ea_oai_output_done(&o, 0, &done);
+    ea_oai_render_final(&o, &out);
     json_t *j = json_loadb(out.data, out.len, 0, NULL);
     CHECK(j != NULL);
     CHECK(is_response_id(json_string_value(json_object_get(j, "id")), "chatcmpl-"));
@@ -494,15 +531,11 @@ TEST(streaming_completions_with_usage_and_logprobs) {
     ea_oai_stream_start(&o, &out);
     CHECK_EQ(out.len, 0); /* completions have no role chunk */
     ea_event a = tok_event("ab", 'a', -0.25f), b = tok_event("c", 'c', -1.0f);
-    ea_oai_stream_token(&o, &a, &out);
-    ea_oai_stream_token(&o, &b, &out);
-    ea_event done;
-    memset(&done, 0, sizeof done);
-    done.kind = EA_EV_DONE;
-    done.finish = EA_FINISH_LENGTH;
-    done.prompt_tokens = 1;
-    done.completion_tokens = 2;
-    ea_oai_stream_end(&o, &done, &out);
+    ea_oai_stream_token(&o, 0, &a, &out);
+    ea_oai_stream_token(&o, 0, &b, &out);
+    ea_event done = done_event(EA_FINISH_LENGTH, 1, 2);
+    ea_oai_stream_done(&o, 0, &done, &out);
+    ea_oai_stream_end(&o, &out);
     static char p[8][2048];
     int n = sse_payloads(out.data, p, 8);
     CHECK_EQ(n, 5);
@@ -539,13 +572,11 @@ TEST(streaming_chat_role_then_deltas) {
     ea_sbuf out = {0};
     ea_oai_stream_start(&o, &out);
     ea_event held = tok_event("", 'a', 0), a = tok_event("hi", 'h', 0);
-    ea_oai_stream_token(&o, &held, &out); /* held-back text, no logprobs: no chunk */
-    ea_oai_stream_token(&o, &a, &out);
-    ea_event done;
-    memset(&done, 0, sizeof done);
-    done.kind = EA_EV_DONE;
-    done.finish = EA_FINISH_STOP;
-    ea_oai_stream_end(&o, &done, &out);
+    ea_oai_stream_token(&o, 0, &held, &out); /* held-back text, no logprobs: no chunk */
+    ea_oai_stream_token(&o, 0, &a, &out);
+    ea_event done = done_event(EA_FINISH_STOP, 0, 0);
+    ea_oai_stream_done(&o, 0, &done, &out);
+    ea_oai_stream_end(&o, &out);
     static char p[8][2048];
     CHECK_EQ(sse_payloads(out.data, p, 8), 4);
     json_t *j = json_loads(p[0], 0, NULL);
@@ -667,6 +698,175 @@ TEST(metrics_histograms_are_cumulative) {
     ea_metrics_destroy(m);
 }
 
+/* n, batched prompts, seeds: choice p * n + j has prompt p and seed + j. */
+TEST(choices_prompt_major_with_derived_seeds) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[\"ab\",\"cde\"],\"n\":3,\"seed\":10,\"max_tokens\":2}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.n_choices, 6);
+    for (int c = 0; c < 6; c++) {
+        CHECK_EQ(r.choices[c].n_prompt, c < 3 ? 3 : 4); /* BOS + bytes */
+        CHECK_EQ(r.choices[c].prompt[1], c < 3 ? 'a' : 'c');
+        CHECK_EQ(r.choices[c].sp.seed, 10 + (uint64_t)(c % 3));
+        CHECK_EQ(r.choices[c].max_tokens, 2);
+    }
+    ea_oai_request_deinit(&r);
+    /* without a seed: the server's, + j */
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[[1,2],[3]],\"n\":2}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 1000, &e), 0);
+    CHECK_EQ(r.n_choices, 4);
+    CHECK_EQ(r.choices[3].sp.seed, 1001);
+    CHECK_EQ(r.choices[2].n_prompt, 1);
+    CHECK_EQ(r.choices[2].prompt[0], 3);
+    ea_oai_request_deinit(&r);
+}
+
+TEST(logit_bias_and_forced_text_reach_params) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"65\":-100,\"66\":2.5},\"eaas_test_forced_text\":\"AB\"}",
+                   &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_Q, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.params.n_bias, 2);
+    CHECK_EQ(r.choices[0].bias[0].id, 65);
+    CHECK_NEAR(r.choices[0].bias[0].bias, -100, 0);
+    CHECK_NEAR(r.choices[0].bias[1].bias, 2.5, 0);
+    CHECK_EQ(r.choices[0].n_forced, 2); /* no BOS: the text the model says */
+    CHECK_EQ(r.choices[0].forced[1], 'B');
+    ea_oai_request_deinit(&r);
+}
+
+/* Template variables, continue_final_message, and the fallback for null contents. */
+TEST(chat_template_options) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"chat_template_kwargs\":{\"enable_thinking\":false},"
+                   "\"tools\":[" TOOL_F "," "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_Q, 100, 0, 7, &e), 0);
+    CHECK_STREQ(r.prompt_text, "<tools:2><user>hi<assistant><nothink>");
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"Once up \"}],"
+                   "\"continue_final_message\":true}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_STREQ(r.prompt_text, "<user>hi<assistant>Once up");
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"add_generation_prompt\":false}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_STREQ(r.prompt_text, "<user>hi");
+    ea_oai_request_deinit(&r);
+    /* an assistant tool-call turn keeps content null; a template that refuses null gets "" */
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":null,"
+                   "\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+                   "{\"role\":\"tool\",\"content\":\"42\"}]}", &r, &e), 0);
+    CHECK(json_is_null(json_object_get(json_array_get(r.messages, 1), "content")));
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_STREQ(r.prompt_text, "<user>hi<assistant><tool>42<assistant>");
+    ea_oai_request_deinit(&r);
+}
+
+/* Tool calls and reasoning split out of a chat answer; tokens arrive cut anywhere. */
+TEST(chat_tool_calls_and_reasoning_rendered) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[" TOOL_F "]}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_Q, 400, 0, 7, &e), 0);
+    static const char *pieces[] = {"<think>\nhm", "m\n</th", "ink>\n\nOk.\n<tool_", "call>\n{\"name\": \"f\", ",
+                                   "\"arguments\": {\"a\": 1}}\n</tool_call>"};
+    ea_oai_output o, so;
+    ea_oai_output_init(&o, &r, "m", 1000, &OPS_Q);
+    ea_oai_output_init(&so, &r, "m", 1000, &OPS_Q);
+    ea_sbuf sse = {0};
+    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
+        ea_event t = tok_event(pieces[i], 1, 0);
+        ea_oai_output_add(&o, 0, &t);
+        ea_oai_stream_token(&so, 0, &t, &sse);
+    }
+    ea_event d = done_event(EA_FINISH_STOP, 5, 9);
+    ea_oai_output_done(&o, 0, &d);
+    ea_oai_stream_done(&so, 0, &d, &sse);
+    ea_sbuf out = {0};
+    ea_oai_render_final(&o, &out);
+    json_t *j = json_loadb(out.data, out.len, 0, NULL);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0), *m = json_object_get(c0, "message");
+    CHECK_STREQ(json_string_value(json_object_get(c0, "finish_reason")), "tool_calls");
+    CHECK_STREQ(json_string_value(json_object_get(m, "reasoning_content")), "\nhmm\n");
+    CHECK_STREQ(json_string_value(json_object_get(m, "content")), "\n\nOk.\n");
+    json_t *tc = json_array_get(json_object_get(m, "tool_calls"), 0);
+    CHECK(!strncmp(json_string_value(json_object_get(tc, "id")), "call_", 5));
+    CHECK_STREQ(json_string_value(json_object_get(json_object_get(tc, "function"), "name")), "f");
+    CHECK_STREQ(json_string_value(json_object_get(json_object_get(tc, "function"), "arguments")), "{\"a\":1}");
+    json_decref(j);
+    /* the stream: reasoning and content deltas, the call's head then its arguments, finish tool_calls */
+    static char p[16][2048];
+    int n = sse_payloads(sse.data, p, 16);
+    ea_sbuf rs = {0}, cs = {0};
+    int heads = 0, args = 0, fin = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *k = json_loads(p[i], 0, NULL);
+        json_t *ch = json_array_get(json_object_get(k, "choices"), 0), *dl = json_object_get(ch, "delta");
+        json_t *rc = json_object_get(dl, "reasoning_content"), *ct = json_object_get(dl, "content");
+        if (rc) ea_sbuf_puts(&rs, json_string_value(rc));
+        if (ct) ea_sbuf_puts(&cs, json_string_value(ct));
+        json_t *t = json_array_get(json_object_get(dl, "tool_calls"), 0);
+        if (t && json_object_get(t, "id")) {
+            heads++;
+            CHECK_STREQ(json_string_value(json_object_get(json_object_get(t, "function"), "arguments")), "");
+        } else if (t) {
+            args++;
+            CHECK_STREQ(json_string_value(json_object_get(json_object_get(t, "function"), "arguments")), "{\"a\":1}");
+        }
+        json_t *f = json_object_get(ch, "finish_reason");
+        if (json_is_string(f)) fin += !strcmp(json_string_value(f), "tool_calls");
+        json_decref(k);
+    }
+    CHECK_STREQ(rs.data, "\nhmm\n");
+    CHECK_STREQ(cs.data, "\n\nOk.\n");
+    CHECK_EQ(heads, 1);
+    CHECK_EQ(args, 1);
+    CHECK_EQ(fin, 1);
+    ea_sbuf_deinit(&rs);
+    ea_sbuf_deinit(&cs);
+    ea_sbuf_deinit(&sse);
+    ea_sbuf_deinit(&out);
+    ea_oai_output_deinit(&o);
+    ea_oai_output_deinit(&so);
+    ea_oai_request_deinit(&r);
+}
+
+/* Two prompts x n = 2: four choices indexed prompt-major, echo per prompt, usage counts each prompt once. */
+TEST(completions_choices_echo_and_usage) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[\"ab\",[99,100]],\"n\":2,\"echo\":true}", &r, &e), -1); /* mixed batch */
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[[97,98],[99,100,101]],\"n\":2,\"echo\":true}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    ea_oai_output o;
+    ea_oai_output_init(&o, &r, "m", 1000, &OPS);
+    for (int c = 0; c < 4; c++) {
+        char t[2] = {(char)('0' + c), 0};
+        ea_event k = tok_event(t, '0' + c, 0);
+        ea_oai_output_add(&o, c, &k);
+        ea_event d = done_event(EA_FINISH_LENGTH, c < 2 ? 2 : 3, 1);
+        ea_oai_output_done(&o, c, &d);
+    }
+    ea_sbuf out = {0};
+    ea_oai_render_final(&o, &out);
+    json_t *j = json_loadb(out.data, out.len, 0, NULL);
+    json_t *ch = json_object_get(j, "choices");
+    CHECK_EQ(json_array_size(ch), 4);
+    CHECK_STREQ(json_string_value(json_object_get(json_array_get(ch, 1), "text")), "ab1");
+    CHECK_STREQ(json_string_value(json_object_get(json_array_get(ch, 3), "text")), "cde3");
+    CHECK_EQ(json_integer_value(json_object_get(json_array_get(ch, 3), "index")), 3);
+    json_t *u = json_object_get(j, "usage");
+    CHECK_EQ(json_integer_value(json_object_get(u, "prompt_tokens")), 5);
+    CHECK_EQ(json_integer_value(json_object_get(u, "completion_tokens")), 4);
+    json_decref(j);
+    ea_sbuf_deinit(&out);
+    ea_oai_output_deinit(&o);
+    ea_oai_request_deinit(&r);
+}
+
 int main(void) {
     RUN(completions_fields_reach_params);
     RUN(defaults);
@@ -684,5 +884,10 @@ int main(void) {
     RUN(streaming_chat_role_then_deltas);
     RUN(tokenize_detokenize_models);
     RUN(metrics_histograms_are_cumulative);
+    RUN(choices_prompt_major_with_derived_seeds);
+    RUN(logit_bias_and_forced_text_reach_params);
+    RUN(chat_template_options);
+    RUN(chat_tool_calls_and_reasoning_rendered);
+    RUN(completions_choices_echo_and_usage);
     return TEST_SUMMARY();
 }

@@ -1,0 +1,93 @@
+/*
+ * tool_parse.h — a chat model's output text split into plain content,
+ * thinking (reasoning) and tool calls, per model family, as vLLM's
+ * reasoning parsers and tool parsers do. Text comes in as the deltas the
+ * scheduler emits; the same machine serves non-streaming responses (fed the
+ * whole text at once) and streams (fed each delta), so both give the same
+ * split.
+ *
+ * Tool-call formats:
+ *
+ *   EA_TOOL_FMT_QWEN3 (Qwen2/Qwen3 "hermes" style; vLLM's hermes parser):
+ *     text <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
+ *          <tool_call>...</tool_call>                      (any number)
+ *     an unterminated last call whose JSON parses counts (vLLM's regex does too)
+ *
+ *   EA_TOOL_FMT_DEEPSEEK_V3 (DeepSeek-V3's chat template; vLLM's deepseek_v3 parser):
+ *     text <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n
+ *          ```json\n{...}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>...<｜tool▁call▁end｜>
+ *          <｜tool▁calls▁end｜>
+ *
+ * A call whose body does not parse (not JSON, no name, arguments not an
+ * object, wrong type word) comes back as content, with its markers: never an
+ * error. Whitespace right after a call, up to the next call or the end, is
+ * dropped (it only separates calls).
+ *
+ * Reasoning (`--reasoning-parser`):
+ *   EA_REASONING_QWEN3: output starting with <think> is reasoning up to
+ *     </think>; output not starting with it is all content (Qwen3 with
+ *     enable_thinking=false: the template closed the think block itself).
+ *   EA_REASONING_DEEPSEEK_R1: the template opened the block (R1's prompt ends
+ *     with <think>\n); output is reasoning up to </think> (a leading <think>
+ *     is dropped), then content.
+ *   An unterminated think block is all reasoning, in both modes (vLLM's
+ *   streaming behaviour; its non-streaming qwen3 parser would call it content).
+ *
+ * Holding back: text that may be the start of a marker is kept until the next
+ * delta decides, so a marker split over tokens is still seen.
+ *
+ *   ea_chat_split sp;
+ *   ea_chat_split_init(&sp, EA_REASONING_QWEN3, EA_TOOL_FMT_QWEN3);
+ *   ea_chat_delta d = {0};                       // reused; reset by each call
+ *   ea_chat_split_feed(&sp, text, len, &d);      // d.content, d.reasoning, d.calls
+ *   ea_chat_split_finish(&sp, &d);               // what was held back
+ *   ea_chat_delta_deinit(&d); ea_chat_split_deinit(&sp);
+ *
+ * Owned by one choice of one response, on one thread.
+ */
+#ifndef EA_TOOL_PARSE_H
+#define EA_TOOL_PARSE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "base/sbuf.h"
+
+typedef enum { EA_TOOL_FMT_NONE = 0, EA_TOOL_FMT_QWEN3, EA_TOOL_FMT_DEEPSEEK_V3 } ea_tool_format;
+typedef enum { EA_REASONING_NONE = 0, EA_REASONING_QWEN3, EA_REASONING_DEEPSEEK_R1 } ea_reasoning_mode;
+
+/* The format a model family's chat template teaches (HF model_type); NONE when we have no parser for it. */
+ea_tool_format ea_tool_format_for_model_type(const char *model_type);
+/* "qwen3" / "deepseek_r1" / "none" -> mode; -1 for another name. */
+int ea_reasoning_mode_parse(const char *name);
+
+/* Parse one call's body (the text between its markers). OUT: *call, a new
+ * {"name": string, "arguments": string (JSON text)} object. 0, or -1 when the body is malformed. */
+int ea_tool_parse_call(ea_tool_format fmt, const char *body, size_t n, json_t **call);
+
+typedef struct {
+    ea_sbuf content;    /* plain text for message.content */
+    ea_sbuf reasoning;  /* for message.reasoning_content */
+    json_t *calls;      /* owns: array of {"name", "arguments"}, completed calls in order */
+} ea_chat_delta;
+
+typedef struct {
+    ea_reasoning_mode rmode;
+    ea_tool_format fmt;
+    int rstate;         /* reasoning: 0 start, 1 in think, 2 content */
+    int tstate;         /* tools: 0 text, 1 inside a calls block (DeepSeek), 2 inside a call */
+    int n_calls;        /* calls found so far */
+    int after_call;     /* only whitespace since the last call ended */
+    ea_sbuf rhold;      /* reasoning machine: undecided text */
+    ea_sbuf thold;      /* tool machine: undecided text (or the body of the open call) */
+} ea_chat_split;
+
+void ea_chat_split_init(ea_chat_split *sp, ea_reasoning_mode rmode, ea_tool_format fmt);
+void ea_chat_split_deinit(ea_chat_split *sp);
+/* Feed n bytes; d is reset, then holds what this delta decided. */
+void ea_chat_split_feed(ea_chat_split *sp, const char *text, size_t n, ea_chat_delta *d);
+/* End of output: d is reset, then holds everything held back. */
+void ea_chat_split_finish(ea_chat_split *sp, ea_chat_delta *d);
+void ea_chat_delta_deinit(ea_chat_delta *d);
+
+#endif

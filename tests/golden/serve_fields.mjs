@@ -1,0 +1,325 @@
+// serve_fields.mjs — the request fields of issue 23 items 2-4, each shown to change
+// what it should, through the official `openai` npm client against a running
+// `eaas serve` (started by test_serve_fields.sh with EAAS_TEST_HOOKS=1 and
+// --reasoning-parser qwen3 on a tiny qwen3_moe model).
+// Usage: node serve_fields.mjs BASE_URL MODEL [deepseek]
+// (with "deepseek": only the DeepSeek-V3 tool-call checks, for a deepseek_v3 model).
+// Prints one line per check and "N passed, N failed"; exits non-zero on any failure.
+import { createRequire } from 'module';
+import { check, assert, eq, summary } from './check_lib.mjs';
+import fs from 'fs';
+
+const require = createRequire(process.env.EA_SRC + '/tools/node/package.json');
+const OpenAI = require('openai');
+
+const [baseURL, model, mode] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: 'none', maxRetries: 0, timeout: 120000 });
+const root = baseURL.replace(/\/v1$/, '');
+
+async function post(path, body) {
+  const r = await fetch(root + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: r.status, body: await r.json() };
+}
+async function tokenize(body) { return (await post('/tokenize', body)).body; }
+async function detok(tokens) { return (await post('/detokenize', { tokens })).body.prompt; }
+async function refused(p, what) {
+  try {
+    await p;
+  } catch (e) {
+    eq(e.status, 400, `${what}: status`);
+    return e;
+  }
+  throw new Error(`${what}: no error`);
+}
+
+const PROMPT = 'The quick brown fox jumps over the lazy dog. Once upon a time';
+const sampled = { model, temperature: 1.0, top_p: 1, max_tokens: 12, ignore_eos: true };
+const greedy = { model, temperature: 0, max_tokens: 12, ignore_eos: true };
+const USER = [{ role: 'user', content: 'What is the weather in Paris?' }];
+const TOOLS = [{
+  type: 'function',
+  function: { name: 'get_weather', description: 'Weather of a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+}, {
+  type: 'function',
+  function: { name: 'get_time', parameters: { type: 'object', properties: { tz: { type: 'string' } } } },
+}];
+
+async function one(prompt, extra) {
+  return (await client.completions.create({ ...sampled, prompt, ...extra })).choices[0].text;
+}
+
+// ---------------------------------------------------------------- DeepSeek-V3
+if (mode === 'deepseek') {
+  const DS = 'I will look.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n' +
+    '{"city": "Paris"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n' +
+    '{"tz": "CET"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>';
+  await check('deepseek_v3: tool-call tokens parsed into tool_calls (non-streaming and the stream helper)', async () => {
+    const r = await client.chat.completions.create({ ...greedy, ignore_eos: false, max_tokens: 80, messages: USER, tools: TOOLS, eaas_test_forced_text: DS });
+    const m = r.choices[0].message;
+    eq(r.choices[0].finish_reason, 'tool_calls', 'finish_reason');
+    eq(m.content, 'I will look.', 'content before the calls');
+    eq(m.tool_calls.length, 2, 'two calls');
+    eq(m.tool_calls[0].function.name, 'get_weather', 'name 0');
+    eq(JSON.parse(m.tool_calls[0].function.arguments).city, 'Paris', 'arguments 0');
+    eq(m.tool_calls[1].function.name, 'get_time', 'name 1');
+    const s = client.beta.chat.completions.stream({ ...greedy, ignore_eos: false, max_tokens: 80, messages: USER, tools: TOOLS, eaas_test_forced_text: DS });
+    const f = await s.finalChatCompletion();
+    eq(f.choices[0].finish_reason, 'tool_calls', 'streamed finish');
+    eq(JSON.stringify(f.choices[0].message.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments])),
+      JSON.stringify(m.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments])), 'assembled calls');
+  });
+  await check('deepseek_v3: an assistant tool-call turn (content null) and a tool result are rendered', async () => {
+    const hist = [...USER, { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+      function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] }, { role: 'tool', tool_call_id: 'call_1', content: 'rain' }];
+    const t = await tokenize({ messages: hist, tools: TOOLS });
+    const text = await detok(t.tokens);
+    assert(text.includes('<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather') && text.includes('<｜tool▁output▁begin｜>rain'),
+      `rendered: ${JSON.stringify(text)}`);
+    const r = await client.chat.completions.create({ ...greedy, messages: hist, tools: TOOLS });
+    eq(r.usage.prompt_tokens, t.count, 'the chat prompt is the one rendered');
+  });
+  summary();
+}
+
+// ---------------------------------------------------------------- n
+await check('n=2 with a seed: reproducible, choice j == one request with seed + j, choices differ', async () => {
+  const a = await client.completions.create({ ...sampled, prompt: PROMPT, n: 2, seed: 1234 });
+  const b = await client.completions.create({ ...sampled, prompt: PROMPT, n: 2, seed: 1234 });
+  eq(a.choices.length, 2, 'two choices');
+  eq(a.choices.map((c) => c.index).join(), '0,1', 'indexes');
+  eq(a.choices[0].text, b.choices[0].text, 'choice 0 repeats');
+  eq(a.choices[1].text, b.choices[1].text, 'choice 1 repeats');
+  assert(a.choices[0].text !== a.choices[1].text, 'the two choices differ');
+  eq(a.choices[0].text, await one(PROMPT, { seed: 1234 }), 'choice 0 == seed 1234 alone');
+  eq(a.choices[1].text, await one(PROMPT, { seed: 1235 }), 'choice 1 == seed 1235 alone');
+  eq(a.usage.completion_tokens, 24, 'usage counts both choices');
+  eq(a.usage.prompt_tokens, (await client.completions.create({ ...sampled, prompt: PROMPT, seed: 1 })).usage.prompt_tokens,
+    'the prompt counted once');
+});
+
+await check('n=3 without a seed: the choices differ', async () => {
+  const a = await client.completions.create({ ...sampled, prompt: PROMPT, n: 3 });
+  const t = a.choices.map((c) => c.text);
+  assert(t[0] !== t[1] && t[1] !== t[2] && t[0] !== t[2], `choices: ${JSON.stringify(t)}`);
+});
+
+await check('n=2 streaming: chunks carry the index, texts == non-streaming (chat)', async () => {
+  const body = { ...sampled, messages: USER, n: 2, seed: 77 };
+  const r = await client.chat.completions.create(body);
+  const s = await client.chat.completions.create({ ...body, stream: true });
+  const text = ['', ''], finish = [null, null], roles = [0, 0];
+  for await (const c of s)
+    for (const ch of c.choices) {
+      if (ch.delta.role) roles[ch.index]++;
+      if (ch.delta.content) text[ch.index] += ch.delta.content;
+      if (ch.finish_reason) finish[ch.index] = ch.finish_reason;
+    }
+  eq(roles.join(), '1,1', 'one role chunk per choice');
+  eq(text[0], r.choices[0].message.content, 'choice 0');
+  eq(text[1], r.choices[1].message.content, 'choice 1');
+  eq(finish.join(), 'length,length', 'finish per choice');
+  const f = await client.beta.chat.completions.stream({ ...body }).finalChatCompletion();
+  eq(f.choices.length, 2, 'the stream helper assembles two choices');
+  eq(f.choices[1].message.content, r.choices[1].message.content, 'helper choice 1');
+});
+
+// ---------------------------------------------------------------- batched prompts
+await check('batched prompts == separate requests (strings and token arrays; prompt-major x n)', async () => {
+  const P = ['Once upon a time', 'In a galaxy far away', 'The recipe calls for'];
+  const r = await client.completions.create({ ...sampled, prompt: P, seed: 5 });
+  eq(r.choices.length, 3, 'one choice per prompt');
+  for (let i = 0; i < 3; i++) eq(r.choices[i].text, await one(P[i], { seed: 5 }), `prompt ${i}`);
+  const r2 = await client.completions.create({ ...sampled, prompt: P.slice(0, 2), seed: 5, n: 2 });
+  eq(r2.choices.map((c) => c.index).join(), '0,1,2,3', 'indexes');
+  eq(r2.choices[1].text, await one(P[0], { seed: 6 }), 'prompt 0, choice 1');
+  eq(r2.choices[2].text, r.choices[1].text, 'prompt 1, choice 0');
+  const ids = await Promise.all(P.map(async (p) => (await tokenize({ prompt: p })).tokens));
+  const r3 = await client.completions.create({ ...sampled, prompt: ids, seed: 5 });
+  for (let i = 0; i < 3; i++) eq(r3.choices[i].text, await one(ids[i], { seed: 5 }), `ids ${i}`);
+  const sum = (await Promise.all(P.map((p) => client.completions.create({ ...sampled, prompt: p, seed: 5 }))))
+    .reduce((a, x) => a + x.usage.prompt_tokens, 0);
+  eq(r.usage.prompt_tokens, sum, 'usage: every prompt counted');
+});
+
+// ---------------------------------------------------------------- echo
+await check('echo: the prompt before the text (streaming too); echo with logprobs refused', async () => {
+  const plain = await client.completions.create({ ...greedy, prompt: PROMPT });
+  const e = await client.completions.create({ ...greedy, prompt: PROMPT, echo: true });
+  eq(e.choices[0].text, PROMPT + plain.choices[0].text, 'echoed text');
+  eq(e.usage.completion_tokens, plain.usage.completion_tokens, 'usage unchanged');
+  const s = await client.completions.create({ ...greedy, prompt: PROMPT, echo: true, stream: true });
+  let t = '';
+  for await (const c of s) for (const ch of c.choices) t += ch.text;
+  eq(t, e.choices[0].text, 'streamed echo');
+  await refused(client.completions.create({ ...greedy, prompt: PROMPT, echo: true, logprobs: 1 }), 'echo + logprobs');
+});
+
+// ---------------------------------------------------------------- logit_bias
+await check('logit_bias: +100 forces a token, -100 bans the greedy one; out of range refused', async () => {
+  const id = (await tokenize({ prompt: ' hello' })).tokens[0];
+  const r = await client.completions.create({ ...greedy, prompt: PROMPT, max_tokens: 5, logit_bias: { [id]: 100 }, logprobs: 0 });
+  eq(r.choices[0].text, ' hello'.repeat(5), 'every token is the biased one');
+  const plain = await client.completions.create({ ...greedy, prompt: PROMPT, max_tokens: 1, logprobs: 0 });
+  const top = (await tokenize({ prompt: plain.choices[0].text })).tokens[0];
+  const banned = await client.completions.create({ ...greedy, prompt: PROMPT, max_tokens: 1, logit_bias: { [top]: -100 } });
+  assert(banned.choices[0].text !== plain.choices[0].text, 'the greedy token is banned');
+  await refused(client.completions.create({ ...greedy, prompt: PROMPT, logit_bias: { [id]: 150 } }), 'bias 150');
+  await refused(client.completions.create({ ...greedy, prompt: PROMPT, logit_bias: { 999999999: 1 } }), 'id outside the vocabulary');
+});
+
+// ---------------------------------------------------------------- ignore_eos
+await check('ignore_eos: EOS (made likely with logit_bias) ends the text unless ignored', async () => {
+  const gen = JSON.parse(fs.readFileSync(process.env.MODEL_DIR + '/generation_config.json'));
+  const eos = [].concat(gen.eos_token_id)[0];
+  const bias = { [eos]: 100 };
+  const stop = await client.completions.create({ ...greedy, prompt: PROMPT, ignore_eos: false, max_tokens: 8, logit_bias: bias });
+  eq(stop.choices[0].finish_reason, 'stop', 'EOS stops');
+  eq(stop.usage.completion_tokens, 1, 'after one token');
+  const go = await client.completions.create({ ...greedy, prompt: PROMPT, ignore_eos: true, max_tokens: 8, logit_bias: bias });
+  eq(go.choices[0].finish_reason, 'length', 'ignored EOS runs to max_tokens');
+  eq(go.usage.completion_tokens, 8, 'eight tokens');
+});
+
+// ---------------------------------------------------------------- repetition_penalty
+await check('repetition_penalty: changes the output, deterministic alone and in a batch', async () => {
+  // greedy: a token made the favourite by logit_bias repeats; a penalty on seen tokens stops that
+  const id = (await tokenize({ prompt: ' hello' })).tokens[0];
+  const body = { ...greedy, prompt: 'Say hello', max_tokens: 6, logit_bias: { [id]: 8 } };
+  const off = (await client.completions.create(body)).choices[0].text;
+  eq(off, ' hello'.repeat(6), 'without a penalty the biased token repeats');
+  const on = (await client.completions.create({ ...body, repetition_penalty: 50 })).choices[0].text;
+  assert(!on.startsWith(' hello hello'), `penalty 50 stops the repetition: ${JSON.stringify(on)}`);
+  // the same text each time, alone or beside other requests; sampled with a seed too
+  const again = await Promise.all([0, 1, 2, 3].map((i) => client.completions.create(
+    i % 2 ? { ...body, repetition_penalty: 50 } : { ...sampled, prompt: PROMPT + i, max_tokens: 24 })));
+  eq(again[1].choices[0].text, on, 'same text beside other requests (1)');
+  eq(again[3].choices[0].text, on, 'same text beside other requests (3)');
+  const sb = { ...sampled, prompt: PROMPT + PROMPT, max_tokens: 24, seed: 9, repetition_penalty: 1.8 };
+  const s1 = (await client.completions.create(sb)).choices[0].text;
+  eq((await client.completions.create(sb)).choices[0].text, s1, 'sampled with a seed repeats');
+  eq((await client.completions.create({ ...body, repetition_penalty: 50 })).choices[0].text, on, 'greedy repeats');
+});
+
+// ---------------------------------------------------------------- chat template options
+await check('chat_template_kwargs enable_thinking=false changes the prompt (Qwen3 closes the think block)', async () => {
+  const on = await client.chat.completions.create({ ...greedy, max_tokens: 1, messages: USER });
+  const off = await client.chat.completions.create({ ...greedy, max_tokens: 1, messages: USER, chat_template_kwargs: { enable_thinking: false } });
+  eq(off.usage.prompt_tokens, on.usage.prompt_tokens + 4, 'four more prompt tokens: <think>, \\n\\n, </think>, \\n\\n');
+  const t = await tokenize({ messages: USER, chat_template_kwargs: { enable_thinking: false } });
+  eq(t.count, off.usage.prompt_tokens, '/tokenize renders the same prompt');
+  const text = await detok(t.tokens);
+  assert(text.endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n'), `rendered: ${JSON.stringify(text)}`);
+});
+
+await check('continue_final_message: the last assistant message is left open; add_generation_prompt false', async () => {
+  const msgs = [{ role: 'user', content: 'Tell me a story.' }, { role: 'assistant', content: 'Once upon a' }];
+  const t = await tokenize({ messages: msgs, continue_final_message: true, add_generation_prompt: false });
+  const text = await detok(t.tokens);
+  assert(text.endsWith('Once upon a'), `continued prompt ends with the message: ${JSON.stringify(text)}`);
+  const closed = await tokenize({ messages: msgs, add_generation_prompt: false });
+  assert((await detok(closed.tokens)).endsWith('Once upon a<|im_end|>\n'), 'closed without the option');
+  eq(t.count, closed.count - 2, 'two tokens fewer (<|im_end|>, \\n)');
+  const r = await client.chat.completions.create({ ...greedy, messages: msgs, continue_final_message: true, add_generation_prompt: false });
+  eq(r.usage.prompt_tokens, t.count, 'the chat request uses the continued prompt');
+  const withGen = await client.chat.completions.create({ ...greedy, messages: msgs });
+  assert(withGen.usage.prompt_tokens > r.usage.prompt_tokens, 'a generation prompt otherwise');
+  await refused(client.chat.completions.create({ ...greedy, messages: msgs, continue_final_message: true, add_generation_prompt: true }),
+    'both true');
+});
+
+// ---------------------------------------------------------------- tools
+const CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
+const CALL2 = '<tool_call>\n{"name": "get_time", "arguments": {"tz": "CET"}}\n</tool_call>';
+const forced = (text) => ({ ...greedy, ignore_eos: false, max_tokens: 80, messages: USER, tools: TOOLS, eaas_test_forced_text: text + '<|im_end|>' });
+
+await check('tools are rendered into the prompt (Qwen3 # Tools section)', async () => {
+  const a = await client.chat.completions.create({ ...greedy, max_tokens: 1, messages: USER });
+  const b = await client.chat.completions.create({ ...greedy, max_tokens: 1, messages: USER, tools: TOOLS });
+  assert(b.usage.prompt_tokens > a.usage.prompt_tokens + 50, `tools add prompt tokens: ${a.usage.prompt_tokens} -> ${b.usage.prompt_tokens}`);
+  const text = await detok((await tokenize({ messages: USER, tools: TOOLS })).tokens);
+  assert(text.includes('<tools>\n{"type": "function", "function": {"name": "get_weather"'), `rendered: ${JSON.stringify(text.slice(0, 300))}`);
+});
+
+await check('tool call (auto): parsed into message.tool_calls, finish_reason tool_calls, text before stays content', async () => {
+  const r = await client.chat.completions.create(forced("I'll check.\n" + CALL));
+  const c = r.choices[0];
+  eq(c.finish_reason, 'tool_calls', 'finish_reason');
+  eq(c.message.content, "I'll check.\n", 'content');
+  eq(c.message.tool_calls.length, 1, 'one call');
+  const tc = c.message.tool_calls[0];
+  assert(/^call_[0-9a-f]{24}$/.test(tc.id), `id ${tc.id}`);
+  eq(tc.type, 'function', 'type');
+  eq(tc.function.name, 'get_weather', 'name');
+  eq(typeof tc.function.arguments, 'string', 'arguments is a JSON string');
+  eq(JSON.parse(tc.function.arguments).city, 'Paris', 'arguments');
+});
+
+await check('tool calls streamed as OpenAI deltas; the stream helper assembles them (two calls)', async () => {
+  const body = forced(CALL + '\n' + CALL2);
+  const raw = await client.chat.completions.create({ ...body, stream: true });
+  const deltas = [];
+  for await (const c of raw) for (const ch of c.choices) if (ch.delta.tool_calls) deltas.push(...ch.delta.tool_calls);
+  eq(deltas.length, 4, 'two deltas per call');
+  eq(deltas[0].index, 0, 'first delta index');
+  assert(deltas[0].id && deltas[0].type === 'function' && deltas[0].function.name === 'get_weather' &&
+    deltas[0].function.arguments === '', `first delta: ${JSON.stringify(deltas[0])}`);
+  eq(deltas[3].index, 1, 'second call index');
+  const s = client.beta.chat.completions.stream(body);
+  const f = await s.finalChatCompletion();
+  const m = f.choices[0].message;
+  eq(f.choices[0].finish_reason, 'tool_calls', 'streamed finish');
+  eq(m.tool_calls.length, 2, 'two calls assembled');
+  eq(m.tool_calls[1].function.name, 'get_time', 'second name');
+  eq(JSON.parse(m.tool_calls[0].function.arguments).city, 'Paris', 'first arguments');
+  eq(JSON.parse(m.tool_calls[1].function.arguments).tz, 'CET', 'second arguments');
+  const n = await client.chat.completions.create(body);
+  eq(JSON.stringify(n.choices[0].message.tool_calls.map((c) => c.function)), JSON.stringify(m.tool_calls.map((c) => c.function)),
+    'streaming == non-streaming');
+});
+
+await check('malformed tool call: plain content, finish stop; tool_choice none: not parsed; parallel_tool_calls false: one call', async () => {
+  const bad = '<tool_call>\n{"name": get_weather}\n</tool_call>';
+  const r = await client.chat.completions.create(forced(bad));
+  eq(r.choices[0].finish_reason, 'stop', 'finish');
+  eq(r.choices[0].message.content, bad, 'content');
+  assert(!r.choices[0].message.tool_calls || r.choices[0].message.tool_calls.length === 0, 'no calls');
+  const none = await client.chat.completions.create({ ...forced(CALL), tool_choice: 'none' });
+  eq(none.choices[0].message.content, CALL, 'tool_choice none: the text as it is');
+  const one = await client.chat.completions.create({ ...forced(CALL + '\n' + CALL2), parallel_tool_calls: false });
+  eq(one.choices[0].message.tool_calls.length, 1, 'parallel_tool_calls false');
+  const e = await refused(client.chat.completions.create({ ...forced(CALL), tool_choice: 'required' }), 'required');
+  assert(e.message.includes('needs constrained decoding'), e.message);
+});
+
+await check('a tool-call history (assistant content null, tool result) renders and serves', async () => {
+  const hist = [...USER, { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+    function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] }, { role: 'tool', tool_call_id: 'call_1', content: 'rain' }];
+  const r = await client.chat.completions.create({ ...greedy, messages: hist, tools: TOOLS });
+  const t = await tokenize({ messages: hist, tools: TOOLS });
+  eq(r.usage.prompt_tokens, t.count, 'prompt');
+  const text = await detok(t.tokens);
+  assert(text.includes('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>') &&
+    text.includes('<tool_response>\nrain\n</tool_response>'), `rendered: ${JSON.stringify(text)}`);
+});
+
+// ---------------------------------------------------------------- reasoning
+await check('reasoning (--reasoning-parser qwen3): reasoning_content apart from content, streamed as deltas', async () => {
+  const body = { ...greedy, ignore_eos: false, max_tokens: 40, messages: USER, eaas_test_forced_text: '<think>\nI should greet.\n</think>\n\nHello!<|im_end|>' };
+  const r = await client.chat.completions.create(body);
+  eq(r.choices[0].message.reasoning_content, '\nI should greet.\n', 'reasoning_content');
+  eq(r.choices[0].message.content, '\n\nHello!', 'content');
+  const s = await client.chat.completions.create({ ...body, stream: true });
+  let rc = '', ct = '';
+  for await (const c of s) for (const ch of c.choices) {
+    if (ch.delta.reasoning_content) rc += ch.delta.reasoning_content;
+    if (ch.delta.content) ct += ch.delta.content;
+  }
+  eq(rc, '\nI should greet.\n', 'streamed reasoning');
+  eq(ct, '\n\nHello!', 'streamed content');
+  const t = await client.chat.completions.create({ ...body, tools: TOOLS, eaas_test_forced_text: '<think>\nweather\n</think>\n\n' + CALL + '<|im_end|>' });
+  eq(t.choices[0].message.reasoning_content, '\nweather\n', 'reasoning before a call');
+  eq(t.choices[0].message.tool_calls[0].function.name, 'get_weather', 'then the call');
+});
+
+summary();

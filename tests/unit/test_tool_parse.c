@@ -1,0 +1,243 @@
+/*
+ * test_tool_parse.c — serve/tool_parse.c on recorded model outputs: Qwen3's
+ * <tool_call> blocks and DeepSeek-V3's tool-call tokens (as their chat
+ * templates write them), malformed calls (content, never an error), thinking
+ * split for --reasoning-parser qwen3 / deepseek_r1, and the same split
+ * whatever the deltas (whole text, byte by byte, odd chunk sizes).
+ */
+#include "harness.h"
+#include "serve/tool_parse.h"
+
+typedef struct {
+    ea_sbuf content, reasoning;
+    json_t *calls;
+} result;
+
+static void result_deinit(result *r) {
+    ea_sbuf_deinit(&r->content);
+    ea_sbuf_deinit(&r->reasoning);
+    json_decref(r->calls);
+}
+
+static void take(result *r, const ea_chat_delta *d) {
+    ea_sbuf_append(&r->content, d->content.data, d->content.len);
+    ea_sbuf_append(&r->reasoning, d->reasoning.data, d->reasoning.len);
+    json_array_extend(r->calls, d->calls);
+}
+
+/* Feed text in chunks of `chunk` bytes (0: all at once). */
+static void run(ea_reasoning_mode rm, ea_tool_format f, const char *text, size_t chunk, result *r) {
+    memset(r, 0, sizeof *r);
+    r->calls = json_array();
+    ea_sbuf_puts(&r->content, "");
+    ea_sbuf_puts(&r->reasoning, "");
+    ea_chat_split sp;
+    ea_chat_delta d = {0};
+    ea_chat_split_init(&sp, rm, f);
+    size_t n = strlen(text);
+    for (size_t i = 0; i < n;) {
+        size_t k = chunk == 0 || chunk > n - i ? n - i : chunk;
+        ea_chat_split_feed(&sp, text + i, k, &d);
+        take(r, &d);
+        i += k;
+    }
+    ea_chat_split_finish(&sp, &d);
+    take(r, &d);
+    ea_chat_delta_deinit(&d);
+    ea_chat_split_deinit(&sp);
+}
+
+static int call_is(const json_t *calls, size_t i, const char *name, const char *args) {
+    json_t *c = json_array_get(calls, i);
+    const char *n = json_string_value(json_object_get(c, "name")), *a = json_string_value(json_object_get(c, "arguments"));
+    if (!n || !a || strcmp(n, name) || strcmp(a, args)) {
+        fprintf(stderr, "  call %zu: %s %s\n", i, n ? n : "(none)", a ? a : "(none)");
+        return 0;
+    }
+    return 1;
+}
+
+static const size_t chunks[] = {0, 1, 2, 3, 7, 13};
+#define NCHUNKS (sizeof chunks / sizeof chunks[0])
+
+TEST(qwen3_one_call_with_text) {
+    const char *t = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    for (size_t c = 0; c < NCHUNKS; c++) {
+        result r;
+        run(EA_REASONING_NONE, EA_TOOL_FMT_QWEN3, t, chunks[c], &r);
+        CHECK_STREQ(r.content.data, "Let me check.\n");
+        CHECK_EQ(json_array_size(r.calls), 1);
+        CHECK(call_is(r.calls, 0, "get_weather", "{\"city\":\"Paris\"}"));
+        result_deinit(&r);
+    }
+}
+
+/* A call that does not parse comes back as content, as written (DeepSeek's block markers go). */
+#define DS_BLOCK(x) "<｜tool▁calls▁begin｜>" x "<｜tool▁calls▁end｜>"
+#define DS_BAD_TYPE "<｜tool▁call▁begin｜>tool<｜tool▁sep｜>f\n```json\n{}\n```<｜tool▁call▁end｜>"
+#define DS_BAD_JSON "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\":\n```<｜tool▁call▁end｜>"
+#define DS_NO_SEP "<｜tool▁call▁begin｜>function f\n```json\n{}\n```<｜tool▁call▁end｜>"
+#define DS_ARRAY "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n[1]\n```<｜tool▁call▁end｜>"
+TEST(malformed_is_content) {
+    static const struct {
+        ea_tool_format fmt;
+        const char *text, *content;
+    } cases[] = {
+        {EA_TOOL_FMT_QWEN3, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}\n</tool_call>", NULL}, /* JSON cut short */
+        {EA_TOOL_FMT_QWEN3, "<tool_call>\n{\"arguments\": {}}\n</tool_call>", NULL},                         /* no name */
+        {EA_TOOL_FMT_QWEN3, "<tool_call>\n{\"name\": \"a\", \"arguments\": \"{}\"}\n</tool_call>", NULL},     /* arguments a string */
+        {EA_TOOL_FMT_QWEN3, "<tool_call>\n{\"name\": \"\", \"arguments\": {}}\n</tool_call>", NULL},          /* empty name */
+        {EA_TOOL_FMT_QWEN3, "<tool_call>not json at all", NULL},                                              /* unterminated */
+        {EA_TOOL_FMT_QWEN3, "text <tool_ca", NULL},                                                           /* a marker's start */
+        {EA_TOOL_FMT_DEEPSEEK_V3, DS_BLOCK(DS_BAD_TYPE), DS_BAD_TYPE},                                        /* type not function */
+        {EA_TOOL_FMT_DEEPSEEK_V3, DS_BLOCK(DS_BAD_JSON), DS_BAD_JSON},
+        {EA_TOOL_FMT_DEEPSEEK_V3, DS_BLOCK(DS_NO_SEP), DS_NO_SEP},
+        {EA_TOOL_FMT_DEEPSEEK_V3, DS_BLOCK(DS_ARRAY), DS_ARRAY},                                              /* not an object */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t c = 0; c < NCHUNKS; c++) {
+            result r;
+            run(EA_REASONING_NONE, cases[i].fmt, cases[i].text, chunks[c], &r);
+            int ok = json_array_size(r.calls) == 0 &&
+                     !strcmp(r.content.data, cases[i].content ? cases[i].content : cases[i].text);
+            result_deinit(&r);
+            if (!ok) FAIL_("case %zu, chunks of %zu", i, chunks[c]);
+        }
+}
+
+TEST(qwen3_unterminated_valid_call_counts) {
+    result r;
+    run(EA_REASONING_NONE, EA_TOOL_FMT_QWEN3, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\": true}}\n", 1, &r);
+    CHECK_EQ(json_array_size(r.calls), 1);
+    CHECK(call_is(r.calls, 0, "f", "{\"k\":true}"));
+    CHECK_STREQ(r.content.data, "");
+    result_deinit(&r);
+}
+
+/* Text after a malformed call keeps its whitespace before the next call, however
+ * the deltas cut it (the fuzzer found the streamed split dropping that newline). */
+TEST(qwen3_good_then_bad_then_text) {
+    const char *t = "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>oops</tool_call> after\n"
+                    "<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n</tool_call>";
+    for (size_t c = 0; c < NCHUNKS; c++) {
+        result r;
+        run(EA_REASONING_NONE, EA_TOOL_FMT_QWEN3, t, chunks[c], &r);
+        CHECK_EQ(json_array_size(r.calls), 2);
+        CHECK_STREQ(r.content.data, "<tool_call>oops</tool_call> after\n");
+        result_deinit(&r);
+    }
+}
+
+/* as DeepSeek-V3's chat template writes an assistant turn with two calls */
+#define DS_TWO                                                                                                        \
+    "I will look.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": "   \
+    "\"Paris\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{\"tz\": "      \
+    "\"CET\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+
+/* Two calls in each format (Qwen3 with only whitespace around, which is dropped). */
+TEST(two_calls) {
+    static const struct {
+        ea_tool_format fmt;
+        const char *text, *content, *name[2], *args[2];
+    } cases[] = {
+        {EA_TOOL_FMT_QWEN3,
+         "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+         "{\"name\": \"b\", \"arguments\": {\"x\": [1, 2], \"y\": \"é\"}}\n</tool_call>\n",
+         "", {"a", "b"}, {"{}", "{\"x\":[1,2],\"y\":\"é\"}"}},
+        {EA_TOOL_FMT_DEEPSEEK_V3, DS_TWO, "I will look.", {"get_weather", "get_time"},
+         {"{\"city\":\"Paris\"}", "{\"tz\":\"CET\"}"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t c = 0; c < NCHUNKS; c++) {
+            result r;
+            run(EA_REASONING_NONE, cases[i].fmt, cases[i].text, chunks[c], &r);
+            int ok = !strcmp(r.content.data, cases[i].content) && json_array_size(r.calls) == 2 &&
+                     call_is(r.calls, 0, cases[i].name[0], cases[i].args[0]) &&
+                     call_is(r.calls, 1, cases[i].name[1], cases[i].args[1]);
+            result_deinit(&r);
+            if (!ok) FAIL_("case %zu, chunks of %zu", i, chunks[c]);
+        }
+}
+
+TEST(deepseek_fenceless_and_cut_off) {
+    result r;
+    run(EA_REASONING_NONE, EA_TOOL_FMT_DEEPSEEK_V3,
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n{\"a\": 1}<｜tool▁call▁end｜>"
+        "<｜tool▁call▁begin｜>function<｜tool▁sep｜>g\n```json\n{\"b\"",
+        5, &r);
+    CHECK_EQ(json_array_size(r.calls), 1);
+    CHECK(call_is(r.calls, 0, "f", "{\"a\":1}"));
+    CHECK_STREQ(r.content.data, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>g\n```json\n{\"b\"");
+    result_deinit(&r);
+}
+
+TEST(no_format_passes_everything) {
+    result r;
+    run(EA_REASONING_NONE, EA_TOOL_FMT_NONE, "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>", 3, &r);
+    CHECK_EQ(json_array_size(r.calls), 0);
+    CHECK_STREQ(r.content.data, "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>");
+    result_deinit(&r);
+}
+
+/* Think blocks: the reasoning and content each parser gives, whatever the deltas. */
+TEST(reasoning_split) {
+    static const struct {
+        ea_reasoning_mode mode;
+        const char *text, *reasoning, *content;
+    } cases[] = {
+        {EA_REASONING_QWEN3, "<think>\nLet me think.\n</think>\n\nHello!", "\nLet me think.\n", "\n\nHello!"},
+        {EA_REASONING_QWEN3, "Hello <think> there", "", "Hello <think> there"}, /* no block (enable_thinking false) */
+        {EA_REASONING_QWEN3, "<think>still going </thi", "still going </thi", ""},   /* unterminated */
+        {EA_REASONING_QWEN3, "<th", "", "<th"},                                        /* a prefix of <think> */
+        {EA_REASONING_DEEPSEEK_R1, "step 1, step 2</think>The answer is 4.", "step 1, step 2", "The answer is 4."},
+        {EA_REASONING_DEEPSEEK_R1, "<think>abc</think>def", "abc", "def"},
+        {EA_REASONING_DEEPSEEK_R1, "no end in sight", "no end in sight", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t c = 0; c < NCHUNKS; c++) {
+            result r;
+            run(cases[i].mode, EA_TOOL_FMT_QWEN3, cases[i].text, chunks[c], &r);
+            if (strcmp(r.reasoning.data, cases[i].reasoning) || strcmp(r.content.data, cases[i].content)) {
+                result_deinit(&r);
+                FAIL_("case %zu, chunks of %zu: reasoning/content differ", i, chunks[c]);
+            }
+            result_deinit(&r);
+        }
+}
+
+TEST(reasoning_then_tool_call) {
+    const char *t = "<think>\nweather needed\n</think>\n\n<tool_call>\n{\"name\": \"w\", \"arguments\": {\"c\": \"P\"}}\n</tool_call>";
+    for (size_t c = 0; c < NCHUNKS; c++) {
+        result r;
+        run(EA_REASONING_QWEN3, EA_TOOL_FMT_QWEN3, t, chunks[c], &r);
+        CHECK_STREQ(r.reasoning.data, "\nweather needed\n");
+        CHECK_STREQ(r.content.data, "\n\n");
+        CHECK_EQ(json_array_size(r.calls), 1);
+        CHECK(call_is(r.calls, 0, "w", "{\"c\":\"P\"}"));
+        result_deinit(&r);
+    }
+}
+
+TEST(names) {
+    CHECK_EQ(ea_tool_format_for_model_type("qwen3_moe"), EA_TOOL_FMT_QWEN3);
+    CHECK_EQ(ea_tool_format_for_model_type("deepseek_v3"), EA_TOOL_FMT_DEEPSEEK_V3);
+    CHECK_EQ(ea_tool_format_for_model_type("mixtral"), EA_TOOL_FMT_NONE);
+    CHECK_EQ(ea_reasoning_mode_parse("qwen3"), EA_REASONING_QWEN3);
+    CHECK_EQ(ea_reasoning_mode_parse("deepseek_r1"), EA_REASONING_DEEPSEEK_R1);
+    CHECK_EQ(ea_reasoning_mode_parse("none"), EA_REASONING_NONE);
+    CHECK_EQ(ea_reasoning_mode_parse("granite"), -1);
+}
+
+int main(void) {
+    RUN(qwen3_one_call_with_text);
+    RUN(malformed_is_content);
+    RUN(qwen3_unterminated_valid_call_counts);
+    RUN(qwen3_good_then_bad_then_text);
+    RUN(two_calls);
+    RUN(deepseek_fenceless_and_cut_off);
+    RUN(no_format_passes_everything);
+    RUN(reasoning_split);
+    RUN(reasoning_then_tool_call);
+    RUN(names);
+    return TEST_SUMMARY();
+}
