@@ -23,6 +23,7 @@
 
 #include "base/alloc.h"
 #include "base/util.h"
+#include "serve/constraint.h"
 #include "serve/openai_impl.h"
 
 /* ---- errors ----------------------------------------------------------------- */
@@ -135,6 +136,7 @@ void ea_oai_request_deinit(ea_oai_request *r) {
     ea_free(r->prompt_ids);
     json_decref(r->messages);
     for (int i = 0; i < EA_MAX_STOP; i++) ea_free(r->stop_store[i]);
+    ea_grammar_destroy(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
@@ -367,12 +369,6 @@ static int parse_unsupported(const json_t *root, ea_oai_error *e) {
             !(json_is_string(v) && strcmp(json_string_value(v), "none") == 0))
             return ea_oai_fail(e, 400, NULL, tools[i], NULL, "'%s' is not supported", tools[i]);
     }
-    json_t *rf = field(root, "response_format");
-    if (rf) {
-        json_t *t = json_object_get(rf, "type");
-        if (!json_is_object(rf) || !json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
-            return ea_oai_fail(e, 400, NULL, "response_format", NULL, "only response_format {\"type\": \"text\"} is supported");
-    }
     json_t *lb = field(root, "logit_bias");
     if (lb && !(json_is_object(lb) && json_object_size(lb) == 0))
         return ea_oai_fail(e, 400, NULL, "logit_bias", NULL, "'logit_bias' is not supported");
@@ -463,7 +459,10 @@ static const struct {
     /* read only to refuse what we would not honour (parse_unsupported) */
     {"echo", FOR_CMPL}, {"suffix", FOR_CMPL}, {"best_of", FOR_CMPL}, {"tools", FOR_BOTH},
     {"functions", FOR_BOTH}, {"tool_choice", FOR_BOTH}, {"function_call", FOR_BOTH},
-    {"response_format", FOR_BOTH}, {"logit_bias", FOR_BOTH},
+    {"logit_bias", FOR_BOTH},
+    /* structured outputs (constraint.c; grammar/guided_grammar only to refuse) */
+    {"response_format", FOR_BOTH}, {"guided_json", FOR_BOTH}, {"guided_choice", FOR_BOTH},
+    {"guided_regex", FOR_BOTH}, {"grammar", FOR_BOTH}, {"guided_grammar", FOR_BOTH},
     /* accepted, no effect */
     {"user", FOR_BOTH}, {"metadata", FOR_BOTH}, {"store", FOR_BOTH}, {"service_tier", FOR_BOTH},
     {"safety_identifier", FOR_BOTH}, {"prompt_cache_key", FOR_BOTH}, {"parallel_tool_calls", FOR_CHAT},
@@ -520,8 +519,9 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
     }
     if (get_bool(root, "ignore_eos", &r->params.ignore_eos, e)) return -1;
     if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_stop_ids(root, r, e) ||
-        parse_logprobs(root, r, e))
+        parse_logprobs(root, r, e) || ea_oai_parse_constraint(root, &r->grammar, e))
         return -1;
+    r->params.grammar = r->grammar;
     static const char *const stream_fields[] = {"include_usage", NULL};
     const char *endpoint = r->kind == EA_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
     if (refuse_unknown(root, r->kind, NULL, "", endpoint, e) ||

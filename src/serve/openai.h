@@ -29,10 +29,11 @@
  *   logprobs (completions: int 0..20; chat: bool), top_logprobs (chat: 0..20,
  *   needs logprobs), presence_penalty and frequency_penalty [-2,2],
  *   repetition_penalty (0, 100], ignore_eos (bool), stop_token_ids ([id],
- *   <= EA_MAX_STOP_IDS, checked as prompt ids), min_tokens (0..max_tokens).
+ *   <= EA_MAX_STOP_IDS, checked as prompt ids), min_tokens (0..max_tokens),
+ *   structured outputs: response_format (text, json_object, json_schema),
+ *   guided_json, guided_choice, guided_regex (constraint.h).
  * Refused with 400 because we would silently do something else: echo=true,
- * suffix, best_of > 1, tools/functions, response_format other than text,
- * logit_bias with entries.
+ * suffix, best_of > 1, tools/functions, logit_bias with entries, GBNF grammar.
  *
  * Defaults: max_tokens 16 for completions (OpenAI's), the rest of the context
  * for chat; temperature 1, top_p 1; seed: the caller's (random per request).
@@ -99,6 +100,7 @@ typedef struct {
     int include_usage;
     int seed_given;
     char *stop_store[EA_MAX_STOP]; /* owns */
+    struct ea_grammar *grammar; /* owns a reference: structured output (constraint.h), NULL: none */
     ea_req_params params;   /* complete after prepare; borrows prompt_ids and stop_store */
 } ea_oai_request;
 
