@@ -420,6 +420,7 @@ ea_status ea_gb_finish(ea_gbuild *b, int root, ea_grammar **out, char *err, size
         ea_gb_destroy(b);
         return ea_err(EA_ERR_NOMEM, "grammar");
     }
+    atomic_init(&g->refs, 1);
     qsort(b->alts, b->n_alts, sizeof *b->alts, cmp_alt);
     g->n_rules = (int)b->n_rules;
     g->rule_alt0 = ea_calloc(b->n_rules * 2 + 1, sizeof(int32_t));
@@ -451,8 +452,13 @@ ea_status ea_gb_finish(ea_gbuild *b, int root, ea_grammar **out, char *err, size
     return EA_OK;
 }
 
+ea_grammar *ea_grammar_ref(ea_grammar *g) {
+    if (g) atomic_fetch_add(&g->refs, 1);
+    return g;
+}
+
 void ea_grammar_destroy(ea_grammar *g) {
-    if (!g) return;
+    if (!g || atomic_fetch_sub(&g->refs, 1) > 1) return;
     for (int i = 0; g->names && i < g->n_rules; i++) ea_free(g->names[i]);
     ea_free(g->names);
     ea_free(g->el);

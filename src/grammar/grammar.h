@@ -99,6 +99,9 @@ void ea_gseq_lit(ea_gseq *s, ea_gbuild *b, const char *text, size_t n);
  * says which rule is wrong (by name). b is consumed (destroyed) either way. */
 ea_status ea_gb_finish(ea_gbuild *b, int root, ea_grammar **out, char *err, size_t n_err);
 
+/* Grammars are reference-counted (a request keeps the one its parser made):
+ * ea_grammar_ref adds a holder, ea_grammar_destroy drops one and frees at zero. */
+ea_grammar *ea_grammar_ref(ea_grammar *g);
 void ea_grammar_destroy(ea_grammar *g);
 /* Rules and elements, for tests and sizing. */
 void ea_grammar_size(const ea_grammar *g, int *n_rules, int *n_elems, int *n_classes);

@@ -10,6 +10,7 @@
 #ifndef EA_GRAMMAR_INTERNAL_H
 #define EA_GRAMMAR_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "grammar/grammar.h"
@@ -39,6 +40,7 @@ struct ea_grammar {
     ea__gclass *cls; /* owns (n_cls) */
     int n_cls;
     int root;
+    atomic_int refs; /* ea_grammar_ref / ea_grammar_destroy */
 };
 
 /* 1 if cp is in class c of g. */

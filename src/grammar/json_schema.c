@@ -226,7 +226,7 @@ static int number_rule(jc *c, const json_t *s, int integer, const char *path) {
     if (fabs(mn) > INT_LIM || fabs(mx) > INT_LIM)
         return jfail(c, path, "minimum/maximum beyond 16 digits are not supported");
     if (mn > mx) return jfail(c, path, "minimum is above maximum: no number is allowed");
-    static char re[16384];
+    char re[16384]; /* not static: schemas compile on many HTTP threads at once */
     if (integer) {
         int_range_re(mn, mx, re, sizeof re);
     } else {
