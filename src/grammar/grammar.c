@@ -421,7 +421,7 @@ ea_status ea_gb_finish(ea_gbuild *b, int root, ea_grammar **out, char *err, size
         return ea_err(EA_ERR_NOMEM, "grammar");
     }
     atomic_init(&g->refs, 1);
-    qsort(b->alts, b->n_alts, sizeof *b->alts, cmp_alt);
+    if (b->n_alts) qsort(b->alts, b->n_alts, sizeof *b->alts, cmp_alt);
     g->n_rules = (int)b->n_rules;
     g->rule_alt0 = ea_calloc(b->n_rules * 2 + 1, sizeof(int32_t));
     g->alt = ea_malloc((b->n_alts + 1) * sizeof(int32_t));

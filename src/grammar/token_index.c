@@ -229,7 +229,7 @@ static centry *build_entry(ea_token_index *ix, const ea_grange *rg, int n_rg, ui
             }
         }
     }
-    qsort(pairs, n_pairs, 2 * sizeof *pairs, cmp_ncp);
+    if (n_pairs) qsort(pairs, n_pairs, 2 * sizeof *pairs, cmp_ncp);
     e->n_full = (int)n_pairs;
     e->full = ea_malloc((n_pairs + 1) * sizeof *e->full);
     e->full_ncp = ea_malloc((n_pairs + 1) * sizeof *e->full_ncp);
