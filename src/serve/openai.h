@@ -78,7 +78,7 @@ typedef enum { EA_OAI_COMPLETIONS = 0, EA_OAI_CHAT = 1 } ea_oai_kind;
 typedef struct {
     int status;        /* HTTP status: 400, 401, 404, 413, 503, ... */
     char type[40];     /* invalid_request_error, authentication_error, not_found_error, server_error, ... */
-    char param[64];    /* the offending field; "" renders as null */
+    char param[256];   /* the offending field (a JSON path into a schema can be long); "" renders as null */
     char code[40];     /* "" renders as null */
     char message[512];
 } ea_oai_error;

@@ -223,7 +223,13 @@ TEST(bad_requests_get_400_naming_the_field) {
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}", "top_logprobs", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 2}", "logprobs", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\"}]}", "tools", 400},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_object\"}}", "response_format", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"xml\"}}", "response_format.type", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"r\", \"schema\": {\"type\": \"object\", \"properties\": {\"items\": {\"type\": \"array\", \"items\": {\"properties\": {\"deeply_nested_name\": {\"$ref\": \"#/$defs/missing\"}}}}}}}}}", "response_format.json_schema.schema.properties.items.items.properties.deeply_nested_name.$ref", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": {}}}}", "response_format.json_schema.name", 400},
+        {0, "{\"prompt\": \"x\", \"guided_choice\": []}", "guided_choice", 400},
+        {0, "{\"prompt\": \"x\", \"guided_regex\": \"(a\"}", "guided_regex", 400},
+        {0, "{\"prompt\": \"x\", \"guided_regex\": \"a\", \"guided_choice\": [\"a\"]}", "guided_regex", 400},
+        {0, "{\"prompt\": \"x\", \"grammar\": \"root ::= \\\"a\\\"\"}", "grammar", 400},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ea_oai_error e;
