@@ -137,6 +137,11 @@ int ea_oai_parse_constraint(const json_t *root, ea_grammar **g, ea_oai_error *e)
             return ea_oai_fail(e, 400, NULL, "guided_regex", NULL, "guided_regex: %s", err);
         return 0;
     }
-    return ea_oai_fail(e, 400, NULL, which, NULL, "'%s' (GBNF grammars) is not supported yet; use guided_regex, "
-                                                  "guided_choice or a JSON Schema", which);
+    /* grammar, guided_grammar: GBNF */
+    if (!json_is_string(v) || json_string_length(v) == 0)
+        return ea_oai_fail(e, 400, NULL, which, NULL, "'%s' must be a non-empty GBNF grammar string", which);
+    ea_status st = ea_grammar_from_gbnf(json_string_value(v), json_string_length(v), g, err, sizeof err);
+    if (st == EA_ERR_NOMEM) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+    if (st != EA_OK) return ea_oai_fail(e, 400, NULL, which, NULL, "%s: %s", which, err);
+    return 0;
 }

@@ -8,7 +8,7 @@
  *   guided_json      a JSON Schema (object, or a string holding one) — vLLM's
  *   guided_choice    [string, ...] — vLLM's: the output is one of them
  *   guided_regex     string — vLLM's: the output matches it in full
- *   grammar, guided_grammar  GBNF — refused (400) until the GBNF parser lands
+ *   grammar, guided_grammar  llama.cpp's GBNF text (`root ::= ...`)
  * At most one of them; each error is a 400 naming the field, and for schemas
  * the JSON path of the offending keyword
  * (e.g. response_format.json_schema.schema.properties.a.$ref).

@@ -460,7 +460,7 @@ static const struct {
     {"echo", FOR_CMPL}, {"suffix", FOR_CMPL}, {"best_of", FOR_CMPL}, {"tools", FOR_BOTH},
     {"functions", FOR_BOTH}, {"tool_choice", FOR_BOTH}, {"function_call", FOR_BOTH},
     {"logit_bias", FOR_BOTH},
-    /* structured outputs (constraint.c; grammar/guided_grammar only to refuse) */
+    /* structured outputs (constraint.c) */
     {"response_format", FOR_BOTH}, {"guided_json", FOR_BOTH}, {"guided_choice", FOR_BOTH},
     {"guided_regex", FOR_BOTH}, {"grammar", FOR_BOTH}, {"guided_grammar", FOR_BOTH},
     /* accepted, no effect */

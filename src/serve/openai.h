@@ -31,9 +31,9 @@
  *   repetition_penalty (0, 100], ignore_eos (bool), stop_token_ids ([id],
  *   <= EA_MAX_STOP_IDS, checked as prompt ids), min_tokens (0..max_tokens),
  *   structured outputs: response_format (text, json_object, json_schema),
- *   guided_json, guided_choice, guided_regex (constraint.h).
+ *   guided_json, guided_choice, guided_regex, grammar / guided_grammar (GBNF) (constraint.h).
  * Refused with 400 because we would silently do something else: echo=true,
- * suffix, best_of > 1, tools/functions, logit_bias with entries, GBNF grammar.
+ * suffix, best_of > 1, tools/functions, logit_bias with entries.
  *
  * Defaults: max_tokens 16 for completions (OpenAI's), the rest of the context
  * for chat; temperature 1, top_p 1; seed: the caller's (random per request).

