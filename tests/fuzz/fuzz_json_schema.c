@@ -1,9 +1,9 @@
 /*
- * fuzz_json_schema.c — fuzz target for the JSON Schema and regex front ends
+ * fuzz_json_schema.c — fuzz target for the JSON Schema, regex and GBNF front ends
  * of the grammar engine and the matcher behind them.
  *
- * Input: JSON text (a schema as a client would send it in response_format),
- * optionally followed by a NUL byte and bytes fed to the matcher. A schema
+ * Input: JSON text (a schema as a client would send it in response_format)
+ * or, when it is not JSON, GBNF grammar text, optionally followed by a NUL byte and bytes fed to the matcher. A schema
  * that compiles is matched against those bytes one byte at a time and as a
  * whole, and its mask is computed over a small fixed vocabulary (ASCII,
  * JSON punctuation runs, multi-byte and split UTF-8 tokens) and compared
@@ -85,7 +85,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t tl = nul ? size - jl - 1 : 0;
     json_error_t je;
     json_t *s = json_loadb((const char *)data, jl, JSON_DECODE_ANY, &je);
-    if (!s) return 0;
+    if (!s) { /* not JSON: a GBNF grammar */
+        ea_grammar *g = NULL;
+        char err[256];
+        if (ea_grammar_from_gbnf((const char *)data, jl, &g, err, sizeof err) == EA_OK) {
+            run(g, text, tl);
+            ea_grammar_destroy(g);
+        }
+        return 0;
+    }
     patterns(s, 0);
     ea_grammar *g = NULL;
     char ep[256], err[256];

@@ -8,7 +8,7 @@
 // and validates with ajv (+ ajv-formats), finish_reason "stop"; streaming gives
 // the same text; /v1/completions with guided_json likewise; json_object output
 // that ends parses as an object; guided_choice returns one of the choices and
-// guided_regex a full match; invalid schemas are a 400 naming the JSON path;
+// guided_regex a full match; GBNF grammars; invalid schemas are a 400 naming the JSON path;
 // 32 concurrent seeded constrained requests each equal the same request alone.
 import { createRequire } from 'module';
 import fs from 'fs';
@@ -133,6 +133,21 @@ await check('guided_regex: a full match, chat and completions', async () => {
     const c = await client.chat.completions.create({ model, messages, max_tokens: 40, seed, guided_regex: re });
     assert(js.test(c.choices[0].message.content), `chat seed ${seed}: ${JSON.stringify(c.choices[0].message.content)}`);
   }
+});
+
+await check('grammar (GBNF): the output is in the language, chat and completions', async () => {
+  const gbnf = 'root ::= greeting " " name "!"\ngreeting ::= "Hello" | "Hi" | "Good " ("morning" | "evening")\nname ::= [A-Z] [a-z]{1,8}\n';
+  const js = /^(Hello|Hi|Good (morning|evening)) [A-Z][a-z]{1,8}!$/;
+  for (let seed = 1; seed <= 4; seed++) {
+    const c = await client.chat.completions.create({ model, messages, max_tokens: 30, seed, grammar: gbnf });
+    assert(js.test(c.choices[0].message.content), `chat seed ${seed}: ${JSON.stringify(c.choices[0].message.content)}`);
+    eq(c.choices[0].finish_reason, 'stop', 'finish');
+    const r = await client.completions.create({ model, prompt: 'Say hi:', max_tokens: 30, seed, guided_grammar: gbnf });
+    assert(js.test(r.choices[0].text), `completions seed ${seed}: ${JSON.stringify(r.choices[0].text)}`);
+  }
+  let err = null;
+  try { await client.completions.create({ model, prompt: 'x', max_tokens: 5, grammar: 'root ::= undefined-rule' }); } catch (e) { err = e; }
+  assert(err && err.status === 400 && (err.error?.param ?? err.param) === 'grammar', 'bad grammar is a 400 naming grammar');
 });
 
 await check('max_tokens cuts a constrained output: finish_reason length', async () => {
