@@ -616,6 +616,19 @@ static const json_t *resolve(const json_t *root, const char *ref) {
 
 static int gen_body(jc *c, const json_t *s, const char *path);
 
+/* A rule whose alternatives are the rules ids[0..n) (anyOf, a list of types). */
+static int alts_rule(jc *c, const char *path, const int *ids, size_t n) {
+    int r = ea_gb_rule(c->b, path);
+    ea_gseq q = {0};
+    for (size_t i = 0; i < n; i++) {
+        ea_gseq_clear(&q);
+        ea_gseq_ref(&q, ids[i]);
+        ea_gb_alt(c->b, r, &q);
+    }
+    ea_gseq_deinit(&q);
+    return r;
+}
+
 static int gen(jc *c, const json_t *s, const char *path) {
     if (strlen(path) > PATH_MAX_LEN) return jfail(c, path, "the schema is nested too deeply");
     if (++c->level > 64) {
@@ -697,21 +710,19 @@ static int gen_body(jc *c, const json_t *s, const char *path) {
         if (has(s, "type") || has(s, "properties") || has(s, "items"))
             return jfail(c, p, "'%s' beside type/properties/items is not supported (move them into each branch)",
                          comb[k]);
-        int r = ea_gb_rule(c->b, path);
-        ea_gseq q = {0};
-        for (size_t i = 0; i < json_array_size(a); i++) {
+        size_t n = json_array_size(a);
+        int *ids = ea_malloc(n * sizeof *ids);
+        if (!ids) return jfail(c, p, "out of memory");
+        for (size_t i = 0; i < n; i++) {
             char pi[PATH_MAX_LEN + 128];
             snprintf(pi, sizeof pi, "%s[%zu]", p, i);
-            int x = gen(c, json_array_get(a, i), pi);
-            if (x < 0) {
-                ea_gseq_deinit(&q);
+            if ((ids[i] = gen(c, json_array_get(a, i), pi)) < 0) {
+                ea_free(ids);
                 return -1;
             }
-            ea_gseq_clear(&q);
-            ea_gseq_ref(&q, x);
-            ea_gb_alt(c->b, r, &q);
         }
-        ea_gseq_deinit(&q);
+        int r = alts_rule(c, path, ids, n);
+        ea_free(ids);
         return r;
     }
     json_t *ty = json_object_get(s, "type");
@@ -735,20 +746,11 @@ static int gen_body(jc *c, const json_t *s, const char *path) {
         if (!ok) return jfail(c, p, "unknown type (object, array, string, number, integer, boolean, null)");
     }
     if (json_is_string(ty)) return type_rule(c, s, json_string_value(ty), path);
-    int r = ea_gb_rule(c->b, path);
-    ea_gseq q = {0};
-    for (size_t i = 0; i < nt; i++) {
-        int x = type_rule(c, s, json_string_value(json_array_get(ty, i)), path);
-        if (x < 0) {
-            ea_gseq_deinit(&q);
-            return -1;
-        }
-        ea_gseq_clear(&q);
-        ea_gseq_ref(&q, x);
-        ea_gb_alt(c->b, r, &q);
-    }
-    ea_gseq_deinit(&q);
-    return r;
+    int ids[7];
+    if (nt > 7) return jfail(c, p, "'type' lists a type twice");
+    for (size_t i = 0; i < nt; i++)
+        if ((ids[i] = type_rule(c, s, json_string_value(json_array_get(ty, i)), path)) < 0) return -1;
+    return alts_rule(c, path, ids, nt);
 }
 
 static void jc_init(jc *c, ea_gbuild *b, const json_t *root, const char *path, const ea_json_grammar_opts *o) {

@@ -12,26 +12,13 @@
 // 64 concurrent seeded requests with different prompts each return exactly
 // the text they return alone.
 import { createRequire } from 'module';
+import { check, assert, eq, summary } from './oai_check.mjs';
 
 const require = createRequire(process.env.EA_SRC + '/tools/node/package.json');
 const OpenAI = require('openai');
 
 const [baseURL, model] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: process.env.EAAS_API_KEY || 'none', maxRetries: 0, timeout: 120000 });
-
-let passed = 0, failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.error(`ok   ${name}`);
-  } catch (e) {
-    failed++;
-    console.error(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
-function assert(cond, msg) { if (!cond) throw new Error(msg); }
-function eq(a, b, msg) { if (a !== b) throw new Error(`${msg}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`); }
 
 const PROMPT = 'The quick brown fox jumps over the lazy dog. Once upon a time';
 const greedy = { model, temperature: 0, max_tokens: 24, ignore_eos: true };
@@ -262,5 +249,4 @@ await check('determinism: 64 concurrent seeded requests == each alone', async ()
   assert(new Set(alone).size > 32, 'different prompts give different texts');
 });
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+summary();

@@ -12,6 +12,7 @@
 // 32 concurrent seeded constrained requests each equal the same request alone.
 import { createRequire } from 'module';
 import fs from 'fs';
+import { check, assert, eq, summary } from './oai_check.mjs';
 
 const require = createRequire(process.env.EA_SRC + '/tools/node/package.json');
 const OpenAI = require('openai');
@@ -22,20 +23,6 @@ const [baseURL, model] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: 'none', maxRetries: 0, timeout: 300000 });
 const ajv = new Ajv({ strict: false, allErrors: true });
 addFormats(ajv);
-
-let passed = 0, failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.error(`ok   ${name}`);
-  } catch (e) {
-    failed++;
-    console.error(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
-function assert(cond, msg) { if (!cond) throw new Error(msg); }
-function eq(a, b, msg) { if (a !== b) throw new Error(`${msg}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`); }
 
 const schemas = fs.readFileSync(process.env.EA_SRC + '/tests/data/structured_schemas.jsonl', 'utf8')
   .split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
@@ -192,5 +179,4 @@ await check('determinism: 32 concurrent seeded constrained requests each equal t
   for (let i = 0; i < reqs.length; i++) eq(together[i].choices[0].message.content, alone[i], `request ${i}`);
 });
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+summary();
