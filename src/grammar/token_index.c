@@ -16,7 +16,8 @@
  *
  * Mask of a state: for each stack top t = CHARS(class C, min, max) at count c,
  * rem = max - c code points may still come from C:
- *   1. full tokens with ncp <= rem: allowed (bitset OR or a prefix of full[]);
+ *   1. full tokens with ncp <= rem: allowed (the bitset OR'd in, less the
+ *      longer ones when they are fewer, else the prefix of full[] set bit by bit);
  *   2. X = the stacks after leaving t (its element popped, expanded): the
  *      classes that may follow C. If none of them meets C, a token that leaves
  *      C can only do so at its first out-of-class code point, so for part[]:
@@ -78,6 +79,7 @@ struct ea_token_index {
     centry **tab;      /* owns: hash chains (cap_tab) */
     size_t cap_tab, n_ent, mem;
     uint64_t gen;
+    uint64_t *scratch; /* owns (n_words): a class's full tokens minus the too-long ones */
 };
 
 static size_t tok_len(const ea_token_index *ix, int32_t id) {
@@ -95,9 +97,10 @@ ea_status ea_token_index_create(const char *const *tokens, const size_t *lens, i
     ix->bytes = ea_malloc(total + 1);
     ix->off = ea_malloc(((size_t)n_vocab + 1) * sizeof *ix->off);
     ix->by_first = ea_malloc(((size_t)n_vocab + 1) * sizeof *ix->by_first);
+    ix->scratch = ea_malloc((ix->n_words + 1) * sizeof *ix->scratch);
     ix->cap_tab = 1024;
     ix->tab = ea_calloc(ix->cap_tab, sizeof *ix->tab);
-    if (!ix->bytes || !ix->off || !ix->by_first || !ix->tab || total > UINT32_MAX) {
+    if (!ix->bytes || !ix->off || !ix->by_first || !ix->tab || !ix->scratch || total > UINT32_MAX) {
         ea_token_index_destroy(ix);
         return ea_err(EA_ERR_NOMEM, "token index");
     }
@@ -148,6 +151,7 @@ void ea_token_index_destroy(ea_token_index *ix) {
     ea_free(ix->bytes);
     ea_free(ix->off);
     ea_free(ix->by_first);
+    ea_free(ix->scratch);
     ea_free(ix);
 }
 
@@ -326,10 +330,26 @@ static ea_status mask_top(ea_gmatcher *m, ea_token_index *ix, int32_t top, uint6
     centry *ce = entry(m, ix, el->arg);
     if (!ce) return ea_err(EA_ERR_NOMEM, "token index");
     int rem = el->max < 0 ? INT_MAX : el->max - t.count;
-    if (rem >= ce->max_ncp && ce->full_bits) {
-        for (size_t w = 0; w < ix->n_words; w++) bits[w] |= ce->full_bits[w];
+    int n_le = 0; /* full tokens with ncp <= rem: a prefix of full[] */
+    if (rem >= ce->max_ncp) {
+        n_le = ce->n_full;
     } else {
-        for (int i = 0; i < ce->n_full && ce->full_ncp[i] <= rem; i++) set_bit(bits, ce->full[i]);
+        int a = 0, b = ce->n_full;
+        while (a < b) {
+            int mid = (a + b) / 2;
+            if (ce->full_ncp[mid] <= rem) a = mid + 1;
+            else b = mid;
+        }
+        n_le = a;
+    }
+    if (ce->full_bits && n_le == ce->n_full) {
+        for (size_t w = 0; w < ix->n_words; w++) bits[w] |= ce->full_bits[w];
+    } else if (ce->full_bits && ce->n_full - n_le < n_le) { /* fewer to take out than to put in */
+        memcpy(ix->scratch, ce->full_bits, ix->n_words * sizeof *bits);
+        for (int i = n_le; i < ce->n_full; i++) ix->scratch[ce->full[i] >> 6] &= ~(1ull << (ce->full[i] & 63));
+        for (size_t w = 0; w < ix->n_words; w++) bits[w] |= ix->scratch[w];
+    } else {
+        for (int i = 0; i < n_le; i++) set_bit(bits, ce->full[i]);
     }
     if (ce->n_part == 0 && rem >= ce->max_ncp) return EA_OK;
     /* X: the stacks after leaving this element */
