@@ -289,8 +289,8 @@ static int walk(const ea_grammar *g, ea_token_index *ix, int steps, unsigned see
 
 static const char *const GRAMMARS_RE[] = {"[a-z]*b[0-9]{0,3}", "(ab|a)*c", "[α-ω]{0,4}\"x", ".{0,5}"};
 static const char *const GRAMMARS_JS[] = {
-    "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":6},\"n\":{\"type\":\"number\"},"
-    "\"a\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"maxItems\":4}},\"required\":[\"s\"]}",
+    ("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":6},\"n\":{\"type\":\"number\"},"
+     "\"a\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"maxItems\":4}},\"required\":[\"s\"]}"),
     "{\"type\":\"object\",\"properties\":{\"t\":{\"type\":\"string\"},\"d\":{\"type\":\"string\",\"format\":\"date\"}}}",
     "{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"string\",\"minLength\":2,\"maxLength\":3},{\"type\":\"null\"}]}}",
 };
