@@ -134,6 +134,14 @@ ea_status ea_grammar_from_regex(const char *re, size_t n, ea_grammar **out, char
  * {m} {m,} {m,n}, # comments; the language is rule `root`. */
 ea_status ea_grammar_from_gbnf(const char *text, size_t n, ea_grammar **out, char *err, size_t n_err);
 
+/* One call of one of the functions in tools (OpenAI's `tools` array: each
+ * {"type":"function","function":{"name","parameters"}}), written as
+ * {"name":"<name>","arguments":<an instance of its parameters>} — for
+ * tool_choice "required" or a named function (pass a one-element array).
+ * path names the array in errors ("tools"): err_path is e.g.
+ * "tools[1].function.parameters.properties.x.type". */
+ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, ea_grammar **out, char *err_path, size_t n_path,
+                                char *err, size_t n_err);
 /* Building blocks the tool-calling code reuses: a rule for a regex (inside a builder;
  * json_string: the text is inside a JSON string, so " \ and controls are escaped),
  * and one for a JSON Schema value. */

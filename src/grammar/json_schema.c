@@ -807,3 +807,57 @@ ea_status ea_grammar_json_object(const ea_json_grammar_opts *opts, ea_grammar **
     json_decref(s);
     return st;
 }
+
+ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, ea_grammar **out, char *err_path, size_t n_path,
+                                char *err, size_t n_err) {
+    *out = NULL;
+    size_t n = json_is_array(tools) ? json_array_size(tools) : 0;
+    if (n == 0) {
+        if (err_path && n_path) snprintf(err_path, n_path, "%s", path);
+        if (err && n_err) snprintf(err, n_err, "'%s' must be a non-empty array of functions", path);
+        return ea_err(EA_ERR_INVALID_ARG, "tools: empty");
+    }
+    ea_gbuild *b;
+    EA_TRY(ea_gb_create(&b));
+    int root = ea_gb_rule(b, path);
+    ea_gseq q = {0};
+    ea_status st = EA_OK;
+    for (size_t i = 0; i < n && st == EA_OK; i++) {
+        char p[PATH_MAX_LEN];
+        json_t *f = json_object_get(json_array_get(tools, i), "function");
+        json_t *name = json_object_get(f, "name"), *params = json_object_get(f, "parameters");
+        snprintf(p, sizeof p, "%.200s[%zu].function.name", path, i);
+        if (!json_is_string(name)) {
+            if (err_path && n_path) snprintf(err_path, n_path, "%s", p);
+            if (err && n_err) snprintf(err, n_err, "'%s' must be a string", p);
+            st = ea_err(EA_ERR_INVALID_ARG, "tools: no function name");
+            break;
+        }
+        snprintf(p, sizeof p, "%.200s[%zu].function.parameters", path, i);
+        int args;
+        json_t *any = NULL;
+        if (!params) params = any = json_pack("{s:s}", "type", "object"); /* no parameters: any object */
+        st = ea_gb_json_schema_rule(b, params, p, NULL, &args, err_path, n_path, err, n_err);
+        json_decref(any);
+        if (st != EA_OK) break;
+        ea_gseq_clear(&q);
+        ea_gseq_lit(&q, b, "{\"name\":", 8);
+        char *nm = json_dumps(name, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (!nm) {
+            st = ea_err(EA_ERR_NOMEM, "tools");
+            break;
+        }
+        ea_gseq_lit(&q, b, nm, strlen(nm));
+        free(nm);
+        ea_gseq_lit(&q, b, ",\"arguments\":", 13);
+        ea_gseq_ref(&q, args);
+        ea_gseq_lit(&q, b, "}", 1);
+        ea_gb_alt(b, root, &q);
+    }
+    ea_gseq_deinit(&q);
+    if (st != EA_OK) {
+        ea_gb_destroy(b);
+        return st;
+    }
+    return ea_gb_finish(b, root, out, err, n_err);
+}

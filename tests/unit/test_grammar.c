@@ -249,6 +249,29 @@ TEST(gbnf) {
     CHECK(bad == NULL);
 }
 
+TEST(tool_calls) {
+    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+                               "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+                               "\"unit\":{\"enum\":[\"C\",\"F\"]}},\"required\":[\"city\"]}}},"
+                               "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]",
+                               0, NULL);
+    CHECK(tools);
+    ea_grammar *g = NULL;
+    char ep[256], e[256];
+    CHECK_EQ(ea_grammar_tool_calls(tools, "tools", &g, ep, sizeof ep, e, sizeof e), EA_OK);
+    CHECK_EQ(full(g, "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\",\"unit\":\"C\"}}"), 1);
+    CHECK_EQ(full(g, "{\"name\":\"now\",\"arguments\":{}}"), 1);
+    CHECK_EQ(full(g, "{\"name\":\"get_weather\",\"arguments\":{}}"), 0); /* city is required */
+    CHECK_EQ(full(g, "{\"name\":\"later\",\"arguments\":{}}"), 0);
+    ea_grammar_destroy(g);
+    json_decref(tools);
+    tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                       "\"properties\":{\"x\":{\"type\":\"tuple\"}}}}}]", 0, NULL);
+    CHECK(ea_grammar_tool_calls(tools, "tools", &g, ep, sizeof ep, e, sizeof e) != EA_OK);
+    CHECK_STREQ(ep, "tools[0].function.parameters.properties.x.type");
+    json_decref(tools);
+}
+
 /* ---- the mask against the reference ---- */
 
 static int same_mask(ea_gmatcher *m, ea_token_index *ix, uint64_t *a, uint64_t *b, size_t nw) {
@@ -372,6 +395,7 @@ int main(void) {
     RUN(gbnf);
     RUN(json_schema_accepts);
     RUN(json_schema_errors);
+    RUN(tool_calls);
     RUN(mask_synthetic_vocab);
     RUN(mask_qwen3_vocab);
     return TEST_SUMMARY();
