@@ -8,7 +8,7 @@
 // and validates with ajv (+ ajv-formats), finish_reason "stop"; streaming gives
 // the same text; /v1/completions with guided_json likewise; json_object output
 // that ends parses as an object; guided_choice returns one of the choices and
-// guided_regex a full match; GBNF grammars; invalid schemas are a 400 naming the JSON path;
+// guided_regex a full match; GBNF grammars; logprobs of the constrained distribution; invalid schemas are a 400 naming the JSON path;
 // 32 concurrent seeded constrained requests each equal the same request alone.
 import { createRequire } from 'module';
 import fs from 'fs';
@@ -109,6 +109,25 @@ await check('guided_choice: one of the choices, finish stop', async () => {
     seen.add(t);
   }
   assert(seen.size >= 2, `only ${[...seen]} chosen over 12 seeds`);
+});
+
+await check('logprobs under a constraint are of the constrained distribution', async () => {
+  const choices = ['yes', 'no', 'maybe'];
+  for (let seed = 1; seed <= 4; seed++) {
+    const r = await client.chat.completions.create({ model, messages, max_tokens: 10, seed, guided_choice: choices, logprobs: true, top_logprobs: 5 });
+    let text = '';
+    for (const t of r.choices[0].logprobs.content) {
+      let mass = 0;
+      for (const a of t.top_logprobs) {
+        if (a.logprob <= -9999) continue; /* -inf: a token the grammar forbids */
+        assert(choices.some((c) => c.startsWith(text + a.token)), `seed ${seed}: ${JSON.stringify(text + a.token)} is allowed?`);
+        mass += Math.exp(a.logprob);
+      }
+      assert(mass <= 1.0001, `mass ${mass}`);
+      text += t.token;
+    }
+    assert(choices.includes(text), `seed ${seed}: ${text}`);
+  }
 });
 
 await check('guided_regex: a full match, chat and completions', async () => {
