@@ -175,7 +175,10 @@ int ea_token_index_vocab(const ea_token_index *ix);
 /* bits ((n_vocab + 63) / 64 words): set exactly the tokens whose bytes keep m's text a
  * valid prefix. EOS is the caller's (allowed iff ea_gmatcher_accepting). */
 ea_status ea_gmatcher_mask(ea_gmatcher *m, ea_token_index *ix, uint64_t *bits);
-/* The same by testing every token through the matcher (slow; the reference for tests). */
+/* The same by testing every token through the matcher (slow; the reference for tests).
+ * EA_ERR_RANGE when a token would need more than the matcher's stack limit (a very
+ * ambiguous grammar): the fast mask judges per stack and may then allow more, and
+ * accepting such a token fails with EA_ERR_NOMEM (the request ends with an error). */
 ea_status ea_gmatcher_mask_ref(ea_gmatcher *m, const ea_token_index *ix, uint64_t *bits);
 ea_status ea_gmatcher_accept_token(ea_gmatcher *m, const ea_token_index *ix, int32_t id);
 

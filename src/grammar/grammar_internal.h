@@ -86,7 +86,8 @@ struct ea_gmatcher {
     size_t cap_tmp2;
     int32_t *tmp3;               /* owns */
     size_t cap_tmp3;
-    int oom;                     /* an allocation failed during expansion */
+    int oom;                     /* an allocation failed during expansion, or EA__GMAX_STACKS was passed */
+    int capped;                  /* a speculative run (mask) hit oom: its "no" may be wrong */
     /* token_index.c's per-class cache entries for this grammar (a view into ix) */
     const ea_token_index *ix;
     uint64_t ix_gen;

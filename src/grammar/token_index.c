@@ -307,8 +307,11 @@ static inline int has_bit(const uint64_t *bits, int32_t id) {
 static int runs(ea_gmatcher *m, const ea_token_index *ix, const int32_t *tops, size_t n, ea__gpartial part,
                 int32_t id, size_t off) {
     size_t mark = m->n_nodes;
+    m->oom = 0;
     size_t k = ea__gm_run(m, tops, n, &part, ix->bytes + ix->off[id] + off, tok_len(ix, id) - off, &m->tmp2,
                           &m->cap_tmp2);
+    if (m->oom) m->capped = 1;
+    m->oom = 0;
     m->n_nodes = mark;
     return k > 0;
 }
@@ -392,6 +395,7 @@ static ea_status mask_top(ea_gmatcher *m, ea_token_index *ix, int32_t top, uint6
 
 ea_status ea_gmatcher_mask(ea_gmatcher *m, ea_token_index *ix, uint64_t *bits) {
     memset(bits, 0, ix->n_words * sizeof *bits);
+    m->capped = 0;
     if (m->part.need) { /* only continuation bytes may follow */
         for (uint32_t k = ix->first_off[0x80]; k < ix->first_off[0xC0]; k++)
             if (runs(m, ix, m->tops, m->n_tops, m->part, ix->by_first[k], 0)) set_bit(bits, ix->by_first[k]);
@@ -406,8 +410,11 @@ ea_status ea_gmatcher_mask(ea_gmatcher *m, ea_token_index *ix, uint64_t *bits) {
 
 ea_status ea_gmatcher_mask_ref(ea_gmatcher *m, const ea_token_index *ix, uint64_t *bits) {
     memset(bits, 0, ix->n_words * sizeof *bits);
+    m->capped = 0;
     for (int id = 0; id < ix->n_vocab; id++)
         if (tok_len(ix, id) && runs(m, ix, m->tops, m->n_tops, m->part, id, 0)) set_bit(bits, id);
+    if (m->capped)
+        return ea_err(EA_ERR_RANGE, "grammar: a token would need more than %d stacks (too ambiguous)", EA__GMAX_STACKS);
     return EA_OK;
 }
 
