@@ -266,8 +266,10 @@ static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
     int eos = ea__is_eos(s, r, ev.token), stopped = 0;
     if (r->gm && !eos) { /* the grammar takes the token; complete with nothing to follow: stop */
         ea_status st = ea_gstep_accept(s->gstep, r->gm, ev.token);
-        if (st != EA_OK) {
-            ea__finish(s, r, EA_FINISH_NONE, st, "structured output: the sampled token leaves the grammar");
+        if (st != EA_OK) { /* out of memory, or a grammar too ambiguous for the matcher's stack limit */
+            char msg[256];
+            snprintf(msg, sizeof msg, "structured output: %s", ea_errmsg());
+            ea__finish(s, r, EA_FINISH_NONE, st, msg);
             return;
         }
         eos = ea_gmatcher_done(r->gm) ? 2 : 0;
