@@ -36,15 +36,10 @@ typedef struct {
 } gp;
 
 static int gfail(gp *p, const char *fmt, ...) {
-    if (p->failed) return -1;
-    p->failed = 1;
-    if (p->err && p->n_err) {
-        int k = snprintf(p->err, p->n_err, "at offset %zu: ", p->i);
-        va_list ap;
-        va_start(ap, fmt);
-        if (k >= 0 && (size_t)k < p->n_err) vsnprintf(p->err + k, p->n_err - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    ea__gfail_at(p->err, p->n_err, &p->failed, p->i, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
@@ -122,8 +117,7 @@ static int read_cp(gp *p, uint32_t *cp) {
     }
     uint32_t v = 0;
     for (int d = 0; d < nd; d++) {
-        char h = p->i < p->n ? p->s[p->i] : 0;
-        int x = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        int x = p->i < p->n ? ea__hexval(p->s[p->i]) : -1;
         if (x < 0) return gfail(p, "\\%c needs %d hex digits", c, nd);
         v = v * 16 + (uint32_t)x;
         p->i++;

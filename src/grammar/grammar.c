@@ -496,6 +496,23 @@ ea_status ea_grammar_choice(const char *const *choices, const size_t *lens, int 
 
 /* ---- shared helpers of the front ends ---- */
 
+int ea__gfail_at(char *err, size_t n, int *failed, size_t at, const char *fmt, va_list ap) {
+    if (*failed) return -1;
+    *failed = 1;
+    if (err && n) {
+        int k = snprintf(err, n, "at offset %zu: ", at);
+        if (k >= 0 && (size_t)k < n) vsnprintf(err + k, n - (size_t)k, fmt, ap);
+    }
+    return -1;
+}
+
+int ea__hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 void ea__gseq_append(ea_gseq *s, const ea_gseq *a) {
     for (size_t i = 0; i < a->n; i++) seq_push(s, a->e[i]);
     if (a->oom) s->oom = 1;

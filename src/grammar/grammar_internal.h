@@ -10,7 +10,9 @@
 #ifndef EA_GRAMMAR_INTERNAL_H
 #define EA_GRAMMAR_INTERNAL_H
 
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "grammar/grammar.h"
@@ -110,6 +112,12 @@ size_t ea__gm_run(ea_gmatcher *m, const int32_t *tops, size_t n, ea__gpartial *p
  * bounds itself; anything else becomes a rule repeated (min copies, then a chain of
  * optional ones or a right-recursive tail). Fails (0) past limit elements. */
 int ea__gseq_repeat(ea_gbuild *b, ea_gseq *s, const ea_gseq *atom, int min, int max, const char *name);
+/* The front ends' error text: "at offset <at>: " + the message, into err[0..n) (nothing
+ * if a message is already there: the first error wins). Returns -1. */
+int ea__gfail_at(char *err, size_t n, int *failed, size_t at, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
+/* The value of hex digit c, -1 if it is not one. */
+int ea__hexval(int c);
 /* Append the elements of a to s. */
 void ea__gseq_append(ea_gseq *s, const ea_gseq *a);
 /* A new rule whose only alternative is seq; returns the rule id. */

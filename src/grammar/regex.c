@@ -34,15 +34,10 @@ typedef struct {
 } rx;
 
 static int rfail(rx *r, const char *fmt, ...) {
-    if (r->failed) return -1;
-    r->failed = 1;
-    if (r->err && r->n_err) {
-        int k = snprintf(r->err, r->n_err, "at offset %zu: ", r->i);
-        va_list ap;
-        va_start(ap, fmt);
-        if (k >= 0 && (size_t)k < r->n_err) vsnprintf(r->err + k, r->n_err - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    ea__gfail_at(r->err, r->n_err, &r->failed, r->i, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
@@ -67,13 +62,6 @@ static void add_complement(rx *r, const ea_grange *a, int n) {
 static const ea_grange DIGIT[] = {{'0', '9'}};
 static const ea_grange WORD[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 static const ea_grange SPACE[] = {{'\t', '\r'}, {' ', ' '}};
-
-static int hexval(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 /* Read one code point of the pattern. */
 static int next_cp(rx *r, uint32_t *cp) {
@@ -107,7 +95,7 @@ static int escape(rx *r, uint32_t *cp) {
         int nd = c == 'x' ? 2 : 4;
         uint32_t v = 0;
         for (int k = 0; k < nd; k++) {
-            int h = r->i < r->n ? hexval(r->s[r->i]) : -1;
+            int h = r->i < r->n ? ea__hexval(r->s[r->i]) : -1;
             if (h < 0) return rfail(r, "\\%c needs %d hex digits", c, nd);
             v = v * 16 + (uint32_t)h;
             r->i++;
