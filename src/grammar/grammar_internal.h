@@ -96,7 +96,7 @@ struct ea_gmatcher {
     void **cls_entry;            /* owns the array (n_cls), borrows the entries */
 };
 
-#define EA__GMAX_STACKS 4096
+#define EA__GMAX_STACKS 512 /* a bound on a step's work: beyond it the request ends with an error */
 
 /* Expand frame (pos, count, parent) into tops: append every stack top reachable
  * without consuming text to *out (grown as needed), deduplicated. */
