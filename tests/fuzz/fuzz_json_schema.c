@@ -46,8 +46,9 @@ static void run(const ea_grammar *g, const uint8_t *text, size_t n) {
     if (ea_gmatcher_create(g, &m) != EA_OK) return;
     uint64_t a[(N_VOCAB + 63) / 64], b[(N_VOCAB + 63) / 64];
     for (size_t i = 0; i <= n; i++) {
-        /* the fast mask must equal the reference (unless a run passed the stack limit) */
-        if (i % 3 == 0 && ea_gmatcher_mask(m, vocab(), a) == EA_OK && ea_gmatcher_mask_ref(m, vocab(), b) == EA_OK &&
+        /* the fast mask must equal the reference (unless a run passed the stack limit);
+         * not with more than 64 stacks, where the reference is too slow to fuzz */
+        if (i % 3 == 0 && ea_gmatcher_n_stacks(m) <= 64 && ea_gmatcher_mask(m, vocab(), a) == EA_OK && ea_gmatcher_mask_ref(m, vocab(), b) == EA_OK &&
             memcmp(a, b, sizeof a) != 0)
             abort();
         if (i == n || ea_gmatcher_accept_bytes(m, (const char *)text + i, 1) != EA_OK) break;
