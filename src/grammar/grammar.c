@@ -475,6 +475,68 @@ void ea_grammar_size(const ea_grammar *g, int *n_rules, int *n_elems, int *n_cla
     *n_classes = g->n_cls;
 }
 
+typedef struct {
+    const char *s;
+    size_t len;
+} lit_ref;
+
+static int cmp_lit(const void *a, const void *b) {
+    const lit_ref *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->s, y->s, n);
+    return c ? c : (x->len < y->len ? -1 : x->len > y->len);
+}
+
+/* The rule for v[0..n) (sorted) from byte d on: an empty alternative if one ends at
+ * d, then one alternative per distinct next code point. */
+static int trie_rule(ea_gbuild *b, const lit_ref *v, int n, size_t d, const char *name, int depth) {
+    if (depth > 10000) {
+        b->oom = 1;
+        return 0;
+    }
+    int r = ea_gb_rule(b, name);
+    ea_gseq s = {0};
+    int i = 0;
+    if (n > 0 && v[0].len == d) { /* the shortest sorts first */
+        ea_gb_alt(b, r, &s);
+        i = 1;
+        while (i < n && v[i].len == d) i++; /* duplicates */
+    }
+    while (i < n) {
+        int cl = ea__utf8_len((uint8_t)v[i].s[d]);
+        if (cl == 0 || d + (size_t)cl > v[i].len) {
+            b->bad_utf8 = 1;
+            break;
+        }
+        int j = i + 1;
+        while (j < n && v[j].len >= d + (size_t)cl && memcmp(v[j].s + d, v[i].s + d, (size_t)cl) == 0) j++;
+        ea_gseq_clear(&s);
+        if (j == i + 1) { /* one text left: the rest of it literally */
+            ea_gseq_lit(&s, b, v[i].s + d, v[i].len - d);
+        } else {
+            ea_gseq_lit(&s, b, v[i].s + d, (size_t)cl);
+            ea_gseq_ref(&s, trie_rule(b, v + i, j - i, d + (size_t)cl, name, depth + 1));
+        }
+        ea_gb_alt(b, r, &s);
+        i = j;
+    }
+    ea_gseq_deinit(&s);
+    return r;
+}
+
+int ea__gb_literals_rule(ea_gbuild *b, const char *const *texts, const size_t *lens, int n, const char *name) {
+    lit_ref *v = ea_malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    if (!v) {
+        b->oom = 1;
+        return -1;
+    }
+    for (int i = 0; i < n; i++) v[i] = (lit_ref){texts[i], lens[i]};
+    qsort(v, (size_t)n, sizeof *v, cmp_lit);
+    int r = trie_rule(b, v, n, 0, name, 0);
+    ea_free(v);
+    return b->oom || b->bad_utf8 ? -1 : r;
+}
+
 ea_status ea_grammar_choice(const char *const *choices, const size_t *lens, int n, ea_grammar **out, char *err,
                             size_t n_err) {
     if (n <= 0) {
@@ -483,15 +545,8 @@ ea_status ea_grammar_choice(const char *const *choices, const size_t *lens, int 
     }
     ea_gbuild *b;
     EA_TRY(ea_gb_create(&b));
-    int root = ea_gb_rule(b, "root");
-    ea_gseq s = {0};
-    for (int i = 0; i < n; i++) {
-        ea_gseq_clear(&s);
-        ea_gseq_lit(&s, b, choices[i], lens[i]);
-        ea_gb_alt(b, root, &s);
-    }
-    ea_gseq_deinit(&s);
-    return ea_gb_finish(b, root, out, err, n_err);
+    int root = ea__gb_literals_rule(b, choices, lens, n, "root");
+    return ea_gb_finish(b, root < 0 ? 0 : root, out, err, n_err);
 }
 
 /* ---- shared helpers of the front ends ---- */

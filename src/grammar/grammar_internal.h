@@ -118,6 +118,11 @@ int ea__gfail_at(char *err, size_t n, int *failed, size_t at, const char *fmt, v
     __attribute__((format(printf, 5, 0)));
 /* The value of hex digit c, -1 if it is not one. */
 int ea__hexval(int c);
+/* A rule matching exactly one of the n texts (valid UTF-8), as a trie: texts
+ * that share a prefix share its elements, so the matcher holds one stack per
+ * distinct next character, not one per text (guided_choice, enum). -1 on bad UTF-8
+ * or no memory. */
+int ea__gb_literals_rule(ea_gbuild *b, const char *const *texts, const size_t *lens, int n, const char *name);
 /* Append the elements of a to s. */
 void ea__gseq_append(ea_gseq *s, const ea_gseq *a);
 /* A new rule whose only alternative is seq; returns the rule id. */

@@ -686,18 +686,21 @@ static int gen_body(jc *c, const json_t *s, const char *path) {
             snprintf(p, sizeof p, "%s.enum", path);
             return jfail(c, p, "'enum' must be a non-empty array");
         }
-        int r = ea_gb_rule(c->b, path);
-        ea_gseq q = {0};
+        /* the values' compact JSON texts, as a trie (many values share prefixes) */
         size_t n = en ? json_array_size(en) : 1;
-        for (size_t i = 0; i < n; i++) {
-            ea_gseq_clear(&q);
-            if (json_text(c, &q, en ? json_array_get(en, i) : cn, path)) {
-                ea_gseq_deinit(&q);
-                return -1;
-            }
-            ea_gb_alt(c->b, r, &q);
+        char **t = ea_calloc(n, sizeof *t);
+        size_t *lens = ea_calloc(n, sizeof *lens);
+        int r = t && lens ? 0 : jfail(c, path, "out of memory");
+        for (size_t i = 0; r == 0 && i < n; i++) {
+            t[i] = json_dumps(en ? json_array_get(en, i) : cn, JSON_COMPACT | JSON_ENCODE_ANY);
+            if (!t[i]) r = jfail(c, path, "cannot serialise the value");
+            else lens[i] = strlen(t[i]);
         }
-        ea_gseq_deinit(&q);
+        if (r == 0 && (r = ea__gb_literals_rule(c->b, (const char *const *)t, lens, (int)n, path)) < 0)
+            r = jfail(c, path, "out of memory");
+        for (size_t i = 0; t && i < n; i++) free(t[i]);
+        ea_free(t);
+        ea_free(lens);
         return r;
     }
     static const char *const comb[] = {"anyOf", "oneOf", "allOf"};

@@ -138,6 +138,25 @@ TEST(choice) {
     CHECK_EQ(full(g, "no"), 1);
     CHECK_EQ(full(g, "n"), 0);
     ea_grammar_destroy(g);
+    /* 3000 choices: a trie, so the matcher holds one stack per next character */
+    static char buf[3000][16];
+    const char *many[3000];
+    size_t ml[3000];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(buf[i], sizeof buf[i], "item-%d", i * 7);
+        many[i] = buf[i];
+        ml[i] = strlen(buf[i]);
+    }
+    CHECK_EQ(ea_grammar_choice(many, ml, 3000, &g, err, sizeof err), EA_OK);
+    CHECK(ea_gmatcher_create(g, &m) == EA_OK);
+    CHECK(ea_gmatcher_n_stacks(m) <= 2);
+    CHECK_EQ(ea_gmatcher_accept_bytes(m, "item-1", 6), EA_OK);
+    CHECK(ea_gmatcher_n_stacks(m) <= 11);
+    ea_gmatcher_destroy(m);
+    CHECK_EQ(full(g, "item-20993"), 1);
+    CHECK_EQ(full(g, "item-20994"), 0);
+    CHECK_EQ(full(g, "item-"), 0);
+    ea_grammar_destroy(g);
 }
 
 TEST(json_schema_accepts) {
