@@ -75,6 +75,8 @@ typedef struct {
     int need, len; /* len: the sequence's total length */
 } ea__gpartial;
 
+#define EA__GMAX_STACKS 512 /* a bound on a step's work: beyond it the request ends with an error */
+
 struct ea_gmatcher {
     const ea_grammar *g;
     ea__gnode *nodes;            /* owns: the frame pool */
@@ -90,13 +92,17 @@ struct ea_gmatcher {
     size_t cap_tmp3;
     int oom;                     /* an allocation failed during expansion, or EA__GMAX_STACKS was passed */
     int capped;                  /* a speculative run (mask) hit oom: its "no" may be wrong */
+    struct ea__gdd {             /* the tops being built, hashed to deduplicate them in O(1): */
+        int32_t pos, count, parent;
+        uint32_t gen;            /* an entry is in the current set iff gen == dd_gen */
+    } dd[2 * EA__GMAX_STACKS];  /* a power of two, at most half full */
+    uint32_t dd_gen;
     /* token_index.c's per-class cache entries for this grammar (a view into ix) */
     const ea_token_index *ix;
     uint64_t ix_gen;
     void **cls_entry;            /* owns the array (n_cls), borrows the entries */
 };
 
-#define EA__GMAX_STACKS 512 /* a bound on a step's work: beyond it the request ends with an error */
 
 /* Expand frame (pos, count, parent) into tops: append every stack top reachable
  * without consuming text to *out (grown as needed), deduplicated. */

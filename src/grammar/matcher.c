@@ -14,7 +14,8 @@
  *     by truncating the pool to a mark;
  *   - the count of an unbounded CHARS frame is capped at its min, so equal
  *     states have equal frames (and the state does not grow with the text);
- *   - the tops are deduplicated by (pos, count, parent).
+ *   - the tops are deduplicated by (pos, count, parent), through a small hash
+ *     stamped with a generation per set being built (O(1) per top).
  * A return frame is skipped when the REF is the last element of its
  * alternative (a tail call), so right recursion (`item*` as `list ::= item list | ""`)
  * keeps the stacks flat.
@@ -35,10 +36,16 @@ static int32_t new_node(ea_gmatcher *m, int32_t pos, int32_t count, int32_t pare
 
 static void add_top(ea_gmatcher *m, int32_t pos, int32_t count, int32_t parent, int32_t self, int32_t **out,
                     size_t *n, size_t *cap) {
-    for (size_t i = 0; i < *n; i++) {
-        const ea__gnode *t = &m->nodes[(*out)[i]];
-        if (t->pos == pos && t->count == count && t->parent == parent) return;
+    const size_t mask = sizeof m->dd / sizeof m->dd[0] - 1;
+    if (*n == 0 && ++m->dd_gen == 0) { /* a new set; on wrap-around forget every stamp */
+        memset(m->dd, 0, sizeof m->dd);
+        m->dd_gen = 1;
     }
+    uint64_t h = ((uint64_t)(uint32_t)pos * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uint32_t)count * 0xC2B2AE3D27D4EB4Full) ^
+                 ((uint64_t)(uint32_t)parent * 0x165667B19E3779F9ull);
+    size_t j = (size_t)(h ^ (h >> 31)) & mask;
+    for (; m->dd[j].gen == m->dd_gen; j = (j + 1) & mask)
+        if (m->dd[j].pos == pos && m->dd[j].count == count && m->dd[j].parent == parent) return;
     if (*n >= EA__GMAX_STACKS) {
         m->oom = 1; /* too ambiguous: reported like a failed allocation */
         return;
@@ -49,6 +56,7 @@ static void add_top(ea_gmatcher *m, int32_t pos, int32_t count, int32_t parent, 
         m->oom = 1;
         return;
     }
+    m->dd[j] = (struct ea__gdd){pos, count, parent, m->dd_gen};
     (*out)[(*n)++] = id;
 }
 
