@@ -24,6 +24,7 @@
 
 #include "base/alloc.h"
 #include "base/util.h"
+#include "serve/constraint.h"
 #include "serve/openai_impl.h"
 #include "serve/tool_choice.h"
 
@@ -149,6 +150,7 @@ void ea_oai_request_deinit(ea_oai_request *r) {
     ea_free(r->forced_text);
     ea_free(r->forced_ids);
     ea_free(r->choices);
+    ea_grammar_destroy(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
@@ -396,12 +398,6 @@ static int parse_unsupported(const json_t *root, ea_oai_error *e) {
     long long best_of = 1;
     int given;
     if (get_int(root, "best_of", 1, 1, &best_of, &given, e)) return -1;
-    json_t *rf = field(root, "response_format");
-    if (rf) {
-        json_t *t = json_object_get(rf, "type");
-        if (!json_is_object(rf) || !json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
-            return ea_oai_fail(e, 400, NULL, "response_format", NULL, "only response_format {\"type\": \"text\"} is supported");
-    }
     return 0;
 }
 
@@ -554,9 +550,11 @@ static const struct {
     {"chat_template_kwargs", FOR_CHAT}, {"add_generation_prompt", FOR_CHAT}, {"continue_final_message", FOR_CHAT},
     /* the test hook: known here, refused by prepare unless the server runs with EAAS_TEST_HOOKS=1 */
     {"eaas_test_forced_text", FOR_BOTH},
+    /* structured outputs (constraint.c) */
+    {"response_format", FOR_BOTH}, {"guided_json", FOR_BOTH}, {"guided_choice", FOR_BOTH},
+    {"guided_regex", FOR_BOTH}, {"grammar", FOR_BOTH}, {"guided_grammar", FOR_BOTH},
     /* read only to refuse what we would not honour (parse_unsupported, ea_oai_parse_tools) */
     {"suffix", FOR_CMPL}, {"best_of", FOR_CMPL}, {"functions", FOR_CHAT}, {"function_call", FOR_CHAT},
-    {"response_format", FOR_BOTH},
     /* accepted, no effect */
     {"user", FOR_BOTH}, {"metadata", FOR_BOTH}, {"store", FOR_BOTH}, {"service_tier", FOR_BOTH},
     {"safety_identifier", FOR_BOTH}, {"prompt_cache_key", FOR_BOTH},
@@ -618,8 +616,9 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
     }
     if (get_bool(root, "ignore_eos", &r->params.ignore_eos, e)) return -1;
     if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_stop_ids(root, r, e) ||
-        parse_logprobs(root, r, e) || parse_logit_bias(root, r, e))
+        parse_logprobs(root, r, e) || parse_logit_bias(root, r, e) || ea_oai_parse_constraint(root, &r->grammar, e))
         return -1;
+    r->params.grammar = r->grammar;
     if (get_bool(root, "echo", &r->echo, e)) return -1;
     if (r->echo && r->params.logprobs)
         return ea_oai_fail(e, 400, NULL, "echo", NULL, "'echo' together with 'logprobs' is not supported");

@@ -36,11 +36,12 @@
  *   echo (completions; not with logprobs), tools, tool_choice,
  *   parallel_tool_calls (chat; tool_choice.c), chat_template_kwargs,
  *   add_generation_prompt, continue_final_message (chat), and with the test
- *   hooks on (ea_text_ops.test_hooks) eaas_test_forced_text.
+ *   hooks on (ea_text_ops.test_hooks) eaas_test_forced_text;
+ *   structured outputs: response_format (text, json_object, json_schema),
+ *   guided_json, guided_choice, guided_regex, grammar / guided_grammar (GBNF) (constraint.h).
  * Refused with 400 because we would silently do something else: suffix,
- * best_of > 1, functions/function_call, response_format other than text,
- * tool_choice required or a named function (they need constrained decoding),
- * echo with logprobs.
+ * best_of > 1, functions/function_call, tool_choice required or a named
+ * function (not yet constrained by the grammar engine), echo with logprobs.
  *
  * Defaults: max_tokens 16 for completions (OpenAI's), the rest of the context
  * for chat; temperature 1, top_p 1; seed: the caller's (random per request).
@@ -103,7 +104,7 @@ typedef enum { EA_OAI_COMPLETIONS = 0, EA_OAI_CHAT = 1 } ea_oai_kind;
 typedef struct {
     int status;        /* HTTP status: 400, 401, 404, 413, 503, ... */
     char type[40];     /* invalid_request_error, authentication_error, not_found_error, server_error, ... */
-    char param[64];    /* the offending field; "" renders as null */
+    char param[256];   /* the offending field (a JSON path into a schema can be long); "" renders as null */
     char code[40];     /* "" renders as null */
     char message[512];
 } ea_oai_error;
@@ -125,6 +126,7 @@ typedef struct {
     int include_usage;
     int seed_given;
     char *stop_store[EA_MAX_STOP]; /* owns */
+    struct ea_grammar *grammar; /* owns a reference: structured output (constraint.h), NULL: none */
     ea_req_params params;   /* complete after prepare; borrows prompt_ids and stop_store */
     int n;                  /* choices per prompt */
     int echo;               /* completions: the prompt text before each choice's text */

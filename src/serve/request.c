@@ -17,6 +17,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "grammar/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 /* ------------------------------------------------------------ events */
@@ -33,6 +34,8 @@ void ea__req_unref(ea_request *r) {
     ea_free(r->out_counts);
     ea_free(r->prompt_seen);
     ea_free(r->ev);
+    ea_gmatcher_destroy(r->gm);
+    ea_grammar_destroy(r->p.grammar);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     ea_free(r);
@@ -221,7 +224,8 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
     int pen = p->sp.frequency_penalty != 0 || p->sp.presence_penalty != 0 || p->sp.repetition_penalty != 1.0f;
     if (pen) r->out_counts = ea_calloc((size_t)lim->vocab, sizeof(int32_t));
     if (p->sp.repetition_penalty != 1.0f) r->prompt_seen = ea_calloc((size_t)lim->vocab, 1);
-    int ok = r->tokens && (headless || r->ev) && (!pen || r->out_counts) && (p->sp.repetition_penalty == 1.0f || r->prompt_seen);
+    if (p->grammar && ea_gmatcher_create(ea_grammar_ref(p->grammar), &r->gm) != EA_OK) r->gm = NULL;
+    int ok = (!p->grammar || r->gm) && r->tokens && (headless || r->ev) && (!pen || r->out_counts) && (p->sp.repetition_penalty == 1.0f || r->prompt_seen);
     if (ok && p->n_bias > 0 && (ok = (r->bias_copy = ea_malloc(sizeof *r->bias_copy * (size_t)p->n_bias)) != NULL)) {
         memcpy(r->bias_copy, p->bias, sizeof *r->bias_copy * (size_t)p->n_bias);
         r->p.bias = r->bias_copy;

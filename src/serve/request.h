@@ -37,6 +37,7 @@ struct ea_request {
     int32_t *out_counts;      /* owns: (vocab) when penalties are used */
     uint8_t *prompt_seen;     /* owns: (vocab) when repetition penalty is used */
     ea_rng rng;
+    struct ea_gmatcher *gm;   /* owns: the matcher of p.grammar (which holds a reference), NULL without one */
     ea_text_stream text;      /* the output text: UTF-8 assembly and stop-string hold-back */
     int finished;             /* step loop: DONE/ERROR pushed */
     int headless;             /* made from the control bus on a rank without clients */

@@ -18,7 +18,8 @@
  * The RNG is xoshiro256** seeded by splitmix64 from the request's seed, so a
  * seed gives the same tokens whatever else runs beside it.
  * Logprobs are of the raw model distribution (log_softmax of the logits
- * after step 0, before step 1), as vLLM reports by default.
+ * after step 0, before step 1), as vLLM reports by default; under a
+ * structured-output grammar, of the distribution after its mask.
  */
 #ifndef EA_SAMPLER_H
 #define EA_SAMPLER_H

@@ -9,6 +9,7 @@
 
 #include "base/sbuf.h"
 #include "serve/engine.h"
+#include "serve/grammar_step.h"
 #include "serve/prefix_cache.h"
 #include "serve/request.h"
 #include "serve/sampler.h"
@@ -31,6 +32,7 @@ struct ea_sched {
     ea_request **slots;     /* (max_seqs) running request of each sequence slot */
 
     ea_prefix_cache *pc;    /* owns; NULL when the prefix cache is off */
+    ea_gstep *gstep;        /* owns: structured outputs' mask (grammar_step.h) */
     ea_text_slices slices;  /* step loop: the text of the token being emitted */
 
     pthread_mutex_t mu;

@@ -40,6 +40,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "serve/bus_codec.h"
+#include "serve/grammar_step.h"
 #include "serve/prefix_cache.h"
 #include "serve/request.h"
 #include "serve/sched_impl.h"
@@ -167,14 +168,33 @@ static void ea__apply_logit_bias(const ea_request *r, float *row) {
     for (int i = 0; i < r->p.n_bias; i++) row[r->p.bias[i].id] += r->p.bias[i].bias;
 }
 
-/* Sample r's next token from logits row `row` (ids without a token masked) into a
- * new TOKEN event, with its logprobs over the masked row when asked. The test
- * hook's forced tokens come first (ea_req_params.forced). */
-static void ea__sample(ea_sched *s, ea_request *r, float *row, ea_event *ev) {
+/* Structured output: the tokens that would leave r's grammar to -inf (EOS and stop
+ * ids only where the text is complete). 0, or -1 after ending r with an error. */
+static int ea__mask_grammar(ea_sched *s, ea_request *r, float *row) {
+    const ea_model_config *c = &s->e->m->cfg;
+    int32_t ends[EA_MAX_STOP_IDS + 8];
+    int n_end = 0, n_allowed = 0;
+    for (int i = 0; i < r->p.n_stop_ids; i++) ends[n_end++] = r->p.stop_ids[i];
+    for (int i = 0; !r->p.ignore_eos && i < c->n_eos && n_end < (int)(sizeof ends / sizeof *ends); i++)
+        ends[n_end++] = c->eos_token_ids[i];
+    ea_status st = ea_gstep_mask(s->gstep, r->gm, ends, n_end, row, &n_allowed);
+    if (st == EA_OK && n_allowed > 0) return 0;
+    char msg[256];
+    snprintf(msg, sizeof msg, "structured output: %s", st != EA_OK ? ea_errmsg() : "no token can continue the text");
+    ea__finish(s, r, EA_FINISH_NONE, st != EA_OK ? st : EA_ERR_INTERNAL, msg);
+    return -1;
+}
+
+/* Sample r's next token from logits row `row` (ids without a token masked, and
+ * under a grammar the tokens it forbids) into a new TOKEN event, with its
+ * logprobs over that masked row when asked. The test hook's forced tokens come
+ * first (ea_req_params.forced). 0, or -1 when r ended with an error. */
+static int ea__sample(ea_sched *s, ea_request *r, float *row, ea_event *ev) {
     memset(ev, 0, sizeof *ev);
     ev->kind = EA_EV_TOKEN;
     int want_lp = r->p.logprobs || r->p.top_logprobs > 0;
     ea_sampler_mask(s->sampler, row); /* logprobs too only over ids that have a token */
+    if (r->gm && ea__mask_grammar(s, r, row)) return -1;
     if (want_lp) memcpy(s->raw, row, sizeof(float) * (size_t)s->vocab);
     ea__mask_min_tokens(s, r, row);
     ea__apply_logit_bias(r, row);
@@ -186,6 +206,7 @@ static void ea__sample(ea_sched *s, ea_request *r, float *row, ea_event *ev) {
         ev->n_top = r->p.top_logprobs;
         ev->logprob = ea_logprob(s->raw, s->vocab, ev->token, ev->n_top, ev->top_ids, ev->top_lp);
     }
+    return 0;
 }
 
 /* Append token t to r's tokens and count it. 0 if r has no room left (its
@@ -213,13 +234,23 @@ static ea_finish ea__finish_reason(const ea_request *r, int eos, int stopped) {
 /* Sample r's next token from logits row `row`, emit it, and end r when it is done. */
 static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
     ea_event ev;
-    ea__sample(s, r, row, &ev);
+    if (ea__sample(s, r, row, &ev)) return;
     if (!ea__append_token(s, r, ev.token)) {
         ea__finish(s, r, EA_FINISH_LENGTH, EA_OK, NULL);
         return;
     }
     int eos = ea__is_eos(s, r, ev.token), stopped = 0;
-    if (eos)
+    if (r->gm && !eos) { /* the grammar takes the token; complete with nothing to follow: stop */
+        ea_status st = ea_gstep_accept(s->gstep, r->gm, ev.token);
+        if (st != EA_OK) { /* out of memory, or a grammar too ambiguous for the matcher's stack limit */
+            char msg[256];
+            snprintf(msg, sizeof msg, "structured output: %s", ea_errmsg());
+            ea__finish(s, r, EA_FINISH_NONE, st, msg);
+            return;
+        }
+        eos = ea_gmatcher_done(r->gm) ? 2 : 0;
+    }
+    if (eos == 1)
         ea__req_push(r, &ev); /* EOS and stop ids have no text */
     else
         stopped = ea__req_emit_text(r, &ev, &s->slices);
@@ -574,6 +605,7 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
     pthread_cond_init(&s->cv, NULL);
     size_t T = (size_t)s->o.max_batch_tokens;
     ea_status st = ea_sampler_create(s->vocab, &s->sampler);
+    if (st == EA_OK) st = ea_gstep_create(tok, s->vocab, &s->gstep);
     s->logits = ea_aligned_alloc(64, sizeof(float) * T * (size_t)s->vocab);
     s->raw = ea_malloc(sizeof(float) * (size_t)s->vocab);
     s->b_tok = ea_malloc(sizeof(int32_t) * T);
@@ -650,6 +682,7 @@ void ea_sched_destroy(ea_sched *s) {
     ea_sched_stop(s, 0);
     ea_prefix_cache_destroy(s->pc); /* writes what it holds to the disk tier for the next start */
     ea_sampler_destroy(s->sampler);
+    ea_gstep_destroy(s->gstep);
     ea_aligned_free(s->logits);
     ea_free(s->raw);
     ea_free(s->b_tok);
@@ -676,6 +709,9 @@ ea_moe_health ea_sched_moe_health(ea_sched *s, char *why, size_t n) { return ea_
 ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out) {
     *out = NULL;
     if (s->o.bus && s->o.bus->rank != 0) return ea_err(EA_ERR_INVALID_ARG, "only rank 0 accepts requests");
+    if (s->o.bus && p->grammar)
+        return ea_err(EA_ERR_INVALID_ARG, "structured outputs (response_format, guided_*) are not supported with "
+                                          "--parallel yet: the grammar does not cross the control bus");
     ea_request *r;
     EA_TRY(ea__req_new(&s->lim, p, 0, &r));
     pthread_mutex_lock(&s->mu);

@@ -68,6 +68,10 @@ typedef struct {
      * "says" a given text. Copied at submit; 0 in normal use. */
     const int32_t *forced;
     int n_forced;
+    struct ea_grammar *grammar; /* structured output (grammar/grammar.h): only tokens that keep the text a
+                                  prefix of its language are sampled; EOS and stop_ids only where the text
+                                  is complete; the request ends (stop) when nothing may follow. NULL: none.
+                                  Submit takes its own reference. Not with a control bus (refused). */
 } ea_req_params;
 
 typedef enum { EA_FINISH_NONE = 0, EA_FINISH_STOP, EA_FINISH_LENGTH, EA_FINISH_CANCELLED } ea_finish;

@@ -255,7 +255,13 @@ TEST(bad_requests_get_400_naming_the_field) {
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": 1}", "chat_template_kwargs", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"continue_final_message\": true}", "continue_final_message", 400}, /* last is the user's */
         {1, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\"}], \"continue_final_message\": true, \"add_generation_prompt\": true}", "continue_final_message", 400},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_object\"}}", "response_format", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"xml\"}}", "response_format.type", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"r\", \"schema\": {\"type\": \"object\", \"properties\": {\"items\": {\"type\": \"array\", \"items\": {\"properties\": {\"deeply_nested_name\": {\"$ref\": \"#/$defs/missing\"}}}}}}}}}", "response_format.json_schema.schema.properties.items.items.properties.deeply_nested_name.$ref", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": {}}}}", "response_format.json_schema.name", 400},
+        {0, "{\"prompt\": \"x\", \"guided_choice\": []}", "guided_choice", 400},
+        {0, "{\"prompt\": \"x\", \"guided_regex\": \"(a\"}", "guided_regex", 400},
+        {0, "{\"prompt\": \"x\", \"guided_regex\": \"a\", \"guided_choice\": [\"a\"]}", "guided_regex", 400},
+        {0, "{\"prompt\": \"x\", \"grammar\": \"root ::= item\"}", "grammar", 400},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ea_oai_error e;
