@@ -304,7 +304,7 @@ TEST(dp_attention_bit_identical) {
         total += nq;
     }
     int n = r == N - 1 ? 0 : r + 2;
-    ea_ep_opts o = {.dist = g_d, .place = &pl, .n_layers = 1, .hidden = C_H, .ff = C_F, .max_tokens = 8, .max_k = K,
+    ea_ep_opts o = {.dist = g_d, .place = &pl, .n_layers = 1, .hidden = C_H, .ff = C_F, .max_tokens = 5, .max_k = K,
                     .experts = (ea_ffn_weights *const *)layers, .kctx = kc, .dp_attention = 1};
     ea_moe_local_opts lo = {.n_layers = 1, .hidden = C_H, .ff = C_F, .n_experts = C_S, .max_tokens = 64, .max_k = K,
                             .experts = (ea_ffn_weights *const *)layers, .kctx = kc};
@@ -318,7 +318,13 @@ TEST(dp_attention_bit_identical) {
         for (int j = 0; j < K; j++) ids[t * K + j] = (t * 3 + j * 5) % C_S, w[t * K + j] = 0.5f / (float)(j + 1);
     }
     CHECK_EQ(ea_moe_backend_forward(loc, 0, x, total, K, ids, w, yl), EA_OK);
-    for (int rep = 0; rep < 2; rep++) {
+    /* the second call sends every pair to rank 0's slots: rank 0 computes all ranks' pairs,
+     * more than one rank's largest call */
+    for (int rep = 0; rep < 3; rep++) {
+        if (rep == 2) {
+            for (int i = 0; i < total * K; i++) ids[i] = i % (C_S / N);
+            CHECK_EQ(ea_moe_backend_forward(loc, 0, x, total, K, ids, w, yl), EA_OK);
+        }
         memset(y, 0, sizeof y);
         CHECK_EQ(ea_moe_backend_forward(ep, 0, x + first * C_H, n, K, ids + first * K, w + first * K, y), EA_OK);
         if (memcmp(y, yl + first * C_H, sizeof(float) * (size_t)n * C_H) != 0)
