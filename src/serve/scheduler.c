@@ -468,7 +468,8 @@ static int ea__step(ea_sched *s) {
         snprintf(msg, sizeof msg, "forward pass failed: %s", ea_errmsg());
         EA_LOGE("%s", msg);
         for (int k = 0; k < np; k++) ea__finish(s, s->p_req[k], EA_FINISH_NONE, st, msg);
-        if (st == EA_ERR_TIMEOUT || st == EA_ERR_PEER) { /* a rank is gone: lockstep is lost */
+        /* a rank is gone, or ranks may have stopped at different collectives of the step: lockstep is lost */
+        if (st == EA_ERR_TIMEOUT || st == EA_ERR_PEER || s->o.bus) {
             pthread_mutex_lock(&s->mu);
             s->st.failed = 1;
             snprintf(s->st.failure, sizeof s->st.failure, "%s", msg);
