@@ -134,14 +134,27 @@ ea_status ea_grammar_from_regex(const char *re, size_t n, ea_grammar **out, char
  * {m} {m,} {m,n}, # comments; the language is rule `root`. */
 ea_status ea_grammar_from_gbnf(const char *text, size_t n, ea_grammar **out, char *err, size_t n_err);
 
-/* One call of one of the functions in tools (OpenAI's `tools` array: each
- * {"type":"function","function":{"name","parameters"}}), written as
- * {"name":"<name>","arguments":<an instance of its parameters>} — for
- * tool_choice "required" or a named function (pass a one-element array).
- * path names the array in errors ("tools"): err_path is e.g.
- * "tools[1].function.parameters.properties.x.type". */
-ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, ea_grammar **out, char *err_path, size_t n_path,
-                                char *err, size_t n_err);
+/* How a model writes its tool calls, for the grammar that forces one
+ * (tool_choice "required" or a named function). Each call is
+ *   call_open NAME name_args ARGUMENTS call_close
+ * with NAME the function's name (as a JSON string if name_json, else bare) and
+ * ARGUMENTS an instance of its parameters (compact JSON); the calls are wrapped
+ * as  begin CALL (sep CALL)* end  when many, begin CALL end otherwise. The
+ * chat formats (Qwen3's <tool_call> lines, DeepSeek-V3's marker tokens) live
+ * with their parser (serve/tool_choice.c); NULL is one bare
+ * {"name":"f","arguments":{...}} object. */
+typedef struct {
+    const char *begin, *end, *sep;
+    const char *call_open, *name_args, *call_close;
+    int name_json, many;
+} ea_tool_call_syntax;
+
+/* The calls of the functions in tools (OpenAI's `tools` array: each
+ * {"type":"function","function":{"name","parameters"}}; for a named function
+ * pass a one-element array), written in syntax. path names the array in
+ * errors ("tools"): err_path is e.g. "tools[1].function.parameters.properties.x.type". */
+ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, const ea_tool_call_syntax *syntax,
+                                ea_grammar **out, char *err_path, size_t n_path, char *err, size_t n_err);
 /* Building blocks the tool-calling code reuses: a rule for a regex (inside a builder;
  * json_string: the text is inside a JSON string, so " \ and controls are escaped),
  * and one for a JSON Schema value. */

@@ -811,8 +811,16 @@ ea_status ea_grammar_json_object(const ea_json_grammar_opts *opts, ea_grammar **
     return st;
 }
 
-ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, ea_grammar **out, char *err_path, size_t n_path,
-                                char *err, size_t n_err) {
+/* Append text (may be NULL) literally. */
+static void lit_text(ea_gseq *q, ea_gbuild *b, const char *text) {
+    if (text && *text) ea_gseq_lit(q, b, text, strlen(text));
+}
+
+ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, const ea_tool_call_syntax *syntax,
+                                ea_grammar **out, char *err_path, size_t n_path, char *err, size_t n_err) {
+    static const ea_tool_call_syntax bare = {.call_open = "{\"name\":", .name_args = ",\"arguments\":",
+                                             .call_close = "}", .name_json = 1};
+    const ea_tool_call_syntax *sy = syntax ? syntax : &bare;
     *out = NULL;
     size_t n = json_is_array(tools) ? json_array_size(tools) : 0;
     if (n == 0) {
@@ -822,7 +830,7 @@ ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, ea_gramma
     }
     ea_gbuild *b;
     EA_TRY(ea_gb_create(&b));
-    int root = ea_gb_rule(b, path);
+    int call = ea_gb_rule(b, path);
     ea_gseq q = {0};
     ea_status st = EA_OK;
     for (size_t i = 0; i < n && st == EA_OK; i++) {
@@ -839,23 +847,44 @@ ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, ea_gramma
         snprintf(p, sizeof p, "%.200s[%zu].function.parameters", path, i);
         int args;
         json_t *any = NULL;
-        if (!params) params = any = json_pack("{s:s}", "type", "object"); /* no parameters: any object */
+        if (!params || json_is_null(params)) /* OpenAI: no parameters is an empty parameter list */
+            params = any = json_pack("{s:s,s:{},s:b}", "type", "object", "properties", "additionalProperties", 0);
         st = ea_gb_json_schema_rule(b, params, p, NULL, &args, err_path, n_path, err, n_err);
         json_decref(any);
         if (st != EA_OK) break;
-        ea_gseq_clear(&q);
-        ea_gseq_lit(&q, b, "{\"name\":", 8);
-        char *nm = json_dumps(name, JSON_ENCODE_ANY | JSON_COMPACT);
-        if (!nm) {
+        char *quoted = sy->name_json ? json_dumps(name, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        if (sy->name_json && !quoted) {
             st = ea_err(EA_ERR_NOMEM, "tools");
             break;
         }
-        ea_gseq_lit(&q, b, nm, strlen(nm));
-        free(nm);
-        ea_gseq_lit(&q, b, ",\"arguments\":", 13);
+        ea_gseq_clear(&q);
+        lit_text(&q, b, sy->call_open);
+        lit_text(&q, b, quoted ? quoted : json_string_value(name));
+        free(quoted);
+        lit_text(&q, b, sy->name_args);
         ea_gseq_ref(&q, args);
-        ea_gseq_lit(&q, b, "}", 1);
-        ea_gb_alt(b, root, &q);
+        lit_text(&q, b, sy->call_close);
+        st = ea_gb_alt(b, call, &q);
+    }
+    int root = -1;
+    if (st == EA_OK) { /* root ::= begin call more end;  more ::= "" | sep call more */
+        int more = -1;
+        if (sy->many) {
+            more = ea_gb_rule(b, "more calls");
+            ea_gseq_clear(&q);
+            st = ea_gb_alt(b, more, &q);
+            lit_text(&q, b, sy->sep);
+            ea_gseq_ref(&q, call);
+            ea_gseq_ref(&q, more);
+            if (st == EA_OK) st = ea_gb_alt(b, more, &q);
+        }
+        root = ea_gb_rule(b, "tool calls");
+        ea_gseq_clear(&q);
+        lit_text(&q, b, sy->begin);
+        ea_gseq_ref(&q, call);
+        if (more >= 0) ea_gseq_ref(&q, more);
+        lit_text(&q, b, sy->end);
+        if (st == EA_OK) st = ea_gb_alt(b, root, &q);
     }
     ea_gseq_deinit(&q);
     if (st != EA_OK) {

@@ -773,13 +773,13 @@ int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, int k
                            "unknown field 'eaas_test_forced_text' (a test hook, on only when the server runs with "
                            "EAAS_TEST_HOOKS=1)");
     if (r->kind == EA_OAI_CHAT) {
-        void *grammar = NULL;
-        if (ea_tool_choice_grammar(r->tools, r->tool_choice, r->tool_name, ops->tool_format, &grammar) != EA_OK)
-            return ea_oai_fail(e, 400, NULL, "tool_choice", NULL, "%s", ea_errmsg());
         if (r->tools && r->tool_choice != EA_TOOL_CHOICE_NONE && ops->tool_format == EA_TOOL_FMT_NONE)
             return ea_oai_fail(e, 400, NULL, "tools", NULL,
                                "this model's family has no tool-call parser, so tool calls could not be returned "
                                "(use tool_choice \"none\" or a qwen3/deepseek family model)");
+        ea_grammar *calls;
+        if (ea_tool_choice_grammar(r, ops->tool_format, &calls, e)) return -1;
+        if (calls) r->grammar = r->params.grammar = calls;
         if (render_prompt(r, ops, e)) return -1;
     }
     if (encode_prompt(r, ops, r->prompt_text, &r->prompt_ids, &r->n_prompt, e)) return -1;

@@ -40,8 +40,7 @@
  *   structured outputs: response_format (text, json_object, json_schema),
  *   guided_json, guided_choice, guided_regex, grammar / guided_grammar (GBNF) (constraint.h).
  * Refused with 400 because we would silently do something else: suffix,
- * best_of > 1, functions/function_call, tool_choice required or a named
- * function (not yet constrained by the grammar engine), echo with logprobs.
+ * best_of > 1, functions/function_call, echo with logprobs.
  *
  * Defaults: max_tokens 16 for completions (OpenAI's), the rest of the context
  * for chat; temperature 1, top_p 1; seed: the caller's (random per request).

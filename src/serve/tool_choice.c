@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "grammar/grammar.h"
 
 static int valid_name(const char *s, size_t n) {
     if (n == 0 || n > 64) return 0;
@@ -117,14 +118,53 @@ int ea_oai_parse_tools(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
     return 0;
 }
 
-ea_status ea_tool_choice_grammar(const json_t *tools, ea_tool_choice choice, const char *name, ea_tool_format fmt,
-                                 void **grammar) {
-    (void)tools;
-    (void)fmt;
-    *grammar = NULL;
-    if (choice == EA_TOOL_CHOICE_NONE || choice == EA_TOOL_CHOICE_AUTO) return EA_OK;
-    if (choice == EA_TOOL_CHOICE_REQUIRED)
-        return ea_err(EA_ERR_UNSUPPORTED, "tool_choice 'required' needs constrained decoding, not built yet");
-    return ea_err(EA_ERR_UNSUPPORTED, "tool_choice naming the function '%s' needs constrained decoding, not built yet",
-                  name ? name : "");
+/* How each family writes its calls: exactly as its chat template renders an
+ * assistant's tool calls (so a forced call looks like the ones the model was
+ * trained on), and as tool_parse.c reads them back. */
+static const ea_tool_call_syntax qwen3_calls = {
+    .call_open = "<tool_call>\n{\"name\": ", .name_args = ", \"arguments\": ", .call_close = "}\n</tool_call>",
+    .sep = "\n", .name_json = 1};
+static const ea_tool_call_syntax deepseek_v3_calls = {
+    .begin = "<｜tool▁calls▁begin｜>", .end = "<｜tool▁calls▁end｜>", .sep = "\n",
+    .call_open = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>", .name_args = "\n```json\n",
+    .call_close = "\n```<｜tool▁call▁end｜>", .name_json = 0};
+
+int ea_tool_choice_grammar(const ea_oai_request *r, ea_tool_format fmt, ea_grammar **out, ea_oai_error *e) {
+    *out = NULL;
+    if (r->tool_choice == EA_TOOL_CHOICE_NONE || r->tool_choice == EA_TOOL_CHOICE_AUTO) return 0;
+    if (fmt == EA_TOOL_FMT_NONE) return 0; /* the caller refuses tools without a parser */
+    if (r->grammar)
+        return ea_oai_fail(e, 400, NULL, "tool_choice", NULL,
+                           "tool_choice \"required\" or a named function constrains the output to a tool call: it "
+                           "cannot be combined with response_format or guided_* (which constrain it too)");
+    ea_tool_call_syntax sy = fmt == EA_TOOL_FMT_QWEN3 ? qwen3_calls : deepseek_v3_calls;
+    sy.many = r->tool_choice == EA_TOOL_CHOICE_REQUIRED && r->parallel_tool_calls;
+    json_t *tools = r->tools, *one = NULL;
+    size_t named = 0;
+    if (r->tool_choice == EA_TOOL_CHOICE_NAMED) { /* only that function, by its index in tools */
+        size_t i;
+        json_t *t;
+        json_array_foreach(r->tools, i, t) {
+            json_t *n = json_object_get(json_object_get(t, "function"), "name");
+            if (json_is_string(n) && strcmp(json_string_value(n), r->tool_name) == 0) break;
+        }
+        one = json_array();
+        if (!one || json_array_append(one, json_array_get(r->tools, i)))
+            return json_decref(one), ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+        tools = one;
+        named = i;
+    }
+    char ep[512] = "", msg[512] = "";
+    ea_status st = ea_grammar_tool_calls(tools, "tools", &sy, out, ep, sizeof ep, msg, sizeof msg);
+    json_decref(one);
+    if (one && strncmp(ep, "tools[0]", 8) == 0) { /* name the function by its place in the request's tools */
+        char tail[512];
+        snprintf(tail, sizeof tail, "%s", ep + 8);
+        snprintf(ep, sizeof ep, "tools[%zu]%.480s", named, tail);
+    }
+    if (st == EA_ERR_NOMEM) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+    if (st != EA_OK)
+        return ea_oai_fail(e, 400, NULL, ep[0] ? ep : "tools", NULL, "%s",
+                           msg[0] ? msg : "the tools' parameter schemas cannot be compiled into a grammar");
+    return 0;
 }

@@ -13,9 +13,10 @@
  *
  * With "none" the tools are still given to the chat template (vLLM's
  * default) and the output is not parsed; with "auto" the output is parsed
- * into tool_calls. "required" and a named function must constrain decoding
- * so that the model can only write a call: that is the grammar engine's job,
- * through ea_tool_choice_grammar below — until it exists they are refused.
+ * into tool_calls. "required" and a named function constrain decoding
+ * (ea_tool_choice_grammar below, through the grammar engine) so that the
+ * model can only write a well-formed call whose arguments are an instance of
+ * the function's parameters schema; the output is then parsed like "auto".
  */
 #ifndef EA_TOOL_CHOICE_H
 #define EA_TOOL_CHOICE_H
@@ -28,13 +29,13 @@
 /* Read and check tools, tool_choice and parallel_tool_calls of root into r. -1 with e filled. */
 int ea_oai_parse_tools(const json_t *root, ea_oai_request *r, ea_oai_error *e);
 
-/* INTEGRATION POINT for constrained decoding (src/grammar/, branch `grammar`):
- * the grammar that makes the model write a call in `fmt` to one of `tools`
- * (EA_TOOL_CHOICE_REQUIRED) or to the function `name` (EA_TOOL_CHOICE_NAMED).
- * OUT: *grammar, for the request's grammar pointer. Today: EA_ERR_UNSUPPORTED,
- * and the request is refused with 400 "tool_choice 'required' needs constrained
- * decoding, not built yet". NONE and AUTO need no grammar (*grammar = NULL). */
-ea_status ea_tool_choice_grammar(const json_t *tools, ea_tool_choice choice, const char *name, ea_tool_format fmt,
-                                 void **grammar);
+/* The grammar that makes the model write its tool calls in its family's
+ * format fmt when r->tool_choice is "required" (one call to any of the tools,
+ * or several when parallel_tool_calls) or a named function (one call to it);
+ * *out NULL for "none" and "auto". -1 with e filled: a parameters schema the
+ * grammar engine refuses (400 naming its JSON path, e.g.
+ * tools[1].function.parameters.properties.x.type), or a response_format /
+ * guided_* constraint on the same request. */
+int ea_tool_choice_grammar(const ea_oai_request *r, ea_tool_format fmt, struct ea_grammar **out, ea_oai_error *e);
 
 #endif

@@ -11,6 +11,10 @@ import fs from 'fs';
 
 const require = createRequire(process.env.EA_SRC + '/tools/node/package.json');
 const OpenAI = require('openai');
+const Ajv = require('ajv');
+const addFormats = require('ajv-formats');
+const ajv = new Ajv({ strict: false, allErrors: true });
+addFormats(ajv);
 
 const [baseURL, model, mode] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: 'none', maxRetries: 0, timeout: 120000 });
@@ -45,6 +49,33 @@ const TOOLS = [{
   function: { name: 'get_time', parameters: { type: 'object', properties: { tz: { type: 'string' } } } },
 }];
 
+const TOOLS3 = [{
+  type: 'function',
+  function: { name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object',
+    properties: { city: { type: 'string', maxLength: 12 }, unit: { enum: ['C', 'F'] } }, required: ['city', 'unit'] } },
+}, {
+  type: 'function',
+  function: { name: 'get_time', parameters: { type: 'object', properties: { tz: { type: 'string', pattern: '^[A-Z]{3}$' } }, required: ['tz'] } },
+}, {
+  type: 'function',
+  function: { name: 'book_table', parameters: { type: 'object', properties: {
+    people: { type: 'integer', minimum: 1, maximum: 12 }, date: { type: 'string', format: 'date' }, vip: { type: 'boolean' },
+    tags: { type: 'array', items: { enum: ['window', 'quiet', 'bar'] }, maxItems: 3 } }, required: ['people', 'date'] } },
+}];
+function validCalls(calls, tools, what) {
+  assert(calls && calls.length >= 1, `${what}: no tool_calls`);
+  for (const c of calls) {
+    const t = tools.find((x) => x.function.name === c.function.name);
+    assert(t, `${what}: unknown function ${c.function.name}`);
+    assert(/^call_[0-9a-f]{24}$/.test(c.id) && c.type === 'function', `${what}: id/type ${JSON.stringify(c)}`);
+    let args;
+    try { args = JSON.parse(c.function.arguments); } catch (e) { throw new Error(`${what}: arguments do not parse: ${c.function.arguments}`); }
+    assert(ajv.validate(t.function.parameters, args), `${what}: ${c.function.name} ${c.function.arguments}: ${ajv.errorsText()}`);
+  }
+  return calls.map((c) => [c.function.name, c.function.arguments]);
+}
+const req3 = (extra) => ({ model, temperature: 1.0, max_tokens: 300, ignore_eos: false, messages: USER, tools: TOOLS3, tool_choice: 'required', ...extra });
+
 async function one(prompt, extra) {
   return (await client.completions.create({ ...sampled, prompt, ...extra })).choices[0].text;
 }
@@ -68,6 +99,17 @@ if (mode === 'deepseek') {
     eq(f.choices[0].finish_reason, 'tool_calls', 'streamed finish');
     eq(JSON.stringify(f.choices[0].message.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments])),
       JSON.stringify(m.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments])), 'assembled calls');
+  });
+  await check('deepseek_v3: tool_choice required writes its marker-token format; calls validate, stream helper agrees', async () => {
+    for (let seed = 1; seed <= 4; seed++) {
+      const r = await client.chat.completions.create(req3({ seed }));
+      eq(r.choices[0].finish_reason, 'tool_calls', `seed ${seed}: finish_reason (content ${JSON.stringify(r.choices[0].message.content)})`);
+      const got = validCalls(r.choices[0].message.tool_calls, TOOLS3, `seed ${seed}`);
+      const f = await client.beta.chat.completions.stream(req3({ seed })).finalChatCompletion();
+      eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got), `seed ${seed}: assembled`);
+    }
+    const r = await client.chat.completions.create(req3({ seed: 9, tool_choice: { type: 'function', function: { name: 'get_time' } } }));
+    eq(r.choices[0].message.tool_calls.map((c) => c.function.name).join(), 'get_time', 'named');
   });
   await check('deepseek_v3: an assistant tool-call turn (content null) and a tool result are rendered', async () => {
     const hist = [...USER, { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
@@ -288,8 +330,45 @@ await check('malformed tool call: plain content, finish stop; tool_choice none: 
   eq(none.choices[0].message.content, CALL, 'tool_choice none: the text as it is');
   const one = await client.chat.completions.create({ ...forced(CALL + '\n' + CALL2), parallel_tool_calls: false });
   eq(one.choices[0].message.tool_calls.length, 1, 'parallel_tool_calls false');
-  const e = await refused(client.chat.completions.create({ ...forced(CALL), tool_choice: 'required' }), 'required');
-  assert(e.message.includes('needs constrained decoding'), e.message);
+});
+
+// tool_choice "required" / named: the grammar engine forces a call in the family's
+// format; a random-weight model that never writes one on its own must still give
+// well-formed calls whose arguments validate against the function's schema (ajv).
+
+await check('tool_choice required, three tools: well-formed calls whose arguments validate; the stream helper assembles the same', async () => {
+  const names = new Set();
+  for (let seed = 1; seed <= 8; seed++) {
+    const r = await client.chat.completions.create(req3({ seed }));
+    const c = r.choices[0];
+    eq(c.finish_reason, 'tool_calls', `seed ${seed}: finish_reason (content ${JSON.stringify(c.message.content)})`);
+    const got = validCalls(c.message.tool_calls, TOOLS3, `seed ${seed}`);
+    got.forEach(([n]) => names.add(n));
+    if (seed <= 3) {
+      const f = await client.beta.chat.completions.stream(req3({ seed })).finalChatCompletion();
+      eq(f.choices[0].finish_reason, 'tool_calls', `seed ${seed}: streamed finish`);
+      eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got),
+        `seed ${seed}: assembled calls == non-streaming`);
+    }
+  }
+  assert(names.size >= 2, `the grammar leaves the choice of function to the model: only ${[...names]} in 8 seeds`);
+  const one = await client.chat.completions.create(req3({ seed: 5, parallel_tool_calls: false }));
+  eq(one.choices[0].message.tool_calls.length, 1, 'parallel_tool_calls false: exactly one call');
+});
+
+await check('tool_choice naming a function: always that function, arguments valid; refusals name the field', async () => {
+  for (let seed = 1; seed <= 4; seed++) {
+    const r = await client.chat.completions.create(req3({ seed, tool_choice: { type: 'function', function: { name: 'book_table' } } }));
+    const calls = r.choices[0].message.tool_calls;
+    eq(calls.length, 1, `seed ${seed}: one call`);
+    eq(calls[0].function.name, 'book_table', `seed ${seed}: the named function`);
+    validCalls(calls, TOOLS3, `seed ${seed}`);
+  }
+  const e = await refused(client.chat.completions.create(req3({ response_format: { type: 'json_object' } })), 'with response_format');
+  eq(e.param, 'tool_choice', 'param');
+  const bad = [...TOOLS3, { type: 'function', function: { name: 'h', parameters: { type: 'object', properties: { x: { type: 'tuple' } } } } }];
+  const e2 = await refused(client.chat.completions.create(req3({ tools: bad })), 'bad parameters schema');
+  eq(e2.param, 'tools[3].function.parameters.properties.x.type', 'the JSON path');
 });
 
 await check('a tool-call history (assistant content null, tool result) renders and serves', async () => {

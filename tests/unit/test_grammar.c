@@ -277,16 +277,17 @@ TEST(tool_calls) {
     CHECK(tools);
     ea_grammar *g = NULL;
     char ep[256], e[256];
-    CHECK_EQ(ea_grammar_tool_calls(tools, "tools", &g, ep, sizeof ep, e, sizeof e), EA_OK);
+    CHECK_EQ(ea_grammar_tool_calls(tools, "tools", NULL, &g, ep, sizeof ep, e, sizeof e), EA_OK);
     CHECK_EQ(full(g, "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\",\"unit\":\"C\"}}"), 1);
     CHECK_EQ(full(g, "{\"name\":\"now\",\"arguments\":{}}"), 1);
+    CHECK_EQ(full(g, "{\"name\":\"now\",\"arguments\":{\"a\":1}}"), 0); /* no parameters: an empty list */
     CHECK_EQ(full(g, "{\"name\":\"get_weather\",\"arguments\":{}}"), 0); /* city is required */
     CHECK_EQ(full(g, "{\"name\":\"later\",\"arguments\":{}}"), 0);
     ea_grammar_destroy(g);
     json_decref(tools);
     tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
                        "\"properties\":{\"x\":{\"type\":\"tuple\"}}}}}]", 0, NULL);
-    CHECK(ea_grammar_tool_calls(tools, "tools", &g, ep, sizeof ep, e, sizeof e) != EA_OK);
+    CHECK(ea_grammar_tool_calls(tools, "tools", NULL, &g, ep, sizeof ep, e, sizeof e) != EA_OK);
     CHECK_STREQ(ep, "tools[0].function.parameters.properties.x.type");
     json_decref(tools);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "grammar/grammar.h"
 #include "harness.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
@@ -71,6 +72,9 @@ static const ea_text_ops OPS = {NULL, f_encode, f_decode, f_render, 512, f_has_t
 /* the same, for a Qwen3-like model served with --reasoning-parser qwen3 and EAAS_TEST_HOOKS=1 */
 static const ea_text_ops OPS_Q = {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_QWEN3,
                                   EA_REASONING_QWEN3, 1};
+
+/* ... and a DeepSeek-V3-like one */
+static const ea_text_ops OPS_D = {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_DEEPSEEK_V3};
 
 static int parse(ea_oai_kind k, const char *body, ea_oai_request *r, ea_oai_error *e) {
     return ea_oai_parse(k, body, strlen(body), r, e);
@@ -246,8 +250,8 @@ TEST(bad_requests_get_400_naming_the_field) {
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}", "top_logprobs", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 2}", "logprobs", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\"}]}", "tools[0]", 400},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": \"required\"}", "tool_choice", 400},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}}", "tool_choice", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": \"required\"}", "tools", 400}, /* no parser for this family */
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}}", "tools", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}", "tool_choice", 400},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": \"auto\"}", "tool_choice", 400}, /* no tools */
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [" TOOL_F "]}", "tools", 400}, /* no parser for this family */
@@ -743,6 +747,72 @@ TEST(logit_bias_and_forced_text_reach_params) {
     ea_oai_request_deinit(&r);
 }
 
+/* Is text in the language of g (whole)? */
+static int in_language(const ea_grammar *g, const char *text) {
+    ea_gmatcher *m;
+    if (ea_gmatcher_create(g, &m) != EA_OK) return -1;
+    int ok = ea_gmatcher_accept_bytes(m, text, strlen(text)) == EA_OK && ea_gmatcher_accepting(m);
+    ea_gmatcher_destroy(m);
+    return ok;
+}
+
+/* tool_choice "required" / a named function: a grammar in the family's own
+ * call format whose arguments follow the function's parameters schema. */
+TEST(tool_choice_constrains_to_the_family_format) {
+#define TOOLS_FG "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\"," \
+                 "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}},"                            \
+                 "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]"
+#define MSGS "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+    static const char *F1 = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\":1}}\n</tool_call>";
+    static const char *G1 = "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
+    char two[256];
+    snprintf(two, sizeof two, "%s\n%s", F1, G1);
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS TOOLS_FG ",\"tool_choice\":\"required\"}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_Q, 400, 0, 7, &e), 0);
+    CHECK(r.params.grammar != NULL && r.choices[0].grammar == r.params.grammar);
+    CHECK_EQ(in_language(r.params.grammar, F1), 1);
+    CHECK_EQ(in_language(r.params.grammar, two), 1); /* parallel_tool_calls defaults to true */
+    CHECK_EQ(in_language(r.params.grammar, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"), 0);
+    CHECK_EQ(in_language(r.params.grammar, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\":\"1\"}}\n</tool_call>"), 0);
+    CHECK_EQ(in_language(r.params.grammar, "Sure. <tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"), 0);
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS TOOLS_FG ",\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_Q, 400, 0, 7, &e), 0);
+    CHECK_EQ(in_language(r.params.grammar, G1), 1);
+    CHECK_EQ(in_language(r.params.grammar, two), 0);
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS TOOLS_FG ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_Q, 400, 0, 7, &e), 0);
+    CHECK_EQ(in_language(r.params.grammar, G1), 1);
+    CHECK_EQ(in_language(r.params.grammar, F1), 0);
+    ea_oai_request_deinit(&r);
+    /* DeepSeek-V3: its marker tokens, bare names, a ```json block */
+    CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS TOOLS_FG ",\"tool_choice\":\"required\"}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_D, 400, 0, 7, &e), 0);
+    CHECK_EQ(in_language(r.params.grammar,
+                         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\":2}\n```"
+                         "<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>g\n```json\n{}\n```"
+                         "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"), 1);
+    CHECK_EQ(in_language(r.params.grammar, F1), 0);
+    ea_oai_request_deinit(&r);
+    /* refused: another constraint on the same output; a schema the engine cannot compile (named by path) */
+    CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS TOOLS_FG ",\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_Q, 400, 0, 7, &e), -1);
+    CHECK_STREQ(e.param, "tool_choice");
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":\"function\","
+                   "\"function\":{\"name\":\"h\",\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"tuple\"}}}}}],"
+                   "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"h\"}}}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_Q, 400, 0, 7, &e), -1);
+    CHECK_EQ(e.status, 400);
+    CHECK_STREQ(e.param, "tools[1].function.parameters.properties.x.type");
+    ea_oai_request_deinit(&r);
+#undef TOOLS_FG
+#undef MSGS
+}
+
 /* Template variables, continue_final_message, and the fallback for null contents. */
 TEST(chat_template_options) {
     ea_oai_request r;
@@ -892,6 +962,7 @@ int main(void) {
     RUN(metrics_histograms_are_cumulative);
     RUN(choices_prompt_major_with_derived_seeds);
     RUN(logit_bias_and_forced_text_reach_params);
+    RUN(tool_choice_constrains_to_the_family_format);
     RUN(chat_template_options);
     RUN(chat_tool_calls_and_reasoning_rendered);
     RUN(completions_choices_echo_and_usage);
