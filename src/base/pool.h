@@ -2,11 +2,15 @@
  * pool.h — a fixed thread pool that runs parallel-for loops.
  *
  * The calling thread is worker 0 and takes part; n_threads-1 helper threads
- * wait on a condition variable between jobs. A job is fn(ctx, i) for i in
- * [0, n_tasks); task i is always run by thread (i % n_threads), so the split
- * of work never depends on timing — kernels that must be batch-invariant rely
- * on each task's result depending only on its own inputs, and the static split
- * keeps runs reproducible for profiling as well.
+ * wait (spinning, then on a condition variable) between jobs. A job is
+ * fn(ctx, task, thread) for task in [0, n_tasks): the threads claim tasks in
+ * order, each as soon as it is free, so which thread runs a task depends on
+ * timing. `thread` (0..n_threads-1) names the thread running the task, for
+ * per-thread scratch; a task's result must depend only on its own inputs,
+ * never on which thread ran it or what else that thread ran — batch
+ * invariance and the bit-identity of every mode rely on it. The owner never
+ * waits for a helper that has not started: on a loaded machine it runs the
+ * tasks itself.
  *
  * One job at a time per pool: ea_pool_run is not reentrant and is called from
  * the thread that owns the pool (the step loop).
