@@ -108,7 +108,7 @@ static ea_status choices_next(choices *cs, ea_event *ev, int *c) {
             ea_status st = ea_req_next(cs->req[i], waited ? 0 : wait, ev);
             waited = 1;
             if (st == EA_ERR_TIMEOUT) continue;
-            if (st == EA_OK && ev->kind != EA_EV_TOKEN) {
+            if (st == EA_OK && (ev->kind == EA_EV_DONE || ev->kind == EA_EV_ERROR)) {
                 cs->done[i] = 1;
                 cs->left--;
             }
@@ -168,6 +168,8 @@ static int stream_step(stream_ctx *s) {
         }
         s->completion_tokens++;
         ea_oai_stream_token(&s->out, c, &ev, &s->pend);
+    } else if (st == EA_OK && ev.kind == EA_EV_PROMPT) {
+        ea_oai_output_prompt(&s->out, c, &ev); /* sent with the echo, before the choice's first token */
     } else if (st == EA_OK && ev.kind == EA_EV_DONE) {
         s->finish = ev.finish;
         finish_metrics(s->h, s->ch.req[c], ev.finish);
@@ -290,6 +292,8 @@ static enum MHD_Result run_blocking(ea_http *h, struct MHD_Connection *c, ea_oai
             if (ch == 0) t_last = now;
             ntok++;
             ea_oai_output_add(&out, ch, &ev);
+        } else if (st == EA_OK && ev.kind == EA_EV_PROMPT) {
+            ea_oai_output_prompt(&out, ch, &ev);
         } else if (st == EA_OK && ev.kind == EA_EV_DONE) {
             finish_metrics(h, cs->req[ch], ev.finish);
             ea_oai_output_done(&out, ch, &ev);

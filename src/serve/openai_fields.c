@@ -541,8 +541,7 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
         return -1;
     r->params.grammar = r->grammar;
     if (ea__oai_get_bool(root, "echo", &r->echo, e)) return -1;
-    if (r->echo && r->params.logprobs)
-        return ea_oai_fail(e, 400, NULL, "echo", NULL, "'echo' together with 'logprobs' is not supported");
+    r->params.prompt_logprobs = r->echo && r->params.logprobs; /* the echoed prompt's logprobs come first */
     if (r->kind == EA_OAI_CHAT && (ea_oai_parse_tools(root, r, e) || ea__oai_parse_chat_options(root, r, e))) return -1;
     json_t *ft = ea__oai_field(root, "eaas_test_forced_text");
     if (ft && (!json_is_string(ft) || !(r->forced_text = ea_strndup(json_string_value(ft), json_string_length(ft)))))

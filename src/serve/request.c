@@ -254,6 +254,7 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
         for (int i = 0; i < p->n_prompt; i++) r->prompt_seen[p->prompt[i]] = 1;
     ea_text_stream_init(&r->text, lim->tok, r->p.stop, r->p.n_stop);
     r->seq = -1;
+    r->plp_next = p->prompt_logprobs ? 0 : p->n_prompt;
     ea_rng_seed(&r->rng, p->sp.seed);
     r->t_arrival = ea_now_s();
     *out = r;

@@ -32,6 +32,8 @@ struct ea_request {
     int n_tokens, cap;
     int n_computed;
     int n_generated;
+    int plp_next;             /* prompt logprobs: the prompt token whose PROMPT event is next
+                                 (p.n_prompt: all sent, or none asked for) */
     int seq;                  /* sequence slot, -1 when not running */
     int cached_tokens;
     int32_t *out_counts;      /* owns: (vocab) when penalties are used */

@@ -110,9 +110,10 @@ static void ea__dp_deliver(ea_sched *s, int from, uint64_t id, ea_event *ev) {
     pthread_mutex_lock(&s->mu);
     if (ev->kind == EA_EV_TOKEN) s->st.generation_tokens++;
     if (ev->kind == EA_EV_DONE) s->st.prompt_tokens += (uint64_t)ev->prompt_tokens;
-    if (ev->kind != EA_EV_TOKEN) s->st.requests_finished++;
+    int last = ev->kind == EA_EV_DONE || ev->kind == EA_EV_ERROR;
+    if (last) s->st.requests_finished++;
     pthread_mutex_unlock(&s->mu);
-    if (ev->kind == EA_EV_TOKEN) return;
+    if (!last) return;
     *pp = r->next;
     s->n_proxies--;
     s->dp_load[from]--;

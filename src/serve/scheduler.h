@@ -17,7 +17,8 @@
  * Prefix cache: full KV blocks are keyed by a hash chain of their tokens;
  * a new request reuses the longest cached chain and skips that prefill.
  *
- * Event stream of a request: TOKEN events (text delta — whole UTF-8 only —
+ * Event stream of a request: PROMPT events when prompt logprobs are asked
+ * for, TOKEN events (text delta — whole UTF-8 only —
  * the token id, optional logprobs), then exactly one DONE (finish reason,
  * usage) or ERROR event. Stop strings are never emitted: text that might be
  * the start of a stop string is held back until it cannot be.
@@ -57,6 +58,9 @@ typedef struct {
     int n_stop;
     int logprobs;              /* report the chosen token's logprob */
     int top_logprobs;          /* 0..EA_MAX_TOP_LOGPROBS */
+    int prompt_logprobs;       /* also report each prompt token's logprob (and top_logprobs) as PROMPT
+                                  events before the first TOKEN; the rows are computed, never taken
+                                  from the prefix cache (docs/decisions.md "Prompt logprobs") */
     int32_t stop_ids[EA_MAX_STOP_IDS]; /* sampling one ends the request (finish stop, no text), as EOS */
     int n_stop_ids;
     int min_tokens;            /* 0..max_tokens: before this many tokens, EOS (unless ignore_eos) and
@@ -76,11 +80,14 @@ typedef struct {
 
 typedef enum { EA_FINISH_NONE = 0, EA_FINISH_STOP, EA_FINISH_LENGTH, EA_FINISH_CANCELLED } ea_finish;
 
-typedef enum { EA_EV_TOKEN = 1, EA_EV_DONE = 2, EA_EV_ERROR = 3 } ea_event_kind;
+/* PROMPT (ea_req_params.prompt_logprobs): one per prompt token, in order, before
+ * the first TOKEN: token, logprob (NAN for the first, which has no context: the
+ * API's null) and top; no text. */
+typedef enum { EA_EV_TOKEN = 1, EA_EV_DONE = 2, EA_EV_ERROR = 3, EA_EV_PROMPT = 4 } ea_event_kind;
 
 typedef struct {
     ea_event_kind kind;
-    /* TOKEN */
+    /* TOKEN (and PROMPT: token, logprob, top) */
     char text[256];            /* UTF-8 delta (may be empty while held back); NUL-terminated */
     int text_len;
     int32_t token;
