@@ -57,6 +57,9 @@ void ea_bus_put_submit(ea_sbuf *b, uint64_t id, const ea_req_params *p) {
         ea_sbuf_append(b, &p->bias[i].bias, 4);
     }
     if (p->n_forced > 0) ea_sbuf_append(b, p->forced, sizeof(int32_t) * (size_t)p->n_forced);
+    uint32_t ng = p->grammar_src && p->n_grammar_src > 0 ? (uint32_t)p->n_grammar_src : 0;
+    ea_sbuf_append(b, &ng, sizeof ng);
+    if (ng) ea_sbuf_append(b, p->grammar_src, ng);
     ea_sbuf_append(b, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
 }
 
@@ -131,6 +134,13 @@ static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
     ev->bias = rd->p; /* (id i32, bias f32) pairs: the layout of ea_logit_bias */
     ev->forced = rd->p + nb;
     rd->p += nb + nf;
+    uint32_t ng;
+    if (!get(rd, &ng, 4) || ng > EA_BUS_MAX_GRAMMAR_SRC || (size_t)(rd->end - rd->p) < ng)
+        return ea_err(EA_ERR_FORMAT, "control bus: grammar source of %llu truncated or longer than %u bytes", id,
+                      EA_BUS_MAX_GRAMMAR_SRC);
+    ev->grammar_src = ng ? (const char *)rd->p : NULL;
+    p->n_grammar_src = (int)ng;
+    rd->p += ng;
     size_t n = sizeof(int32_t) * (size_t)p->n_prompt;
     if ((size_t)(rd->end - rd->p) < n) return ea_err(EA_ERR_FORMAT, "control bus: prompt of %llu truncated", id);
     ev->prompt = rd->p;

@@ -99,6 +99,7 @@ void ea_oai_request_deinit(ea_oai_request *r) {
     ea_free(r->forced_ids);
     ea_free(r->choices);
     ea_grammar_destroy(r->grammar);
+    ea_free(r->grammar_src);
     memset(r, 0, sizeof *r);
 }
 

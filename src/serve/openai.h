@@ -127,6 +127,8 @@ typedef struct {
     int seed_given;
     char *stop_store[EA_MAX_STOP]; /* owns */
     struct ea_grammar *grammar; /* owns a reference: structured output (constraint.h), NULL: none */
+    char *grammar_src;          /* owns: its source for the other ranks (ea_oai_constraint_source) */
+    int n_grammar_src;
     ea_req_params params;   /* complete after prepare; borrows prompt_ids and stop_store */
     int n;                  /* choices per prompt */
     int echo;               /* completions: the prompt text before each choice's text */

@@ -540,6 +540,12 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
         parse_logprobs(root, r, e) || parse_logit_bias(root, r, e) || ea_oai_parse_constraint(root, &r->grammar, e))
         return -1;
     r->params.grammar = r->grammar;
+    if (r->grammar) { /* what the other ranks compile it from, under --parallel */
+        if (ea_oai_constraint_source(root, &r->grammar_src, &r->n_grammar_src) != EA_OK)
+            return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+        r->params.grammar_src = r->grammar_src;
+        r->params.n_grammar_src = r->n_grammar_src;
+    }
     if (ea__oai_get_bool(root, "echo", &r->echo, e)) return -1;
     r->params.prompt_logprobs = r->echo && r->params.logprobs; /* the echoed prompt's logprobs come first */
     if (r->kind == EA_OAI_CHAT && (ea_oai_parse_tools(root, r, e) || ea__oai_parse_chat_options(root, r, e))) return -1;

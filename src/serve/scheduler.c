@@ -771,9 +771,9 @@ ea_moe_health ea_sched_moe_health(ea_sched *s, char *why, size_t n) { return ea_
 ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out) {
     *out = NULL;
     if (s->o.bus && s->o.bus->rank != 0) return ea_err(EA_ERR_INVALID_ARG, "only rank 0 accepts requests");
-    if (s->o.bus && p->grammar)
-        return ea_err(EA_ERR_INVALID_ARG, "structured outputs (response_format, guided_*) are not supported with "
-                                          "--parallel yet: the grammar does not cross the control bus");
+    if (s->o.bus && p->grammar && (p->n_grammar_src <= 0 || !s->o.compile_grammar))
+        return ea_err(EA_ERR_INVALID_ARG, "this constraint is not supported with --parallel: its grammar has no "
+                                          "source to send to the other ranks over the control bus");
     ea_request *r;
     EA_TRY(ea__req_new(&s->lim, p, 0, &r));
     pthread_mutex_lock(&s->mu);

@@ -75,7 +75,12 @@ typedef struct {
     struct ea_grammar *grammar; /* structured output (grammar/grammar.h): only tokens that keep the text a
                                   prefix of its language are sampled; EOS and stop_ids only where the text
                                   is complete; the request ends (stop) when nothing may follow. NULL: none.
-                                  Submit takes its own reference. Not with a control bus (refused). */
+                                  Submit takes its own reference. Under a control bus it needs a source: */
+    const char *grammar_src;   /* what grammar was compiled from, opaque here (copied at submit): under a
+                                  control bus it travels in the submit event and every other rank compiles
+                                  it with ea_sched_opts.compile_grammar; a grammar without one is refused
+                                  there. NULL: none */
+    int n_grammar_src;
 } ea_req_params;
 
 typedef enum { EA_FINISH_NONE = 0, EA_FINISH_STOP, EA_FINISH_LENGTH, EA_FINISH_CANCELLED } ea_finish;
@@ -145,6 +150,11 @@ typedef struct {
     size_t kv_disk_max_mib;    /* 0: unbounded */
     const char *par_mode;      /* NULL: "single" */
     int par_world, par_rank;   /* world <= 0: 1 */
+    /* Control bus, ranks other than 0: the grammar of a submit from its source
+     * (ea_req_params.grammar_src), the same one rank 0's was compiled from, so
+     * every rank masks the same tokens. NULL: constrained requests are refused
+     * under a bus. OUT: *g, one reference for the caller. */
+    ea_status (*compile_grammar)(const char *src, size_t n, struct ea_grammar **g);
 } ea_sched_opts;
 
 #define EA_SCHED_DP_MAX_RANKS 64 /* ranks data-parallel attention spreads requests over */
