@@ -29,6 +29,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/commands.h"
+#include "serve/constraint.h"
 #include "serve/engine.h"
 #include "serve/http.h"
 #include "serve/metrics.h"
@@ -294,6 +295,7 @@ int ea_cmd_serve(int argc, char **argv) {
                         .kv_disk_dir = f.kv_disk_dir, .kv_disk_max_mib = (size_t)f.kv_disk_max_mib,
                         .par_mode = dist ? ea_par_mode_name(pmode) : "single", .par_world = dist ? ea_dist_size(dist) : 1,
                         .par_rank = rank};
+    so.compile_grammar = ea_oai_constraint_compile; /* constrained requests: every rank builds rank 0's grammar */
     if ((st = ea_sched_create(engine, ea_serve_text_tokenizer(text), &so, &sched)) != EA_OK) goto fail;
     if (rank != 0) {
         EA_LOGI("rank %d of %d: model loaded in %.1f s; following rank 0's control bus", rank, ea_dist_size(dist),

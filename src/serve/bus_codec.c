@@ -42,7 +42,7 @@ void ea_bus_put_submit(ea_sbuf *b, uint64_t id, const ea_req_params *p) {
     ea_sbuf_append(b, &tk, sizeof tk);
     ea_sbuf_append(b, fv2, sizeof fv2);
     ea_sbuf_append(b, &seed, sizeof seed);
-    int32_t iv2[2] = {p->n_stop_ids, p->min_tokens};
+    int32_t iv2[3] = {p->n_stop_ids, p->min_tokens, p->prompt_logprobs};
     ea_sbuf_append(b, iv2, sizeof iv2);
     ea_sbuf_append(b, p->stop_ids, sizeof(int32_t) * (size_t)p->n_stop_ids);
     for (int i = 0; i < p->n_stop; i++) {
@@ -57,6 +57,9 @@ void ea_bus_put_submit(ea_sbuf *b, uint64_t id, const ea_req_params *p) {
         ea_sbuf_append(b, &p->bias[i].bias, 4);
     }
     if (p->n_forced > 0) ea_sbuf_append(b, p->forced, sizeof(int32_t) * (size_t)p->n_forced);
+    uint32_t ng = p->grammar_src && p->n_grammar_src > 0 ? (uint32_t)p->n_grammar_src : 0;
+    ea_sbuf_append(b, &ng, sizeof ng);
+    if (ng) ea_sbuf_append(b, p->grammar_src, ng);
     ea_sbuf_append(b, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
 }
 
@@ -87,7 +90,7 @@ ea_status ea_bus_read_begin(ea_bus_reader *rd, const void *buf, size_t len) {
 
 static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
     unsigned long long id = (unsigned long long)ev->id;
-    int32_t iv[6], tk, iv2[2];
+    int32_t iv[6], tk, iv2[3];
     float fv[2], fv2[4];
     uint64_t seed;
     if (!get(rd, iv, sizeof iv) || !get(rd, fv, sizeof fv) || !get(rd, &tk, 4) || !get(rd, fv2, sizeof fv2) ||
@@ -111,6 +114,7 @@ static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
     p->sp.seed = seed;
     p->n_stop_ids = iv2[0];
     p->min_tokens = iv2[1];
+    p->prompt_logprobs = iv2[2] != 0;
     if (!get(rd, p->stop_ids, sizeof(int32_t) * (size_t)p->n_stop_ids))
         return ea_err(EA_ERR_FORMAT, "control bus: stop token ids of %llu", id);
     for (int k = 0; k < p->n_stop; k++) {
@@ -130,6 +134,13 @@ static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
     ev->bias = rd->p; /* (id i32, bias f32) pairs: the layout of ea_logit_bias */
     ev->forced = rd->p + nb;
     rd->p += nb + nf;
+    uint32_t ng;
+    if (!get(rd, &ng, 4) || ng > EA_BUS_MAX_GRAMMAR_SRC || (size_t)(rd->end - rd->p) < ng)
+        return ea_err(EA_ERR_FORMAT, "control bus: grammar source of %llu truncated or longer than %u bytes", id,
+                      EA_BUS_MAX_GRAMMAR_SRC);
+    ev->grammar_src = ng ? (const char *)rd->p : NULL;
+    p->n_grammar_src = (int)ng;
+    rd->p += ng;
     size_t n = sizeof(int32_t) * (size_t)p->n_prompt;
     if ((size_t)(rd->end - rd->p) < n) return ea_err(EA_ERR_FORMAT, "control bus: prompt of %llu truncated", id);
     ev->prompt = rd->p;

@@ -21,9 +21,10 @@
  *   ...   assign only (data-parallel attention, right after its submit): i32 the rank that runs it
  *   ...   submit only: i32 n_prompt, max_tokens, ignore_eos, logprobs, top_logprobs, n_stop;
  *         f32 temperature, top_p; i32 top_k; f32 min_p, presence, frequency, repetition;
- *         u64 seed; i32 n_stop_ids, min_tokens; n_stop_ids x i32; n_stop x (u32 len, bytes);
+ *         u64 seed; i32 n_stop_ids, min_tokens, prompt_logprobs; n_stop_ids x i32; n_stop x (u32 len, bytes);
  *         i32 n_bias, n_forced; n_bias x (i32 id, f32 bias); n_forced x i32 (test hook);
- *         n_prompt x i32 token ids
+ *         u32 n_grammar_src, n_grammar_src bytes (the structured output's source,
+ *         ea_req_params.grammar_src; 0: none); n_prompt x i32 token ids
  *
  * An empty batch (n_events 0) is the tick that keeps every rank in step.
  *
@@ -49,6 +50,7 @@
 #include "serve/stop_text.h"
 
 #define EA_BUS_MAGIC 0x31424145u /* "EAB1" */
+#define EA_BUS_MAX_GRAMMAR_SRC (16u << 20) /* bytes of one grammar source (the HTTP body limit is below) */
 
 typedef enum { EA_BUS_SUBMIT = 1, EA_BUS_CANCEL = 2, EA_BUS_SHUTDOWN = 3, EA_BUS_ASSIGN = 4 } ea_bus_kind;
 
@@ -76,6 +78,7 @@ typedef struct {
     int rank;              /* EA_BUS_ASSIGN: the rank that runs the request (>= 0) */
     const uint8_t *bias;   /* views the batch: p.n_bias (i32 id, f32 bias), not aligned */
     const uint8_t *forced; /* views the batch: p.n_forced i32, not aligned */
+    const char *grammar_src; /* views the batch: p.n_grammar_src bytes (not NUL-terminated); NULL: none */
 } ea_bus_event;
 
 /* Check the header of buf[0..len) (viewed, not copied). EA_ERR_FORMAT if it is not a batch. */

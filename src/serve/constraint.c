@@ -7,9 +7,11 @@
 #include "serve/constraint.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "serve/tool_choice.h"
 
 static json_t *present(const json_t *o, const char *key) {
     json_t *v = json_object_get(o, key);
@@ -144,4 +146,52 @@ int ea_oai_parse_constraint(const json_t *root, ea_grammar **g, ea_oai_error *e)
     if (st == EA_ERR_NOMEM) return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
     if (st != EA_OK) return ea_oai_fail(e, 400, NULL, which, NULL, "%s: %s", which, err);
     return 0;
+}
+
+/* The fields ea_oai_parse_constraint reads; nothing else of the body matters to it. */
+static const char *const constraint_fields[] = {"response_format", "guided_json", "guided_choice", "guided_regex",
+                                                "grammar", "guided_grammar"};
+
+ea_status ea_oai_constraint_source(const json_t *root, char **src, int *n) {
+    *src = NULL;
+    *n = 0;
+    json_t *o = json_object();
+    int bad = !o;
+    for (size_t i = 0; !bad && i < sizeof constraint_fields / sizeof *constraint_fields; i++) {
+        json_t *v = present(root, constraint_fields[i]);
+        if (v) bad = json_object_set(o, constraint_fields[i], v) != 0;
+    }
+    /* insertion order is kept, and reals print with 17 digits: the text reads back to the same values */
+    char *s = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    json_decref(o);
+    if (!s) return ea_err(EA_ERR_NOMEM, "structured output: grammar source");
+    size_t len = strlen(s);
+    *src = ea_strndup(s, len);
+    free(s); /* jansson's allocator */
+    if (!*src || len > (size_t)1 << 30) {
+        ea_free(*src);
+        *src = NULL;
+        return ea_err(EA_ERR_NOMEM, "structured output: grammar source");
+    }
+    *n = (int)len;
+    return EA_OK;
+}
+
+ea_status ea_oai_constraint_compile(const char *src, size_t n, ea_grammar **g) {
+    *g = NULL;
+    json_error_t je;
+    json_t *root = json_loadb(src, n, JSON_REJECT_DUPLICATES, &je);
+    if (!root) return ea_err(EA_ERR_FORMAT, "grammar source is not JSON: %s", je.text);
+    json_t *calls = json_object_get(root, "eaas_tool_calls"); /* tool_choice.c's source */
+    if (calls) {
+        ea_status st = ea_tool_choice_compile(calls, g);
+        json_decref(root);
+        return st;
+    }
+    ea_oai_error e;
+    int rc = ea_oai_parse_constraint(root, g, &e);
+    json_decref(root);
+    if (rc) return ea_err(EA_ERR_FORMAT, "grammar source refused: %s", e.message);
+    if (!*g) return ea_err(EA_ERR_FORMAT, "grammar source has no constraint");
+    return EA_OK;
 }

@@ -24,4 +24,13 @@
 /* OUT: *g (NULL when the request has no constraint; the caller owns a reference). */
 int ea_oai_parse_constraint(const json_t *root, ea_grammar **g, ea_oai_error *e);
 
+/* The grammar's source for the other ranks of a control bus (scheduler.h,
+ * ea_req_params.grammar_src): the request's constraint fields alone, as compact
+ * JSON ({"guided_regex": "..."}); ea_oai_constraint_compile runs the same
+ * ea_oai_parse_constraint over it, so every rank builds the same grammar.
+ * OUT: *src (ea_malloc'd, NUL-terminated), *n its length. EA_ERR_NOMEM. */
+ea_status ea_oai_constraint_source(const json_t *root, char **src, int *n);
+/* ea_sched_opts.compile_grammar: src from ea_oai_constraint_source. OUT: *g. */
+ea_status ea_oai_constraint_compile(const char *src, size_t n, ea_grammar **g);
+
 #endif

@@ -33,14 +33,15 @@
  *   repetition_penalty (0, 100], ignore_eos (bool), stop_token_ids ([id],
  *   <= EA_MAX_STOP_IDS, checked as prompt ids), min_tokens (0..max_tokens),
  *   logit_bias ({"id": bias in [-100, 100]}, ids checked as prompt ids),
- *   echo (completions; not with logprobs), tools, tool_choice,
+ *   echo (completions; with logprobs the prompt's tokens come first in
+ *   logprobs, the first with null), tools, tool_choice,
  *   parallel_tool_calls (chat; tool_choice.c), chat_template_kwargs,
  *   add_generation_prompt, continue_final_message (chat), and with the test
  *   hooks on (ea_text_ops.test_hooks) eaas_test_forced_text;
  *   structured outputs: response_format (text, json_object, json_schema),
  *   guided_json, guided_choice, guided_regex, grammar / guided_grammar (GBNF) (constraint.h).
  * Refused with 400 because we would silently do something else: suffix,
- * best_of > 1, functions/function_call, echo with logprobs.
+ * best_of > 1, functions/function_call.
  *
  * Defaults: max_tokens 16 for completions (OpenAI's), the rest of the context
  * for chat; temperature 1, top_p 1; seed: the caller's (random per request).
@@ -126,6 +127,8 @@ typedef struct {
     int seed_given;
     char *stop_store[EA_MAX_STOP]; /* owns */
     struct ea_grammar *grammar; /* owns a reference: structured output (constraint.h), NULL: none */
+    char *grammar_src;          /* owns: its source for the other ranks (ea_oai_constraint_source) */
+    int n_grammar_src;
     ea_req_params params;   /* complete after prepare; borrows prompt_ids and stop_store */
     int n;                  /* choices per prompt */
     int echo;               /* completions: the prompt text before each choice's text */
@@ -175,6 +178,8 @@ typedef struct {
     json_t *calls;          /* owns: tool_calls so far (OpenAI's objects); NULL: none */
     json_t *lp;             /* non-streaming logprobs so far (owns); NULL without logprobs */
     size_t text_offset;     /* completions logprobs text_offset */
+    size_t prompt_offset;   /* echo with logprobs: text_offset of the next prompt token */
+    int echo_sent;          /* streaming echo with logprobs: the echo chunk went out */
     ea_chat_split split;    /* chat: reasoning / tool-call split of the text */
     ea_event done;          /* the DONE event (finish, usage) once it came */
     int finished;
@@ -193,6 +198,8 @@ typedef struct {
     ea_oai_choice *ch;      /* owns: (n_ch) */
     int n_ch;
     char **echo;            /* owns: (n_ch / n) prompt texts to echo; NULL: no echo */
+    int prompt_lp;          /* echo with logprobs: PROMPT events come first; streaming sends the echo
+                               with their logprobs before the choice's first token */
     ea_chat_delta scratch;  /* chat: one delta's split */
 } ea_oai_output;
 
@@ -201,6 +208,8 @@ void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *m
 void ea_oai_output_deinit(ea_oai_output *o);
 /* Non-streaming: add choice c's TOKEN and DONE events; render the body once every choice is done. */
 void ea_oai_output_add(ea_oai_output *o, int c, const ea_event *tok);
+/* Choice c's PROMPT event (echo with logprobs), streaming or not: kept for the echo. */
+void ea_oai_output_prompt(ea_oai_output *o, int c, const ea_event *ev);
 void ea_oai_output_done(ea_oai_output *o, int c, const ea_event *done);
 void ea_oai_render_final(ea_oai_output *o, ea_sbuf *out);
 /* Streaming. start: chat's first chunk per choice (role); completions: the echo. */

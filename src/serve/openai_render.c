@@ -124,6 +124,7 @@ void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *m
         ea_chat_split_init(&o->ch[c].split, rmode, o->parse_tools ? ops->tool_format : EA_TOOL_FMT_NONE);
     if (r->echo && (o->echo = ea_calloc((size_t)(o->n_ch / o->n), sizeof *o->echo)))
         for (int p = 0; p < o->n_ch / o->n; p++) o->echo[p] = echo_text(r, ops, p);
+    o->prompt_lp = o->echo && r->params.prompt_logprobs;
 }
 
 void ea_oai_output_deinit(ea_oai_output *o) {
@@ -184,6 +185,12 @@ static void add_logprobs(const ea_oai_output *o, json_t *lp, const ea_event *ev,
     char *t = token_bytes(o, ev->token, &n);
     json_array_append_new(json_object_get(lp, "tokens"), ea__oai_jstr(t ? t : "", n));
     ea_free(t);
+    if (isnan(ev->logprob)) { /* the prompt's first token: no context, no logprob */
+        json_array_append_new(json_object_get(lp, "token_logprobs"), json_null());
+        json_array_append_new(json_object_get(lp, "top_logprobs"), json_null());
+        json_array_append_new(json_object_get(lp, "text_offset"), json_integer((json_int_t)text_offset));
+        return;
+    }
     json_array_append_new(json_object_get(lp, "token_logprobs"), jnum(ev->logprob));
     json_t *top = json_object();
     for (int i = 0; i < ev->n_top && i < o->top_logprobs; i++) {
@@ -241,12 +248,27 @@ static void keep_split(ea_oai_output *o, ea_oai_choice *ch) {
     take_calls(o, ch, o->scratch.calls);
 }
 
+/* Echo with logprobs: generated tokens' text_offset counts the echoed text too. */
+static size_t echo_len(const ea_oai_output *o, int c) {
+    return o->prompt_lp && o->echo[c / o->n] ? strlen(o->echo[c / o->n]) : 0;
+}
+
+void ea_oai_output_prompt(ea_oai_output *o, int c, const ea_event *ev) {
+    if (c < 0 || c >= o->n_ch || !o->prompt_lp) return;
+    ea_oai_choice *ch = &o->ch[c];
+    if (!ch->lp) ch->lp = new_logprobs(o->kind);
+    add_logprobs(o, ch->lp, ev, ch->prompt_offset);
+    size_t n;
+    ea_free(token_bytes(o, ev->token, &n)); /* offsets: the tokens' bytes, as the tokens array shows them */
+    ch->prompt_offset += n;
+}
+
 void ea_oai_output_add(ea_oai_output *o, int c, const ea_event *tok) {
     if (c < 0 || c >= o->n_ch) return;
     ea_oai_choice *ch = &o->ch[c];
     if (o->logprobs) {
         if (!ch->lp) ch->lp = new_logprobs(o->kind);
-        add_logprobs(o, ch->lp, tok, ch->text.len);
+        add_logprobs(o, ch->lp, tok, echo_len(o, c) + ch->text.len);
     }
     if (o->kind != EA_OAI_CHAT) {
         ea_sbuf_append(&ch->text, tok->text, (size_t)tok->text_len);
@@ -351,9 +373,21 @@ void ea_oai_stream_start(ea_oai_output *o, ea_sbuf *out) {
     for (int c = 0; c < o->n_ch; c++) {
         if (o->kind == EA_OAI_CHAT)
             sse(out, chunk(o, c, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), json_null(), json_null()));
-        else if (o->echo)
+        else if (o->echo && !o->prompt_lp)
             sse(out, chunk(o, c, ea__oai_jstr(o->echo[c / o->n], strlen(o->echo[c / o->n])), json_null(), json_null()));
     }
+}
+
+/* Echo with logprobs, streaming: choice c's echo chunk, with the prompt's logprobs
+ * (its PROMPT events came first), before its first token or its end. */
+static void stream_echo(ea_oai_output *o, int c, ea_sbuf *out) {
+    ea_oai_choice *ch = &o->ch[c];
+    if (!o->prompt_lp || ch->echo_sent) return;
+    ch->echo_sent = 1;
+    json_t *lp = ch->lp ? ch->lp : new_logprobs(o->kind);
+    ch->lp = NULL;
+    sse(out, chunk(o, c, ea__oai_jstr(o->echo[c / o->n], strlen(o->echo[c / o->n])), lp, json_null()));
+    ch->text_offset = echo_len(o, c);
 }
 
 /* Chat: the chunks of one split delta (o->scratch) of choice c: reasoning, content (with
@@ -381,6 +415,7 @@ static void stream_split(ea_oai_output *o, int c, json_t *lp, ea_sbuf *out) {
 
 void ea_oai_stream_token(ea_oai_output *o, int c, const ea_event *tok, ea_sbuf *out) {
     if (c < 0 || c >= o->n_ch) return;
+    stream_echo(o, c, out);
     ea_oai_choice *ch = &o->ch[c];
     size_t offset = ch->text_offset;
     ch->text_offset += (size_t)tok->text_len;
@@ -400,6 +435,7 @@ void ea_oai_stream_token(ea_oai_output *o, int c, const ea_event *tok, ea_sbuf *
 
 void ea_oai_stream_done(ea_oai_output *o, int c, const ea_event *done, ea_sbuf *out) {
     if (c < 0 || c >= o->n_ch) return;
+    stream_echo(o, c, out);
     ea_oai_choice *ch = &o->ch[c];
     if (o->kind == EA_OAI_CHAT) {
         ea_chat_split_finish(&ch->split, &o->scratch);

@@ -31,6 +31,7 @@ void ea__req_unref(ea_request *r) {
     ea_free(r->tokens);
     ea_free(r->bias_copy);
     ea_free(r->forced_copy);
+    ea_free(r->gsrc_copy);
     ea_free(r->out_counts);
     ea_free(r->prompt_seen);
     ea_free(r->ev);
@@ -234,6 +235,11 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
         memcpy(r->forced_copy, p->forced, sizeof(int32_t) * (size_t)p->n_forced);
         r->p.forced = r->forced_copy;
     }
+    if (ok && p->n_grammar_src > 0 && (ok = (r->gsrc_copy = ea_malloc((size_t)p->n_grammar_src)) != NULL)) {
+        memcpy(r->gsrc_copy, p->grammar_src, (size_t)p->n_grammar_src);
+        r->p.grammar_src = r->gsrc_copy;
+    }
+    if (p->n_grammar_src <= 0) r->p.grammar_src = NULL, r->p.n_grammar_src = 0;
     for (int i = 0; ok && i < p->n_stop; i++) {
         r->stop_copy[i] = ea_strdup(p->stop[i]);
         r->p.stop[i] = r->stop_copy[i];
@@ -254,6 +260,7 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
         for (int i = 0; i < p->n_prompt; i++) r->prompt_seen[p->prompt[i]] = 1;
     ea_text_stream_init(&r->text, lim->tok, r->p.stop, r->p.n_stop);
     r->seq = -1;
+    r->plp_next = p->prompt_logprobs ? 0 : p->n_prompt;
     ea_rng_seed(&r->rng, p->sp.seed);
     r->t_arrival = ea_now_s();
     *out = r;

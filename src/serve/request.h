@@ -28,10 +28,13 @@ struct ea_request {
     char *stop_copy[EA_MAX_STOP];
     ea_logit_bias *bias_copy; /* owns: (p.n_bias); p.bias points here */
     int32_t *forced_copy;     /* owns: (p.n_forced); p.forced points here */
+    char *gsrc_copy;          /* owns: (p.n_grammar_src); p.grammar_src points here */
     int32_t *tokens;          /* owns: (cap) prompt then generated */
     int n_tokens, cap;
     int n_computed;
     int n_generated;
+    int plp_next;             /* prompt logprobs: the prompt token whose PROMPT event is next
+                                 (p.n_prompt: all sent, or none asked for) */
     int seq;                  /* sequence slot, -1 when not running */
     int cached_tokens;
     int32_t *out_counts;      /* owns: (vocab) when penalties are used */

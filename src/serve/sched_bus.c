@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "grammar/grammar.h"
 #include "serve/bus_codec.h"
 #include "serve/request.h"
 #include "serve/sched_impl.h"
@@ -44,7 +45,15 @@ static ea_status ea__bus_request(ea_sched *s, const ea_bus_event *ev, ea_request
     p.prompt = tmp;
     p.forced = tmp + p.n_prompt;
     p.bias = bias;
-    ea_status st = ea__req_new(&s->lim, &p, 1, out);
+    p.grammar_src = ev->grammar_src;
+    ea_status st = EA_OK;
+    if (p.n_grammar_src > 0) { /* the same grammar as rank 0's, from the same source */
+        st = s->o.compile_grammar ? s->o.compile_grammar(p.grammar_src, (size_t)p.n_grammar_src, &p.grammar)
+                                  : ea_err(EA_ERR_INVALID_ARG, "no grammar compiler on this rank");
+        if (st != EA_OK) st = ea_err_wrap(st, "structured output: ");
+    }
+    if (st == EA_OK) st = ea__req_new(&s->lim, &p, 1, out);
+    ea_grammar_destroy(p.grammar); /* the request holds its own reference */
     ea_free(tmp);
     ea_free(bias);
     if (st != EA_OK) return ea_err_wrap(st, "control bus: request %llu: ", (unsigned long long)ev->id);
@@ -110,9 +119,10 @@ static void ea__dp_deliver(ea_sched *s, int from, uint64_t id, ea_event *ev) {
     pthread_mutex_lock(&s->mu);
     if (ev->kind == EA_EV_TOKEN) s->st.generation_tokens++;
     if (ev->kind == EA_EV_DONE) s->st.prompt_tokens += (uint64_t)ev->prompt_tokens;
-    if (ev->kind != EA_EV_TOKEN) s->st.requests_finished++;
+    int last = ev->kind == EA_EV_DONE || ev->kind == EA_EV_ERROR;
+    if (last) s->st.requests_finished++;
     pthread_mutex_unlock(&s->mu);
-    if (ev->kind == EA_EV_TOKEN) return;
+    if (!last) return;
     *pp = r->next;
     s->n_proxies--;
     s->dp_load[from]--;

@@ -27,6 +27,7 @@ struct ea_sched {
     float *raw;             /* (vocab) copy for logprobs */
     int32_t *b_tok, *b_pos, *b_seq, *b_rows;
     ea_request **b_req;     /* request of each logits row */
+    int32_t *b_plp;         /* of each logits row: the prompt token whose logprob it gives, or -1 (sample) */
     ea_request **p_req;     /* planned requests of this step */
     int *p_cnt;             /* tokens each planned request contributes */
     ea_request **slots;     /* (max_seqs) running request of each sequence slot */

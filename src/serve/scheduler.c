@@ -12,7 +12,9 @@
  * and tokens[0..n_computed) have KV in the cache. A step gives each running
  * request either its next prefill chunk or, when only the last known token is
  * uncomputed, one decode token; logits are taken for requests whose chunk
- * reaches n_tokens, and one token is sampled for them.
+ * reaches n_tokens, and one token is sampled for them. A request that asked
+ * for prompt logprobs also gets the logits rows of its prompt positions
+ * (b_plp), each turned into a PROMPT event as its prefill goes.
  *
  * The step loop's other state lives in its own modules, each with its design
  * in its header: the request object, its event ring and its checks
@@ -231,9 +233,25 @@ static ea_finish ea__finish_reason(const ea_request *r, int eos, int stopped) {
     return EA_FINISH_NONE;
 }
 
+/* Prompt logprobs: the PROMPT event of token 0, which has no context (logprob
+ * NAN, the API's null); it goes out before any other. */
+static void ea__prompt_first(ea_request *r) {
+    ea_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = EA_EV_PROMPT;
+    ev.token = r->tokens[0];
+    ev.logprob = NAN;
+    ea__req_push(r, &ev);
+    r->plp_next = 1;
+}
+
 /* Sample r's next token from logits row `row`, emit it, and end r when it is done. */
 static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
     ea_event ev;
+    if (r->plp_next < r->p.n_prompt) { /* a one-token prompt: only token 0's PROMPT event */
+        EA_ASSERT(r->p.n_prompt == 1);
+        ea__prompt_first(r);
+    }
     if (ea__sample(s, r, row, &ev)) return;
     if (!ea__append_token(s, r, ev.token)) {
         ea__finish(s, r, EA_FINISH_LENGTH, EA_OK, NULL);
@@ -258,6 +276,24 @@ static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
     if (why == EA_FINISH_NONE) return;
     if (!stopped) ea__req_flush_text(r, &s->slices);
     ea__finish(s, r, why, EA_OK, NULL);
+}
+
+/* One PROMPT event: prompt token i's logprob (and top) under logits row `row`,
+ * the model's distribution over ids that have a token (no penalties, bias or
+ * grammar: those shape sampling, not what the prompt was). Token 0's event
+ * (no context: logprob NAN) goes out first. */
+static void ea__prompt_logprob(ea_sched *s, ea_request *r, int i, float *row) {
+    if (r->plp_next == 0) ea__prompt_first(r);
+    ea_event ev;
+    EA_ASSERT(i == r->plp_next);
+    memset(&ev, 0, sizeof ev);
+    ev.kind = EA_EV_PROMPT;
+    ev.token = r->tokens[i];
+    ea_sampler_mask(s->sampler, row);
+    ev.n_top = r->p.top_logprobs;
+    ev.logprob = ea_logprob(row, s->vocab, ev.token, ev.n_top, ev.top_ids, ev.top_lp);
+    ea__req_push(r, &ev);
+    r->plp_next = i + 1;
 }
 
 static void ea__take_incoming(ea_sched *s) {
@@ -309,6 +345,15 @@ static void ea__drop_finished(ea_sched *s) {
     }
 }
 
+/* How many of r's tokens may come from the prefix cache: all, unless r still owes
+ * prompt logprobs, whose logits rows must be computed: prompt token i's logprob
+ * is row i - 1, so the KV from position plp_next - 1 on is computed here
+ * (docs/decisions.md "Prompt logprobs"). */
+static int ea__attach_max(const ea_request *r) {
+    if (r->plp_next >= r->p.n_prompt) return r->n_tokens;
+    return r->plp_next > 0 ? r->plp_next - 1 : 0;
+}
+
 /* Admit waiting requests while sequences and KV blocks allow. Fails only when
  * the ranks cannot agree on a prefix hit (the control bus's deadline). */
 static ea_status ea__admit(ea_sched *s) {
@@ -323,7 +368,7 @@ static ea_status ea__admit(ea_sched *s) {
         if (slot < 0) break;
         ea_request *r = s->waiting;
         r->seq = slot;
-        r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens, r->n_tokens);
+        r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens, ea__attach_max(r));
         if (s->pc && s->o.bus && !s->o.bus->dp) { /* all ranks compute from the same position: the smallest hit */
             int agreed = r->n_computed;
             EA_TRY(s->o.bus->agree_min(s->o.bus->ctx, &agreed));
@@ -431,13 +476,20 @@ static int ea__step(ea_sched *s) {
         ea_request *r = s->p_req[k];
         int cnt = s->p_cnt[k];
         for (int i = 0; i < cnt; i++) {
-            s->b_tok[n] = r->tokens[r->n_computed + i];
-            s->b_pos[n] = r->n_computed + i;
+            int pos = r->n_computed + i;
+            s->b_tok[n] = r->tokens[pos];
+            s->b_pos[n] = pos;
             s->b_seq[n] = r->seq;
+            if (pos + 1 >= r->plp_next && pos + 1 < r->p.n_prompt) { /* a prompt logprob's row */
+                s->b_rows[n_out] = n;
+                s->b_plp[n_out] = pos + 1;
+                s->b_req[n_out++] = r;
+            }
             n++;
         }
         if (r->n_computed + cnt == r->n_tokens) {
             s->b_rows[n_out] = n - 1;
+            s->b_plp[n_out] = -1;
             s->b_req[n_out++] = r;
         }
         if (!(cnt == 1 && r->n_generated > 0)) {
@@ -477,8 +529,15 @@ static int ea__step(ea_sched *s) {
         }
     } else {
         ea__fail_partial(s, np);
-        for (int i = 0; i < n_out; i++)
-            if (!s->b_req[i]->finished) ea__after_logits(s, s->b_req[i], s->logits + (size_t)i * s->vocab);
+        for (int i = 0; i < n_out; i++) {
+            ea_request *r = s->b_req[i];
+            float *row = s->logits + (size_t)i * s->vocab;
+            if (r->finished) continue;
+            if (s->b_plp[i] >= 0)
+                ea__prompt_logprob(s, r, s->b_plp[i], row);
+            else
+                ea__after_logits(s, r, row);
+        }
     }
     /* statistics; under EPLB a rebalance moves expert weights here, between steps */
     ea_moe_end_step(s->e->be);
@@ -614,6 +673,7 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
     s->b_seq = ea_malloc(sizeof(int32_t) * T);
     s->b_rows = ea_malloc(sizeof(int32_t) * T);
     s->b_req = ea_malloc(sizeof(ea_request *) * T);
+    s->b_plp = ea_malloc(sizeof(int32_t) * T);
     s->p_req = ea_malloc(sizeof(ea_request *) * (size_t)e->kv.max_seqs);
     s->p_cnt = ea_malloc(sizeof(int) * (size_t)e->kv.max_seqs);
     s->slots = ea_calloc((size_t)e->kv.max_seqs, sizeof(ea_request *));
@@ -629,7 +689,7 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
                                    .on_disk = ea__disk_stats, .on_disk_ctx = s};
         st = ea_prefix_cache_create(&e->kv, e->m, &po, &s->pc);
     }
-    if (st == EA_OK && (!s->logits || !s->raw || !s->b_tok || !s->b_pos || !s->b_seq || !s->b_rows || !s->b_req || !s->p_req || !s->p_cnt ||
+    if (st == EA_OK && (!s->logits || !s->raw || !s->b_tok || !s->b_pos || !s->b_seq || !s->b_rows || !s->b_req || !s->b_plp || !s->p_req || !s->p_cnt ||
                         !s->slots))
         st = ea_err(EA_ERR_NOMEM, "scheduler buffers");
     if (st != EA_OK) {
@@ -691,6 +751,7 @@ void ea_sched_destroy(ea_sched *s) {
     ea_free(s->b_seq);
     ea_free(s->b_rows);
     ea_free(s->b_req);
+    ea_free(s->b_plp);
     ea_free(s->p_req);
     ea_free(s->p_cnt);
     ea_free(s->slots);
@@ -710,9 +771,9 @@ ea_moe_health ea_sched_moe_health(ea_sched *s, char *why, size_t n) { return ea_
 ea_status ea_sched_submit(ea_sched *s, const ea_req_params *p, ea_request **out) {
     *out = NULL;
     if (s->o.bus && s->o.bus->rank != 0) return ea_err(EA_ERR_INVALID_ARG, "only rank 0 accepts requests");
-    if (s->o.bus && p->grammar)
-        return ea_err(EA_ERR_INVALID_ARG, "structured outputs (response_format, guided_*) are not supported with "
-                                          "--parallel yet: the grammar does not cross the control bus");
+    if (s->o.bus && p->grammar && (p->n_grammar_src <= 0 || !s->o.compile_grammar))
+        return ea_err(EA_ERR_INVALID_ARG, "this constraint is not supported with --parallel: its grammar has no "
+                                          "source to send to the other ranks over the control bus");
     ea_request *r;
     EA_TRY(ea__req_new(&s->lim, p, 0, &r));
     pthread_mutex_lock(&s->mu);

@@ -17,7 +17,8 @@
  * Prefix cache: full KV blocks are keyed by a hash chain of their tokens;
  * a new request reuses the longest cached chain and skips that prefill.
  *
- * Event stream of a request: TOKEN events (text delta — whole UTF-8 only —
+ * Event stream of a request: PROMPT events when prompt logprobs are asked
+ * for, TOKEN events (text delta — whole UTF-8 only —
  * the token id, optional logprobs), then exactly one DONE (finish reason,
  * usage) or ERROR event. Stop strings are never emitted: text that might be
  * the start of a stop string is held back until it cannot be.
@@ -57,6 +58,9 @@ typedef struct {
     int n_stop;
     int logprobs;              /* report the chosen token's logprob */
     int top_logprobs;          /* 0..EA_MAX_TOP_LOGPROBS */
+    int prompt_logprobs;       /* also report each prompt token's logprob (and top_logprobs) as PROMPT
+                                  events before the first TOKEN; the rows are computed, never taken
+                                  from the prefix cache (docs/decisions.md "Prompt logprobs") */
     int32_t stop_ids[EA_MAX_STOP_IDS]; /* sampling one ends the request (finish stop, no text), as EOS */
     int n_stop_ids;
     int min_tokens;            /* 0..max_tokens: before this many tokens, EOS (unless ignore_eos) and
@@ -71,16 +75,24 @@ typedef struct {
     struct ea_grammar *grammar; /* structured output (grammar/grammar.h): only tokens that keep the text a
                                   prefix of its language are sampled; EOS and stop_ids only where the text
                                   is complete; the request ends (stop) when nothing may follow. NULL: none.
-                                  Submit takes its own reference. Not with a control bus (refused). */
+                                  Submit takes its own reference. Under a control bus it needs a source: */
+    const char *grammar_src;   /* what grammar was compiled from, opaque here (copied at submit): under a
+                                  control bus it travels in the submit event and every other rank compiles
+                                  it with ea_sched_opts.compile_grammar; a grammar without one is refused
+                                  there. NULL: none */
+    int n_grammar_src;
 } ea_req_params;
 
 typedef enum { EA_FINISH_NONE = 0, EA_FINISH_STOP, EA_FINISH_LENGTH, EA_FINISH_CANCELLED } ea_finish;
 
-typedef enum { EA_EV_TOKEN = 1, EA_EV_DONE = 2, EA_EV_ERROR = 3 } ea_event_kind;
+/* PROMPT (ea_req_params.prompt_logprobs): one per prompt token, in order, before
+ * the first TOKEN: token, logprob (NAN for the first, which has no context: the
+ * API's null) and top; no text. */
+typedef enum { EA_EV_TOKEN = 1, EA_EV_DONE = 2, EA_EV_ERROR = 3, EA_EV_PROMPT = 4 } ea_event_kind;
 
 typedef struct {
     ea_event_kind kind;
-    /* TOKEN */
+    /* TOKEN (and PROMPT: token, logprob, top) */
     char text[256];            /* UTF-8 delta (may be empty while held back); NUL-terminated */
     int text_len;
     int32_t token;
@@ -138,6 +150,11 @@ typedef struct {
     size_t kv_disk_max_mib;    /* 0: unbounded */
     const char *par_mode;      /* NULL: "single" */
     int par_world, par_rank;   /* world <= 0: 1 */
+    /* Control bus, ranks other than 0: the grammar of a submit from its source
+     * (ea_req_params.grammar_src), the same one rank 0's was compiled from, so
+     * every rank masks the same tokens. NULL: constrained requests are refused
+     * under a bus. OUT: *g, one reference for the caller. */
+    ea_status (*compile_grammar)(const char *src, size_t n, struct ea_grammar **g);
 } ea_sched_opts;
 
 #define EA_SCHED_DP_MAX_RANKS 64 /* ranks data-parallel attention spreads requests over */

@@ -7,6 +7,7 @@
 #include "serve/tool_choice.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -129,33 +130,29 @@ static const ea_tool_call_syntax deepseek_v3_calls = {
     .call_open = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>", .name_args = "\n```json\n",
     .call_close = "\n```<｜tool▁call▁end｜>", .name_json = 0};
 
-int ea_tool_choice_grammar(const ea_oai_request *r, ea_tool_format fmt, ea_grammar **out, ea_oai_error *e) {
-    *out = NULL;
-    if (r->tool_choice == EA_TOOL_CHOICE_NONE || r->tool_choice == EA_TOOL_CHOICE_AUTO) return 0;
-    if (fmt == EA_TOOL_FMT_NONE) return 0; /* the caller refuses tools without a parser */
-    if (r->grammar)
-        return ea_oai_fail(e, 400, NULL, "tool_choice", NULL,
-                           "tool_choice \"required\" or a named function constrains the output to a tool call: it "
-                           "cannot be combined with response_format or guided_* (which constrain it too)");
+/* The grammar for tools and a forcing choice (REQUIRED or NAMED with name), in fmt. */
+static int calls_grammar(const json_t *tools, ea_tool_choice choice, const char *name, int parallel,
+                         ea_tool_format fmt, ea_grammar **out, ea_oai_error *e) {
     ea_tool_call_syntax sy = fmt == EA_TOOL_FMT_QWEN3 ? qwen3_calls : deepseek_v3_calls;
-    sy.many = r->tool_choice == EA_TOOL_CHOICE_REQUIRED && r->parallel_tool_calls;
-    json_t *tools = r->tools, *one = NULL;
+    sy.many = choice == EA_TOOL_CHOICE_REQUIRED && parallel;
+    const json_t *use = tools;
+    json_t *one = NULL;
     size_t named = 0;
-    if (r->tool_choice == EA_TOOL_CHOICE_NAMED) { /* only that function, by its index in tools */
+    if (choice == EA_TOOL_CHOICE_NAMED) { /* only that function, by its index in tools */
         size_t i;
         json_t *t;
-        json_array_foreach(r->tools, i, t) {
+        json_array_foreach(tools, i, t) {
             json_t *n = json_object_get(json_object_get(t, "function"), "name");
-            if (json_is_string(n) && strcmp(json_string_value(n), r->tool_name) == 0) break;
+            if (json_is_string(n) && strcmp(json_string_value(n), name) == 0) break;
         }
         one = json_array();
-        if (!one || json_array_append(one, json_array_get(r->tools, i)))
+        if (!one || json_array_append(one, json_array_get(tools, i)))
             return json_decref(one), ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
-        tools = one;
+        use = one;
         named = i;
     }
     char ep[512] = "", msg[512] = "";
-    ea_status st = ea_grammar_tool_calls(tools, "tools", &sy, out, ep, sizeof ep, msg, sizeof msg);
+    ea_status st = ea_grammar_tool_calls(use, "tools", &sy, out, ep, sizeof ep, msg, sizeof msg);
     json_decref(one);
     if (one && strncmp(ep, "tools[0]", 8) == 0) { /* name the function by its place in the request's tools */
         char tail[512];
@@ -167,4 +164,51 @@ int ea_tool_choice_grammar(const ea_oai_request *r, ea_tool_format fmt, ea_gramm
         return ea_oai_fail(e, 400, NULL, ep[0] ? ep : "tools", NULL, "%s",
                            msg[0] ? msg : "the tools' parameter schemas cannot be compiled into a grammar");
     return 0;
+}
+
+/* The source other ranks compile the same grammar from:
+ * {"eaas_tool_calls": {"format": F, "choice": C, "name": N, "parallel": P, "tools": [...]}}. */
+static ea_status calls_source(const ea_oai_request *r, ea_tool_format fmt, char **src, int *n) {
+    json_t *o = json_pack("{s:{s:i,s:i,s:s?,s:b,s:O}}", "eaas_tool_calls", "format", (int)fmt, "choice",
+                          (int)r->tool_choice, "name", r->tool_name, "parallel", r->parallel_tool_calls, "tools",
+                          r->tools);
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII) : NULL;
+    json_decref(o);
+    *src = s ? ea_strndup(s, strlen(s)) : NULL;
+    *n = *src ? (int)strlen(*src) : 0;
+    free(s); /* jansson's allocator */
+    return *src ? EA_OK : ea_err(EA_ERR_NOMEM, "tool calls: grammar source");
+}
+
+int ea_tool_choice_grammar(ea_oai_request *r, ea_tool_format fmt, ea_oai_error *e) {
+    if (r->tool_choice == EA_TOOL_CHOICE_NONE || r->tool_choice == EA_TOOL_CHOICE_AUTO) return 0;
+    if (fmt == EA_TOOL_FMT_NONE) return 0; /* the caller refuses tools without a parser */
+    if (r->grammar)
+        return ea_oai_fail(e, 400, NULL, "tool_choice", NULL,
+                           "tool_choice \"required\" or a named function constrains the output to a tool call: it "
+                           "cannot be combined with response_format or guided_* (which constrain it too)");
+    if (calls_grammar(r->tools, r->tool_choice, r->tool_name, r->parallel_tool_calls, fmt, &r->grammar, e)) return -1;
+    r->params.grammar = r->grammar;
+    if (calls_source(r, fmt, &r->grammar_src, &r->n_grammar_src) != EA_OK)
+        return ea_oai_fail(e, 500, NULL, NULL, NULL, "out of memory");
+    r->params.grammar_src = r->grammar_src;
+    r->params.n_grammar_src = r->n_grammar_src;
+    return 0;
+}
+
+ea_status ea_tool_choice_compile(const json_t *src, ea_grammar **g) {
+    *g = NULL;
+    json_t *tools = NULL, *name = NULL;
+    int fmt = 0, choice = 0, parallel = 0;
+    ea_oai_error e;
+    if (json_unpack((json_t *)src, "{s:i,s:i,s?o,s:b,s:o}", "format", &fmt, "choice", &choice, "name", &name, "parallel",
+                    &parallel, "tools", &tools) != 0 ||
+        (fmt != EA_TOOL_FMT_QWEN3 && fmt != EA_TOOL_FMT_DEEPSEEK_V3) ||
+        (choice != EA_TOOL_CHOICE_REQUIRED && choice != EA_TOOL_CHOICE_NAMED) ||
+        (choice == EA_TOOL_CHOICE_NAMED && (!json_is_string(name) || !has_tool(tools, json_string_value(name)))) ||
+        !json_is_array(tools) || check_tools(tools, &e))
+        return ea_err(EA_ERR_FORMAT, "tool-call grammar source: malformed");
+    if (calls_grammar(tools, (ea_tool_choice)choice, json_string_value(name), parallel, (ea_tool_format)fmt, g, &e))
+        return ea_err(EA_ERR_FORMAT, "tool-call grammar source refused: %s", e.message);
+    return EA_OK;
 }

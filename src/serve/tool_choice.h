@@ -31,11 +31,15 @@ int ea_oai_parse_tools(const json_t *root, ea_oai_request *r, ea_oai_error *e);
 
 /* The grammar that makes the model write its tool calls in its family's
  * format fmt when r->tool_choice is "required" (one call to any of the tools,
- * or several when parallel_tool_calls) or a named function (one call to it);
- * *out NULL for "none" and "auto". -1 with e filled: a parameters schema the
- * grammar engine refuses (400 naming its JSON path, e.g.
+ * or several when parallel_tool_calls) or a named function (one call to it),
+ * set as the request's grammar with its source for the other ranks of a
+ * control bus; nothing for "none" and "auto". -1 with e filled: a parameters
+ * schema the grammar engine refuses (400 naming its JSON path, e.g.
  * tools[1].function.parameters.properties.x.type), or a response_format /
  * guided_* constraint on the same request. */
-int ea_tool_choice_grammar(const ea_oai_request *r, ea_tool_format fmt, struct ea_grammar **out, ea_oai_error *e);
+int ea_tool_choice_grammar(ea_oai_request *r, ea_tool_format fmt, ea_oai_error *e);
+/* The same grammar from the source's "eaas_tool_calls" object, on another rank
+ * (constraint.c: ea_oai_constraint_compile). EA_ERR_FORMAT if malformed. */
+ea_status ea_tool_choice_compile(const json_t *src, struct ea_grammar **g);
 
 #endif

@@ -3,7 +3,10 @@
  * every field of ea_req_params that changes what a rank computes: what rank 0
  * writes, every rank reads back. A field left out would make the followers
  * sample differently from rank 0 (stop_token_ids, min_tokens change which
- * tokens may be drawn; logit_bias and the test hook's forced tokens too). Truncated batches are refused, not over-read.
+ * tokens may be drawn; logit_bias and the test hook's forced tokens too; the
+ * grammar's source, which every rank compiles; prompt_logprobs, which changes
+ * the rows and the prefix hit). Truncated batches are refused, not over-read;
+ * a grammar source length past the limit is refused before it is read.
  */
 #include <string.h>
 
@@ -40,6 +43,10 @@ TEST(submit_round_trips_every_field) {
     p.n_bias = 2;
     p.forced = forced;
     p.n_forced = 2;
+    p.prompt_logprobs = 1;
+    static const char src[] = "{\"guided_regex\":\"[a-z]+\"}";
+    p.grammar_src = src;
+    p.n_grammar_src = (int)strlen(src);
     ea_sbuf b = {0};
     ea_bus_begin(&b, 1);
     ea_bus_put_submit(&b, 42, &p);
@@ -71,6 +78,9 @@ TEST(submit_round_trips_every_field) {
     int32_t last;
     memcpy(&last, ev.prompt + 8, 4);
     CHECK_EQ(last, 7);
+    CHECK_EQ(ev.p.prompt_logprobs, 1);
+    CHECK_EQ(ev.p.n_grammar_src, (int)strlen(src));
+    CHECK(ev.grammar_src && memcmp(ev.grammar_src, src, strlen(src)) == 0);
     /* every shorter batch is refused */
     for (size_t n = 16; n < b.len; n++) {
         CHECK_EQ(ea_bus_read_begin(&rd, b.data, n), EA_OK);
@@ -79,7 +89,37 @@ TEST(submit_round_trips_every_field) {
     ea_sbuf_deinit(&b);
 }
 
+/* Without a grammar the source is absent; a length field past the limit (or past
+ * the batch) is refused, naming the grammar source. */
+TEST(grammar_source_absent_and_oversized) {
+    int32_t prompt[1] = {5};
+    ea_req_params p;
+    memset(&p, 0, sizeof p);
+    p.prompt = prompt;
+    p.n_prompt = 1;
+    p.max_tokens = 1;
+    ea_sbuf b = {0};
+    ea_bus_begin(&b, 1);
+    ea_bus_put_submit(&b, 7, &p);
+    ea_bus_reader rd;
+    ea_bus_event ev;
+    int more = 0;
+    CHECK_EQ(ea_bus_read_begin(&rd, b.data, b.len), EA_OK);
+    CHECK_EQ(ea_bus_read_next(&rd, &ev, &more), EA_OK);
+    CHECK(ev.grammar_src == NULL);
+    CHECK_EQ(ev.p.n_grammar_src, 0);
+    CHECK_EQ(ev.p.prompt_logprobs, 0);
+    /* the u32 before the prompt's 4 bytes is the source length: make it huge */
+    uint32_t huge = EA_BUS_MAX_GRAMMAR_SRC + 1;
+    memcpy(b.data + b.len - 8, &huge, 4);
+    CHECK_EQ(ea_bus_read_begin(&rd, b.data, b.len), EA_OK);
+    CHECK_EQ(ea_bus_read_next(&rd, &ev, &more), EA_ERR_FORMAT);
+    CHECK(strstr(ea_errmsg(), "grammar source") != NULL);
+    ea_sbuf_deinit(&b);
+}
+
 int main(void) {
     RUN(submit_round_trips_every_field);
+    RUN(grammar_source_absent_and_oversized);
     return TEST_SUMMARY();
 }

@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "grammar/grammar.h"
 #include "harness.h"
+#include "serve/constraint.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
 
@@ -229,7 +230,6 @@ TEST(bad_requests_get_400_naming_the_field) {
         {0, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": true}}", "stream_options", 400},
         {0, "{\"prompt\": \"x\", \"logprobs\": 21}", "logprobs", 400},
         {0, "{\"prompt\": \"x\", \"logprobs\": true}", "logprobs", 400},
-        {0, "{\"prompt\": \"x\", \"echo\": true, \"logprobs\": 1}", "echo", 400},
         {0, "{\"prompt\": \"x\", \"logit_bias\": {\"5\": 101}}", "logit_bias", 400},
         {0, "{\"prompt\": \"x\", \"logit_bias\": {\"five\": 1}}", "logit_bias", 400},
         {0, "{\"prompt\": \"x\", \"logit_bias\": {\"600\": 1}}", "logit_bias", 400}, /* outside the vocabulary */
@@ -787,6 +787,17 @@ TEST(tool_choice_constrains_to_the_family_format) {
     CHECK_EQ(ea_oai_prepare(&r, &OPS_Q, 400, 0, 7, &e), 0);
     CHECK_EQ(in_language(r.params.grammar, G1), 1);
     CHECK_EQ(in_language(r.params.grammar, F1), 0);
+    { /* another rank compiles the same grammar from the source in the bus's submit event */
+        ea_grammar *g2 = NULL;
+        CHECK(r.params.grammar_src && r.params.n_grammar_src > 0);
+        CHECK_EQ(ea_oai_constraint_compile(r.params.grammar_src, (size_t)r.params.n_grammar_src, &g2), EA_OK);
+        CHECK_EQ(in_language(g2, G1), 1);
+        CHECK_EQ(in_language(g2, F1), 0);
+        ea_grammar_destroy(g2);
+        static const char *bad = "{\"eaas_tool_calls\":{\"format\":1,\"choice\":3,\"name\":\"zz\",\"parallel\":true,"
+                                 "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]}}";
+        CHECK(ea_oai_constraint_compile(bad, strlen(bad), &g2) != EA_OK && g2 == NULL); /* names no tool */
+    }
     ea_oai_request_deinit(&r);
     /* DeepSeek-V3: its marker tokens, bare names, a ```json block */
     CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS TOOLS_FG ",\"tool_choice\":\"required\"}", &r, &e), 0);
@@ -910,6 +921,49 @@ TEST(chat_tool_calls_and_reasoning_rendered) {
     ea_oai_request_deinit(&r);
 }
 
+/* echo with logprobs: every choice asks for prompt logprobs; the PROMPT events come
+ * first in logprobs (token 0's null), generated tokens' text_offset counts the echo. */
+TEST(completions_echo_logprobs) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[97,98],\"echo\":true,\"logprobs\":1,\"n\":2}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.choices[0].prompt_logprobs, 1);
+    CHECK_EQ(r.choices[1].prompt_logprobs, 1);
+    ea_oai_output o;
+    ea_oai_output_init(&o, &r, "m", 1000, &OPS);
+    for (int c = 0; c < 2; c++) {
+        ea_event p0 = tok_event("", 97, NAN), p1 = tok_event("", 98, -1.5f);
+        p0.kind = p1.kind = EA_EV_PROMPT;
+        p0.n_top = 0;
+        ea_oai_output_prompt(&o, c, &p0);
+        ea_oai_output_prompt(&o, c, &p1);
+        ea_event k = tok_event("c", 99, -0.25f);
+        ea_oai_output_add(&o, c, &k);
+        ea_event d = done_event(EA_FINISH_LENGTH, 2, 1);
+        ea_oai_output_done(&o, c, &d);
+    }
+    ea_sbuf out = {0};
+    ea_oai_render_final(&o, &out);
+    json_t *j = json_loadb(out.data, out.len, 0, NULL);
+    json_t *ch = json_array_get(json_object_get(j, "choices"), 1);
+    CHECK_STREQ(json_string_value(json_object_get(ch, "text")), "abc");
+    json_t *lp = json_object_get(ch, "logprobs");
+    json_t *tl = json_object_get(lp, "token_logprobs"), *top = json_object_get(lp, "top_logprobs");
+    json_t *off = json_object_get(lp, "text_offset");
+    CHECK_EQ(json_array_size(tl), 3);
+    CHECK(json_is_null(json_array_get(tl, 0)));
+    CHECK(json_is_null(json_array_get(top, 0)));
+    CHECK_NEAR(json_real_value(json_array_get(tl, 1)), -1.5, 1e-9);
+    CHECK_NEAR(json_real_value(json_array_get(tl, 2)), -0.25, 1e-9);
+    CHECK_EQ(json_integer_value(json_array_get(off, 1)), 1);
+    CHECK_EQ(json_integer_value(json_array_get(off, 2)), 2); /* after the echo "ab" */
+    json_decref(j);
+    ea_sbuf_deinit(&out);
+    ea_oai_output_deinit(&o);
+    ea_oai_request_deinit(&r);
+}
+
 /* Two prompts x n = 2: four choices indexed prompt-major, echo per prompt, usage counts each prompt once. */
 TEST(completions_choices_echo_and_usage) {
     ea_oai_request r;
@@ -966,5 +1020,6 @@ int main(void) {
     RUN(chat_template_options);
     RUN(chat_tool_calls_and_reasoning_rendered);
     RUN(completions_choices_echo_and_usage);
+    RUN(completions_echo_logprobs);
     return TEST_SUMMARY();
 }
