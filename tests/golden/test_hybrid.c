@@ -26,6 +26,7 @@
 #include "base/util.h"
 #include "harness.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "serve/engine.h"
 
 #define NG 32
@@ -197,14 +198,18 @@ TEST(chunked_prefill_matches_recurrent_decode) {
     }
 }
 
+static int kept_vocab; /* vocabulary of the logits batch_invariance keeps */
+
 /* Sequence A (40 prompt tokens, then 3 decode steps) alone and with `others` other
  * sequences (prompts of other lengths, then their own decode steps) in the same calls. */
-static void batch_invariance(const char *model, int threads, const char *isa) {
+static void batch_invariance(const char *model, int threads, const char *isa, float **keep) {
     if (isa && !ea_k_isa_supported(isa)) {
         fprintf(stderr, "  batch invariance: %s isa %s: not supported by this CPU, skipped\n", model, isa);
         return;
     }
+    /* the matmul contexts read EAAS_ISA at create; the row-wise kernels (DeltaNet's among them) switch here */
     if (isa) setenv("EAAS_ISA", isa, 1);
+    if (isa) CHECK_EQ(ea_k_ops_set_isa(isa), EA_OK);
     ea_engine *e = engine(model, threads);
     if (isa) unsetenv("EAAS_ISA");
     CHECK(e != NULL);
@@ -248,8 +253,14 @@ static void batch_invariance(const char *model, int threads, const char *isa) {
             ea_t_cur_failed = 1;
         }
     }
+    if (keep) {
+        kept_vocab = V;
+        *keep = alone;
+        alone = NULL;
+    }
     free(alone); free(in); free(tok); free(pos); free(seq); free(rows);
     ea_engine_destroy(e);
+    ea_k_ops_set_isa(NULL);
 }
 
 TEST(batch_invariance) {
@@ -258,8 +269,14 @@ TEST(batch_invariance) {
     for (int fi = 0; fi < 2; fi++) {
         char dir[1200];
         CHECK_EQ(make_model(fams[fi], dir, sizeof dir), 0);
+        float *first[3] = {NULL};
         for (int th = 1; th <= 2; th++)
-            for (size_t i = 0; i < 3; i++) batch_invariance(dir, th, isas[i]);
+            for (size_t i = 0; i < 3; i++) batch_invariance(dir, th, isas[i], th == 1 ? &first[i] : NULL);
+        /* f32 weights: every ISA gives the scalar twins' bits, DeltaNet kernels included */
+        for (size_t i = 1; i < 3; i++)
+            if (first[0] && first[i] && memcmp(first[0], first[i], sizeof(float) * (size_t)kept_vocab * 43) != 0)
+                FAIL_("%s: logits under %s differ from scalar", fams[fi], isas[i]);
+        for (size_t i = 0; i < 3; i++) free(first[i]);
     }
 }
 
