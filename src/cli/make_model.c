@@ -686,7 +686,7 @@ ea_status ea_make_model(const ea_mm_options *o, FILE *rep) {
         return ea_err(EA_ERR_INVALID_ARG, "q8_0 is a GGUF type; HF safetensors take f32, f16 or bf16");
     if ((unsigned)o->dtype >= EA_N_DTYPES) return ea_err(EA_ERR_INVALID_ARG, "bad dtype");
     if (o->format == EA_MM_GGUF && ea__mm_is_hybrid(s.family))
-        return ea_err(EA_ERR_UNSUPPORTED, "make-model: GGUF output of %s (llama.cpp's qwen3next / qwen35moe layout) "
+        return ea_err(EA_ERR_UNSUPPORTED, "GGUF output of %s (llama.cpp's qwen3next / qwen35moe layout) "
                       "is not written yet; use --format hf", o->family);
     if (o->format == EA_MM_GGUF && o->n_shards > 1)
         return ea_err(EA_ERR_INVALID_ARG, "--shards applies to HF output only (GGUF is one file)");
