@@ -17,6 +17,7 @@
 
 #include "base/args.h"
 #include "cli/commands.h"
+#include "model/lin_state.h"
 #include "model/model.h"
 
 typedef struct {
@@ -124,6 +125,14 @@ int ea_cmd_inspect(int argc, char **argv) {
         json_object_set_new(o, "moe_intermediate_size", json_integer(c->moe_intermediate_size));
         json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
         json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
+        if (c->n_linear_layers > 0) {
+            json_t *ll = json_array();
+            for (int l = 0; l < c->n_layers; l++)
+                if (c->layer_is_linear[l]) json_array_append_new(ll, json_integer(l));
+            json_object_set_new(o, "linear_attention_layers", ll);
+            json_object_set_new(o, "recurrent_state_bytes_per_sequence",
+                                json_integer((json_int_t)ea_lin_state_bytes_per_seq(c)));
+        }
         if (c->kv_lora_rank > 0) {
             json_object_set_new(o, "q_lora_rank", json_integer(c->q_lora_rank));
             json_object_set_new(o, "kv_lora_rank", json_integer(c->kv_lora_rank));
@@ -170,6 +179,19 @@ int ea_cmd_inspect(int argc, char **argv) {
                    c->q_lora_rank, c->kv_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim, c->v_head_dim);
         else
             printf("attention        %d heads, %d kv heads, head_dim %d\n", c->n_heads, c->n_kv_heads, c->head_dim);
+        if (c->n_linear_layers > 0) {
+            char ll[EA_MAX_LAYERS * 5] = "";
+            size_t o2 = 0;
+            for (int l = 0; l < c->n_layers && o2 < sizeof ll; l++)
+                if (c->layer_is_linear[l]) o2 += (size_t)snprintf(ll + o2, sizeof ll - o2, "%s%d", o2 ? "," : "", l);
+            double sb = (double)ea_lin_state_bytes_per_seq(c);
+            printf("linear attention %d of %d layers Gated DeltaNet (%s); %d key / %d value heads, dk %d, dv %d, "
+                   "conv %d; the others gated full attention, rotary dims %d\n",
+                   c->n_linear_layers, c->n_layers, ll, c->lin_n_k_heads, c->lin_n_v_heads, c->lin_k_dim, c->lin_v_dim,
+                   c->lin_conv_kernel, c->rope_dim);
+            printf("recurrent state  %.0f bytes per sequence (%s), beside the KV cache of %d attention layers\n", sb,
+                   ea__human(h4, sizeof h4, sb, "B"), c->n_layers - c->n_linear_layers);
+        }
         printf("experts          %d routed, top-%d, ffn %d\n", c->n_experts, c->n_experts_per_tok,
                c->moe_intermediate_size);
         printf("shared experts   %d\n", shared);

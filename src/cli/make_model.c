@@ -38,11 +38,13 @@
 #include "base/alloc.h"
 #include "base/util.h"
 #include "cli/make_model_meta.h"
+#include "cli/make_model_plan.h"
 #include "model/gguf_write.h"
 #include "model/st_write.h"
 
-const char *const ea_mm_family_names[EA_MM_N_FAMILIES] = {"qwen3_moe", "qwen2_moe", "mixtral",
-                                                         "olmoe",     "deepseek_v2", "deepseek_v3"};
+const char *const ea_mm_family_names[EA_MM_N_FAMILIES] = {"qwen3_moe",   "qwen2_moe",   "mixtral",
+                                                         "olmoe",       "deepseek_v2", "deepseek_v3",
+                                                         "qwen3_next",  "qwen3_5_moe"};
 
 ea_status ea_mm_family_parse(const char *name, ea_mm_family *out) {
     for (int i = 0; i < EA_MM_N_FAMILIES; i++)
@@ -50,7 +52,8 @@ ea_status ea_mm_family_parse(const char *name, ea_mm_family *out) {
             *out = (ea_mm_family)i;
             return EA_OK;
         }
-    return ea_err(EA_ERR_INVALID_ARG, "unknown family '%s' (qwen3_moe, qwen2_moe, mixtral, olmoe, deepseek_v2, deepseek_v3)",
+    return ea_err(EA_ERR_INVALID_ARG, "unknown family '%s' (qwen3_moe, qwen2_moe, mixtral, olmoe, deepseek_v2, deepseek_v3, "
+                  "qwen3_next, qwen3_5_moe)",
                   name);
 }
 
@@ -107,6 +110,10 @@ ea_status ea_mm_shape_get(const char *family, const char *preset, ea_mm_shape *s
     else
         return ea_err(EA_ERR_INVALID_ARG, "unknown preset '%s' (tiny, bench)", preset);
     ea__mm_common(s, f, bench);
+    if (ea__mm_is_hybrid(f)) {
+        ea__mm_hybrid_preset(s, bench);
+        return EA_OK;
+    }
     switch (f) {
     case EA_MM_QWEN3_MOE: /* Qwen3-30B-A3B layout; bench is the forward-pass issue's shape exactly */
         s->norm_topk_prob = 1;
@@ -203,29 +210,7 @@ ea_status ea_mm_set_top_k(ea_mm_shape *s, int top_k) {
 
 /* ---------------------------------------------------------------- the plan */
 
-enum { EA__MM_MAT = 0, EA__MM_EMB, EA__MM_NORM, EA__MM_BIAS };
-enum { EA__MM_PERM_Q = 1, EA__MM_PERM_K = 2, EA__MM_KVB = 4 };
-enum { EA__MM_GATE = 0, EA__MM_UP = 1, EA__MM_DOWN = 2 };
-
-typedef struct {
-    char name[96];  /* HF name */
-    char gguf[64];  /* GGUF name; for routed experts the stacked tensor's name */
-    int n_dims;
-    int64_t shape[2];
-    int init;
-    double base, scale;
-    int layer, expert, ekind; /* expert = -1 unless a routed expert tensor */
-    int flags;
-    uint64_t key;
-} ea__mm_src;
-
-typedef struct {
-    ea__mm_src *v; /* owns */
-    int n;
-    size_t cap;
-} ea__mm_plan;
-
-static ea_status ea__mm_add(ea__mm_plan *p, const char *name, const char *gguf, int n_dims, int64_t d0, int64_t d1,
+ea_status ea__mm_add(ea__mm_plan *p, const char *name, const char *gguf, int n_dims, int64_t d0, int64_t d1,
                             int init) {
     if (ea_grow(&p->v, &p->cap, (size_t)p->n + 1, sizeof *p->v, 256)) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
     ea__mm_src *s = &p->v[p->n++];
@@ -239,9 +224,10 @@ static ea_status ea__mm_add(ea__mm_plan *p, const char *name, const char *gguf, 
     s->expert = -1;
     s->layer = -1;
     switch (init) {
-    case EA__MM_MAT: s->base = 0.0, s->scale = 1.0 / sqrt((double)(n_dims == 2 ? d1 : d0)); break;
+    case EA__MM_MAT: s->base = 0.0, s->scale = 1.0 / sqrt((double)(n_dims >= 2 ? d1 : d0)); break;
     case EA__MM_EMB: s->base = 0.0, s->scale = 1.0; break;
     case EA__MM_NORM: s->base = 1.0, s->scale = 0.1; break;
+    case EA__MM_NORM0: s->base = 0.0, s->scale = 0.1; break;
     default: s->base = 0.0, s->scale = 0.1; break;
     }
     return EA_OK;
@@ -275,7 +261,7 @@ static ea_status ea__mm_add_expert(ea__mm_plan *p, const ea_mm_shape *s, int l, 
 }
 
 /* A SiLU-gated FFN under HF prefix `pre` ("model.layers.0.mlp") and GGUF suffix sfx ("" or "_shexp"). */
-static ea_status ea__mm_add_ffn(ea__mm_plan *p, int l, const char *pre, const char *sfx, int ff, int hidden) {
+ea_status ea__mm_add_ffn(ea__mm_plan *p, int l, const char *pre, const char *sfx, int ff, int hidden) {
     char n[96], g[64];
     snprintf(n, sizeof n, "%s.gate_proj.weight", pre);
     snprintf(g, sizeof g, "blk.%d.ffn_gate%s.weight", l, sfx);
@@ -290,6 +276,7 @@ static ea_status ea__mm_add_ffn(ea__mm_plan *p, int l, const char *pre, const ch
 }
 
 static ea_status ea__mm_build(const ea_mm_shape *s, ea__mm_plan *p) {
+    if (ea__mm_is_hybrid(s->family)) return ea__mm_build_hybrid(s, p);
     const int H = s->hidden, nh = s->n_heads, nkv = s->n_kv_heads, hd = s->head_dim;
     const int mla = s->family == EA_MM_DEEPSEEK_V2 || s->family == EA_MM_DEEPSEEK_V3;
     const int mix = s->family == EA_MM_MIXTRAL;
@@ -382,7 +369,11 @@ static int ea__mm_cmp(const void *a, const void *b) {
     return strcmp(((const ea__mm_src *)a)->name, ((const ea__mm_src *)b)->name);
 }
 
-static int64_t ea__mm_nelem(const ea__mm_src *t) { return t->n_dims == 2 ? t->shape[0] * t->shape[1] : t->shape[0]; }
+int64_t ea__mm_nelem(const ea__mm_src *t) {
+    int64_t ne = 1;
+    for (int d = 0; d < t->n_dims; d++) ne *= t->shape[d];
+    return ne;
+}
 
 ea_status ea_mm_param_counts(const ea_mm_shape *s, int64_t *total, int64_t *active) {
     ea__mm_plan p = {0};
@@ -393,6 +384,7 @@ ea_status ea_mm_param_counts(const ea_mm_shape *s, int64_t *total, int64_t *acti
         tot += ne;
         if (p.v[i].init == EA__MM_EMB) continue;           /* a token reads one row */
         if (p.v[i].expert >= s->top_k) continue;            /* k of n_experts run per token */
+        if (p.v[i].fused_experts > 0) ne = ne / p.v[i].fused_experts * s->top_k;
         act += ne;
     }
     ea_free(p.v);
@@ -693,6 +685,9 @@ ea_status ea_make_model(const ea_mm_options *o, FILE *rep) {
     if (o->dtype == EA_Q8_0 && o->format == EA_MM_HF)
         return ea_err(EA_ERR_INVALID_ARG, "q8_0 is a GGUF type; HF safetensors take f32, f16 or bf16");
     if ((unsigned)o->dtype >= EA_N_DTYPES) return ea_err(EA_ERR_INVALID_ARG, "bad dtype");
+    if (o->format == EA_MM_GGUF && ea__mm_is_hybrid(s.family))
+        return ea_err(EA_ERR_UNSUPPORTED, "GGUF output of %s (llama.cpp's qwen3next / qwen35moe layout) "
+                      "is not written yet; use --format hf", o->family);
     if (o->format == EA_MM_GGUF && o->n_shards > 1)
         return ea_err(EA_ERR_INVALID_ARG, "--shards applies to HF output only (GGUF is one file)");
     /* the values every format stores: rounded once to the model dtype (q8_0 quantises the f32 values) */

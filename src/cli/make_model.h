@@ -41,6 +41,8 @@ typedef enum {
     EA_MM_OLMOE,
     EA_MM_DEEPSEEK_V2,
     EA_MM_DEEPSEEK_V3,
+    EA_MM_QWEN3_NEXT,   /* hybrid: Gated DeltaNet + gated attention (make_model_hybrid.c) */
+    EA_MM_QWEN3_5_MOE,
     EA_MM_N_FAMILIES
 } ea_mm_family;
 
@@ -71,6 +73,11 @@ typedef struct {
     int yarn_orig_max_pos;
     int deepseek_tok;     /* 1: DeepSeek-V3 tokenizer, 0: Qwen3 tokenizer */
     int bos, eos, pad;    /* token ids */
+    /* hybrid families (qwen3_next, qwen3_5_moe): every full_interval-th layer is gated full
+     * attention, the others Gated DeltaNet with lin_nk key heads and lin_nv value heads of
+     * lin_dk / lin_dv, a causal conv of lin_conv taps; rotary on partial_rotary of head_dim */
+    int full_interval, lin_nk, lin_nv, lin_dk, lin_dv, lin_conv;
+    double partial_rotary;
 } ea_mm_shape;
 
 typedef struct {

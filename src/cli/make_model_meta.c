@@ -83,9 +83,12 @@ static const char *ea__mm_torch_dtype(ea_dtype d) {
 #define J_NULL(o, k) json_object_set_new(o, k, json_null())
 
 static json_t *ea__mm_config_json(const ea_mm_shape *s, const ea_mm_options *o) {
+    if (s->family == EA_MM_QWEN3_NEXT || s->family == EA_MM_QWEN3_5_MOE)
+        return ea__mm_hybrid_config_json(s, ea__mm_torch_dtype(o->dtype));
     static const char *const arch[EA_MM_N_FAMILIES] = {"Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM",
                                                        "MixtralForCausalLM",  "OlmoeForCausalLM",
-                                                       "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"};
+                                                       "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+                                                       "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration"};
     json_t *c = json_object();
     json_t *a = json_array();
     json_array_append_new(a, json_string(arch[s->family]));
@@ -241,7 +244,9 @@ static json_t *ea__mm_genconfig_json(const ea_mm_shape *s) {
     json_t *g = json_object();
     switch (s->family) {
     case EA_MM_QWEN3_MOE:
-    case EA_MM_QWEN2_MOE: { /* Qwen3-30B-A3B's */
+    case EA_MM_QWEN2_MOE:
+    case EA_MM_QWEN3_NEXT:
+    case EA_MM_QWEN3_5_MOE: { /* Qwen3-30B-A3B's */
         J_INT(g, "bos_token_id", s->bos);
         J_BOOL(g, "do_sample", 1);
         json_t *e = json_array();

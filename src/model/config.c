@@ -24,8 +24,8 @@
 #include "base/util.h"
 #include "model/gguf.h"
 
-const char *const ea_arch_names[EA_N_ARCHS] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v2",
-                                               "deepseek_v3"};
+const char *const ea_arch_names[EA_N_ARCHS] = {"qwen3_moe",   "qwen2_moe",   "mixtral",    "olmoe",
+                                               "deepseek_v2", "deepseek_v3", "qwen3_next", "qwen3_5_moe"};
 
 void ea_config_defaults(ea_model_config *c) {
     memset(c, 0, sizeof *c);
@@ -182,12 +182,106 @@ static ea_status ea__hf_arch(const ea__js *j, ea_arch *arch) {
         }
     return ea_err(EA_ERR_UNSUPPORTED,
                   "%s: model_type '%s' is not supported (qwen3_moe, qwen2_moe, mixtral, olmoe, deepseek_v2, "
-                  "deepseek_v3 are)",
+                  "deepseek_v3, qwen3_next, qwen3_5_moe are)",
                   j->file, mt);
+}
+
+/* qwen3_next, or qwen3_5_moe's text_config (t); root: the whole config.json. */
+static ea_status ea__hf_hybrid(const ea__js *t, const ea__js *root, ea_model_config *c) {
+    int q35 = c->arch == EA_ARCH_QWEN3_5_MOE;
+    EA_TRY(ea__js_int(t, "vocab_size", 1, &c->vocab_size));
+    EA_TRY(ea__js_int(t, "hidden_size", 1, &c->hidden_size));
+    EA_TRY(ea__js_int(t, "num_hidden_layers", 1, &c->n_layers));
+    EA_TRY(ea__js_int(t, "num_attention_heads", 1, &c->n_heads));
+    EA_TRY(ea__js_int(t, "num_key_value_heads", 1, &c->n_kv_heads));
+    EA_TRY(ea__js_int(t, "head_dim", 0, &c->head_dim));
+    EA_TRY(ea__js_int(t, "max_position_embeddings", 0, &c->max_position_embeddings));
+    EA_TRY(ea__js_float(t, "rms_norm_eps", &c->rms_norm_eps));
+    EA_TRY(ea__js_bool(t, "tie_word_embeddings", &c->tie_word_embeddings));
+    EA_TRY(ea__js_bool(root, "tie_word_embeddings", &c->tie_word_embeddings));
+    EA_TRY(ea__js_bool(t, "attention_bias", &c->attention_bias));
+    if (c->attention_bias) return ea_err(EA_ERR_UNSUPPORTED, "%s: attention_bias true is not supported for %s",
+                                         t->file, ea_arch_names[c->arch]);
+    c->qk_norm = EA_QKNORM_PER_HEAD;
+    c->attn_gate = 1;
+    c->norm_one_plus = 1;
+    EA_TRY(ea__js_float(t, "rope_theta", &c->rope_theta));
+    EA_TRY(ea__hf_rope(t, c));
+    if (c->rope_scaling != EA_ROPE_NONE)
+        return ea_err(EA_ERR_UNSUPPORTED, "%s: rope scaling is not supported for %s", t->file, ea_arch_names[c->arch]);
+    float prf = 1.0f;
+    EA_TRY(ea__js_float(t, "partial_rotary_factor", &prf));
+    json_t *rp = json_object_get(t->root, "rope_parameters");
+    if (json_is_object(rp))
+        EA_TRY(ea__jv_float(t->file, "rope_parameters.partial_rotary_factor",
+                            json_object_get(rp, "partial_rotary_factor"), &prf));
+    EA_TRY(ea__js_int(t, "num_experts", 1, &c->n_experts));
+    EA_TRY(ea__js_int(t, "num_experts_per_tok", 1, &c->n_experts_per_tok));
+    EA_TRY(ea__js_int(t, "moe_intermediate_size", 1, &c->moe_intermediate_size));
+    EA_TRY(ea__js_int(t, "shared_expert_intermediate_size", 0, &c->shared_expert_intermediate_size));
+    if (q35) {
+        c->norm_topk_prob = 1; /* Qwen3.5's router always renormalises */
+    } else {
+        EA_TRY(ea__js_bool(t, "norm_topk_prob", &c->norm_topk_prob));
+        EA_TRY(ea__js_int(t, "intermediate_size", 0, &c->intermediate_size));
+        EA_TRY(ea__js_int(t, "decoder_sparse_step", 0, &c->moe_layer_freq));
+        json_t *mo = json_object_get(t->root, "mlp_only_layers");
+        if (mo && !json_is_null(mo)) {
+            if (!json_is_array(mo)) return ea_err(EA_ERR_FORMAT, "%s: field 'mlp_only_layers' is not a list", t->file);
+            for (size_t i = 0; i < json_array_size(mo); i++) {
+                json_t *e = json_array_get(mo, i);
+                if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= EA_MAX_LAYERS)
+                    return ea_err(EA_ERR_FORMAT, "%s: field 'mlp_only_layers[%zu]' is not a layer index", t->file, i);
+                c->mlp_only[json_integer_value(e)] = 1;
+            }
+        }
+    }
+    EA_TRY(ea__js_int(t, "linear_num_key_heads", 1, &c->lin_n_k_heads));
+    EA_TRY(ea__js_int(t, "linear_num_value_heads", 1, &c->lin_n_v_heads));
+    EA_TRY(ea__js_int(t, "linear_key_head_dim", 1, &c->lin_k_dim));
+    EA_TRY(ea__js_int(t, "linear_value_head_dim", 1, &c->lin_v_dim));
+    c->lin_conv_kernel = 4;
+    EA_TRY(ea__js_int(t, "linear_conv_kernel_dim", 0, &c->lin_conv_kernel));
+    int interval = 4;
+    EA_TRY(ea__js_int(t, "full_attention_interval", 0, &interval));
+    if (interval < 1) return ea_err(EA_ERR_FORMAT, "%s: full_attention_interval %d must be >= 1", t->file, interval);
+    if (c->n_layers < 1 || c->n_layers > EA_MAX_LAYERS)
+        return ea_err(EA_ERR_FORMAT, "%s: num_hidden_layers %d is not in 1..%d", t->file, c->n_layers, EA_MAX_LAYERS);
+    json_t *lt = json_object_get(t->root, "layer_types");
+    if (lt && !json_is_null(lt) && (!json_is_array(lt) || json_array_size(lt) != (size_t)c->n_layers))
+        return ea_err(EA_ERR_FORMAT, "%s: field 'layer_types' is not a list of %d layer types", t->file, c->n_layers);
+    for (int l = 0; l < c->n_layers; l++) {
+        int lin = (l + 1) % interval != 0;
+        if (json_is_array(lt)) {
+            const char *ty = json_string_value(json_array_get(lt, (size_t)l));
+            if (!ty || (strcmp(ty, "linear_attention") && strcmp(ty, "full_attention")))
+                return ea_err(EA_ERR_FORMAT, "%s: field 'layer_types[%d]' is not linear_attention or full_attention",
+                              t->file, l);
+            lin = !strcmp(ty, "linear_attention");
+        }
+        c->layer_is_linear[l] = (uint8_t)lin;
+    }
+    if (c->head_dim <= 0 && c->n_heads > 0) c->head_dim = c->hidden_size / c->n_heads;
+    c->rope_dim = (int)((float)c->head_dim * prf);
+    int id = -1;
+    EA_TRY(ea__js_int(t, "bos_token_id", 0, &id));
+    if (id >= 0) c->bos_token_id = id;
+    id = -1;
+    EA_TRY(ea__js_int(t, "pad_token_id", 0, &id));
+    if (id >= 0) c->pad_token_id = id;
+    EA_TRY(ea__js_eos(t, c));
+    return EA_OK;
 }
 
 static ea_status ea__hf_config(const ea__js *j, ea_model_config *c) {
     EA_TRY(ea__hf_arch(j, &c->arch));
+    if (c->arch == EA_ARCH_QWEN3_NEXT) return ea__hf_hybrid(j, j, c);
+    if (c->arch == EA_ARCH_QWEN3_5_MOE) {
+        json_t *tc = json_object_get(j->root, "text_config");
+        if (!json_is_object(tc)) return ea_err(EA_ERR_NOT_FOUND, "%s: qwen3_5_moe without a 'text_config' object", j->file);
+        ea__js t = {j->file, tc};
+        return ea__hf_hybrid(&t, j, c);
+    }
     ea_arch a = c->arch;
     int ds = a == EA_ARCH_DEEPSEEK_V2 || a == EA_ARCH_DEEPSEEK_V3;
     int qwen = a == EA_ARCH_QWEN3_MOE || a == EA_ARCH_QWEN2_MOE;
@@ -582,10 +676,26 @@ ea_status ea_config_finish(ea_model_config *c) {
         EA__CHECK(c->n_kv_heads == c->n_heads || c->n_kv_heads >= 1, "bad kv heads");
         c->n_kv_heads = c->n_heads; /* MLA: every head has its own k/v from the latent */
     }
+    c->n_linear_layers = 0;
+    if (c->arch == EA_ARCH_QWEN3_NEXT || c->arch == EA_ARCH_QWEN3_5_MOE) {
+        EA__CHECK(c->lin_n_k_heads >= 1 && c->lin_n_k_heads <= 1024 && c->lin_n_v_heads >= 1 &&
+                      c->lin_n_v_heads <= 4096 && c->lin_n_v_heads % c->lin_n_k_heads == 0,
+                  "linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c->lin_n_v_heads,
+                  c->lin_n_k_heads);
+        EA__CHECK(c->lin_k_dim >= 1 && c->lin_k_dim <= 1024 && c->lin_v_dim >= 1 && c->lin_v_dim <= 1024,
+                  "linear_key_head_dim %d / linear_value_head_dim %d out of range", c->lin_k_dim, c->lin_v_dim);
+        EA__CHECK(c->lin_conv_kernel >= 1 && c->lin_conv_kernel <= 16, "linear_conv_kernel_dim %d is not in 1..16",
+                  c->lin_conv_kernel);
+        EA__CHECK(c->rope_dim >= 2 && c->rope_dim % 2 == 0 && c->rope_dim <= c->head_dim,
+                  "partial_rotary_factor gives %d rotary dims of head_dim %d (must be even, >= 2)", c->rope_dim,
+                  c->head_dim);
+        for (int l = 0; l < c->n_layers; l++) c->n_linear_layers += c->layer_is_linear[l];
+    }
     int any_dense = 0;
     for (int l = 0; l < c->n_layers; l++) {
         int moe;
         switch (c->arch) {
+        case EA_ARCH_QWEN3_NEXT:
         case EA_ARCH_QWEN3_MOE:
         case EA_ARCH_QWEN2_MOE: moe = !c->mlp_only[l] && (l + 1) % c->moe_layer_freq == 0; break;
         case EA_ARCH_DEEPSEEK_V2:
@@ -612,9 +722,13 @@ void ea_config_param_counts(const ea_model_config *c, int64_t *total, int64_t *a
             att += H * (c->kv_lora_rank + c->qk_rope_head_dim) + c->kv_lora_rank;
             att += (int64_t)c->kv_lora_rank * c->n_heads * (c->qk_nope_head_dim + c->v_head_dim);
             att += (int64_t)c->n_heads * c->v_head_dim * H;
+        } else if (c->layer_is_linear[l]) {
+            int64_t nv = c->lin_n_v_heads, kd = (int64_t)c->lin_n_k_heads * c->lin_k_dim, vd = nv * c->lin_v_dim;
+            int64_t conv = 2 * kd + vd;
+            att += H * (conv + vd + 2 * nv) + conv * c->lin_conv_kernel + 2 * nv + c->lin_v_dim + vd * H;
         } else {
             int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
-            att += 2 * H * q + 2 * H * kv;
+            att += (c->attn_gate ? 3 : 2) * H * q + 2 * H * kv;
             if (c->attention_bias) att += q + 2 * kv;
             if (c->qk_norm == EA_QKNORM_PER_HEAD) att += 2 * c->head_dim;
             if (c->qk_norm == EA_QKNORM_FULL) att += q + kv;

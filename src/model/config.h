@@ -18,6 +18,13 @@
  *               first_k_dense_replace, moe_layer_freq, n_group, topk_group, topk_method,
  *               scoring_func, routed_scaling_factor, norm_topk_prob, q_lora_rank,
  *               kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim
+ *   qwen3_next / qwen3_5_moe (Qwen3.5: the fields of config.json's text_config)
+ *               as qwen3_moe + shared_expert_intermediate_size, full_attention_interval or
+ *               layer_types, linear_num_key_heads, linear_num_value_heads,
+ *               linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim,
+ *               partial_rotary_factor (top level or in rope_parameters); q_proj carries a
+ *               per-head output gate; RMSNorms scale by (1 + weight); qwen3_5_moe always
+ *               renormalises top-k and has no dense layers
  *
  * GGUF architecture names (as llama.cpp writes them): "llama" with
  * llama.expert_count > 0 (Mixtral), "qwen2moe", "qwen3moe", "olmoe", "deepseek2".
@@ -36,6 +43,8 @@ typedef enum {
     EA_ARCH_OLMOE,
     EA_ARCH_DEEPSEEK_V2,
     EA_ARCH_DEEPSEEK_V3,
+    EA_ARCH_QWEN3_NEXT,   /* hybrid: Gated DeltaNet + gated full attention (model/deltanet.c) */
+    EA_ARCH_QWEN3_5_MOE,
     EA_N_ARCHS
 } ea_arch;
 
@@ -104,6 +113,14 @@ typedef struct {
     int qk_nope_head_dim;
     int qk_rope_head_dim;
     int v_head_dim;
+
+    /* Hybrid models (qwen3_next, qwen3_5_moe); zero elsewhere. */
+    uint8_t layer_is_linear[EA_MAX_LAYERS]; /* 1: Gated DeltaNet layer (no KV cache), 0: attention */
+    int n_linear_layers;
+    int lin_n_k_heads, lin_n_v_heads, lin_k_dim, lin_v_dim, lin_conv_kernel;
+    int rope_dim;               /* rotary dims per head (head_dim * partial_rotary_factor); 0 = head_dim */
+    int attn_gate;              /* q_proj rows per head: [query (head_dim) | gate (head_dim)]; o *= sigmoid(gate) */
+    int norm_one_plus;          /* layer, q/k and final RMSNorms scale by (1 + weight) */
 
     /* Tokens and generation defaults (generation_config.json / GGUF tokenizer.ggml.*) */
     int bos_token_id;           /* -1 if none */

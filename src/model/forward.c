@@ -110,6 +110,8 @@ static void ea__router_from_config(const ea_model_config *c, ea_router *r) {
     }
 }
 
+int ea_forward_kv_layers(const ea_model_config *c) { return c->n_layers - c->n_linear_layers; }
+
 void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim) {
     if (c->kv_lora_rank > 0) {
         *k_dim = c->kv_lora_rank + c->qk_rope_head_dim;
@@ -123,6 +125,7 @@ void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim) {
 void ea_forward_destroy(ea_forward *f) {
     if (!f) return;
     if (f->mla) ea__mla_destroy(f);
+    if (f->dn_w || f->dn_x) ea__dn_destroy(f);
     if (f->lv) {
         for (int l = 0; l < f->c->n_layers; l++) {
             ea__layer_vecs *v = &f->lv[l];
@@ -133,7 +136,7 @@ void ea_forward_destroy(ea_forward *f) {
         ea_free(f->lv);
     }
     float *bufs[] = {f->out_norm, f->rope, f->h, f->xn, f->y, f->q, f->k, f->v, f->att, f->rl, f->w, f->g,
-                     f->u, f->sgate, f->route_scratch, f->scores, f->lm_x};
+                     f->u, f->sgate, f->route_scratch, f->scores, f->lm_x, f->qg, f->gate};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ea_aligned_free(bufs[i]);
     ea_free(f->ids);
     ea_free(f->outcome.tok_fail);
@@ -186,7 +189,7 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     }
     f->q_dim = f->nh * c->head_dim;
     f->kv_dim = f->nkv * c->head_dim;
-    f->rot = c->head_dim;
+    f->rot = c->rope_dim > 0 ? c->rope_dim : c->head_dim; /* partial rotary (qwen3_next: a quarter) */
     f->attn_scale = 1.0f / sqrtf((float)c->head_dim);
     f->ffn_max = c->moe_intermediate_size;
     if (c->intermediate_size > f->ffn_max) f->ffn_max = c->intermediate_size;
@@ -210,6 +213,17 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
             break;
     }
     if (s == EA_OK) s = ea__vec_f32(&m->out_norm, &f->out_norm);
+    if (s == EA_OK && c->norm_one_plus) { /* the hybrids' RMSNorms scale by (1 + w): add the 1 once, in f32 */
+        for (int l = 0; l < c->n_layers; l++) {
+            float *vs[] = {f->lv[l].attn_norm, f->lv[l].ffn_norm, f->lv[l].q_norm, f->lv[l].k_norm};
+            int lens[] = {c->hidden_size, c->hidden_size, c->head_dim, c->head_dim};
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; vs[i] && j < lens[i]; j++) vs[i][j] += 1.0f;
+        }
+        for (int j = 0; j < c->hidden_size; j++) f->out_norm[j] += 1.0f;
+    }
+    for (int l = 0, kl = 0; l < c->n_layers; l++) f->kv_layer[l] = c->layer_is_linear[l] ? -1 : kl++;
+    if (s == EA_OK && c->n_linear_layers > 0) s = ea__dn_create(f);
 
     int ok = 1;
     size_t T = (size_t)o->max_tokens, H = (size_t)c->hidden_size, E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
@@ -234,6 +248,10 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     f->max_tiles = n_kvh * (o->max_tokens * group / EA_K_ATTN_ROWS + o->max_tokens + 1);
     f->tiles = ea_calloc((size_t)f->max_tiles, sizeof *f->tiles);
     f->lm_x = ea__buf(T * H, &ok);
+    if (c->attn_gate) {
+        f->qg = ea__buf(T * 2 * (size_t)f->q_dim, &ok);
+        f->gate = ea__buf(T * (size_t)f->q_dim, &ok);
+    }
     f->rope = ea__buf((size_t)o->max_ctx * f->rot, &ok);
     f->ids = ea_calloc(T * K, sizeof(int32_t));
     f->outcome.tok_fail = ea_calloc(T, sizeof(int16_t));
@@ -268,7 +286,6 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
  * depends on the split). A decode batch of 16 gains ~3% over splitting only
  * from 32 tokens: the other thread no longer waits through q/k-norm, RoPE,
  * the KV write, norms and residuals (docs/performance.md). */
-typedef void (*ea__tok_fn)(ea_forward *f, int t0, int t1, const void *arg);
 typedef struct {
     ea_forward *f;
     ea__tok_fn fn;
@@ -280,7 +297,7 @@ static void ea__tok_range(void *ctx, int t0, int t1) {
     j->fn(j->f, t0, t1, j->arg);
 }
 
-static void ea__over_tokens(ea_forward *f, int n, ea__tok_fn fn, const void *arg) {
+void ea__over_tokens(ea_forward *f, int n, ea__tok_fn fn, const void *arg) {
     ea__tok_job j = {f, fn, arg};
     ea_pool_run_ranges(f->pool, n, 4, ea__tok_range, &j);
 }
@@ -409,23 +426,33 @@ static ea_status ea__attention(ea_forward *f, int l, int n) {
     const ea_forward_tp_layer *tl = tp ? &tp->layers[l] : NULL;
     int hd = c->head_dim;
     size_t qo = tp ? (size_t)tp->head0 * hd : 0, ko = tp ? (size_t)tp->kv_head0 * hd : 0; /* bias offsets */
-    ea_k_mm qkv[3] = {{tl ? &tl->wq : &L->wq, f->xn, n, f->q}, {tl ? &tl->wk : &L->wk, f->xn, n, f->k},
-                      {tl ? &tl->wv : &L->wv, f->xn, n, f->v}};
+    ea_k_mm qkv[3] = {{tl ? &tl->wq : &L->wq, f->xn, n, c->attn_gate ? f->qg : f->q},
+                      {tl ? &tl->wk : &L->wk, f->xn, n, f->k}, {tl ? &tl->wv : &L->wv, f->xn, n, f->v}};
     ea_k_matmul_batch(f->kctx, qkv, 3); /* one pass over the pool; xn prepared once */
+    if (c->attn_gate) /* q_proj rows per head: [query | gate] */
+        for (int t = 0; t < n; t++)
+            for (int h = 0; h < f->nh; h++) {
+                const float *src = f->qg + (size_t)t * 2 * f->q_dim + (size_t)h * 2 * hd;
+                memcpy(f->q + (size_t)t * f->q_dim + (size_t)h * hd, src, sizeof(float) * (size_t)hd);
+                memcpy(f->gate + (size_t)t * f->q_dim + (size_t)h * hd, src + hd, sizeof(float) * (size_t)hd);
+            }
     ea__add_bias(f->q, v->bq ? v->bq + qo : NULL, n, f->q_dim);
     ea__add_bias(f->k, v->bk ? v->bk + ko : NULL, n, f->kv_dim);
     ea__add_bias(f->v, v->bv ? v->bv + ko : NULL, n, f->kv_dim);
     for (int t = 0; t < n; t++)
         if (f->run_pos[t] >= f->o.max_ctx)
             return ea_err(EA_ERR_RANGE, "position %d beyond the context of %d", f->run_pos[t], f->o.max_ctx);
-    f->run_layer = l;
+    int kvl = f->kv_layer[l]; /* the KV cache holds the attention layers only */
+    f->run_layer = kvl;
     ea__over_tokens(f, n, ea__qk_rope_store, v);
     const ea_kv_cache *kv = f->kv;
     ea__attn_io io = {.q = f->q, .k = kv->k, .v = kv->v, .o = f->att,
                       .q_ts = (size_t)f->q_dim, .q_hs = (size_t)hd, .o_ts = (size_t)f->q_dim, .o_hs = (size_t)hd,
                       .k_hs = (size_t)hd, .v_hs = (size_t)hd, .k_stride = (size_t)kv->k_dim, .v_stride = (size_t)kv->v_dim,
                       .dk = hd, .dv = hd, .group = f->nh / f->nkv, .n_kv_heads = f->nkv, .scale = f->attn_scale};
-    ea__attend(f, l, n, &io);
+    ea__attend(f, kvl, n, &io);
+    if (c->attn_gate) /* o = attn · sigmoid(gate), before o_proj */
+        for (size_t i = 0; i < (size_t)n * f->q_dim; i++) f->att[i] *= 1.0f / (1.0f + expf(-f->gate[i]));
     ea_k_matmul(f->kctx, tl ? &tl->wo : &L->wo, f->att, n, f->y);
     if (tp) EA_TRY(tp->allreduce(tp->ctx, f->y, (size_t)n * c->hidden_size, l)); /* sum of the ranks' heads */
     return EA_OK;
@@ -499,9 +526,13 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
     ea_moe_outcome_clear(&f->outcome, n);
 
     EA_TRY(ea__embed(f, n, tokens));
+    if (c->n_linear_layers > 0) EA_TRY(ea__dn_begin(f, n));
     for (int l = 0; l < c->n_layers; l++) {
         ea__norm_rows(f, n, f->lv[l].attn_norm);
-        EA_TRY(f->mla ? ea__mla_attention(f, l, n) : ea__attention(f, l, n));
+        if (c->layer_is_linear[l])
+            EA_TRY(ea__deltanet(f, l, n));
+        else
+            EA_TRY(f->mla ? ea__mla_attention(f, l, n) : ea__attention(f, l, n));
         ea__residual(f, n);
         ea__norm_rows(f, n, f->lv[l].ffn_norm);
         if (c->layer_is_moe[l])
@@ -510,6 +541,7 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
             ea__ffn(f, &f->m->layers[l].dense, n, f->y);
         ea__residual(f, n);
     }
+    if (c->n_linear_layers > 0) ea__dn_end(f, n);
 
     for (int i = 0; i < n_out; i++) {
         if (out_rows[i] < 0 || out_rows[i] >= n) return ea_err(EA_ERR_RANGE, "logits row %d of %d", out_rows[i], n);

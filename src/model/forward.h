@@ -27,6 +27,7 @@
 #include "kernels/matmul.h"
 #include "model/experts.h"
 #include "model/kv_cache.h"
+#include "model/lin_state.h"
 #include "model/model.h"
 #include "moe/moe.h"
 
@@ -61,6 +62,9 @@ typedef struct {
     int mla_expanded; /* MLA models: attend through expanded K/V (the published form) instead of
                          the absorbed form over the latent cache; for checking, slower */
     const ea_forward_tp *tp; /* borrows: tensor-parallel slice of attention; NULL = all heads here */
+    ea_lin_state *lin;  /* borrows: recurrent state of the DeltaNet layers (qwen3_next, qwen3_5_moe; required
+                           there), slots = the KV cache's sequence slots; the KV cache then holds only the
+                           full-attention layers (ea_forward_kv_layers) */
 } ea_forward_opts;
 
 /* model, kctx, pool, backend and kv are borrowed and must outlive the forward. */
@@ -81,6 +85,9 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
 ea_status ea_forward_run_empty(ea_forward *f);
 /* The last run's per-token MoE outcome (valid until the next run). */
 const ea_moe_outcome *ea_forward_outcome(const ea_forward *f);
+
+/* Layers that keep K/V in the KV cache: all but the DeltaNet layers. */
+int ea_forward_kv_layers(const ea_model_config *c);
 
 /* The KV widths this model needs per token per layer (k_dim, v_dim). */
 void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim);

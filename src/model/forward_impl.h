@@ -73,6 +73,20 @@ struct ea_forward {
     int32_t *mla_tok_of;   /* expanded form: (T) token rows of the current sequence */
     int mla_cur_seq, mla_cur_n;
 
+    /* Gated DeltaNet (qwen3_next, qwen3_5_moe): see deltanet.c */
+    int dn_C;                 /* conv channels 2·nk·dk + nv·dv */
+    float *dn_x, *dn_c;       /* (T, C) projections [q|k|v], after conv + SiLU (then q/k normed) */
+    float *dn_z, *dn_o;       /* (T, nv·dv) output gate; core output, normed in place */
+    float *dn_b, *dn_a;       /* (T, nv) b then beta; a then g */
+    float *dn_scratch;        /* (threads, dn_scratch_per_thread) */
+    size_t dn_scratch_per_thread;
+    float **dn_w;             /* (n_layers) -> per linear layer f32: taps (K, C), A_log, dt_bias (nv), norm (dv) */
+    int32_t *dn_runs;         /* (T + 1) first token of each sequence's run, then n */
+    int dn_n_runs;
+    uint8_t *dn_seen;         /* (lin->max_seqs) */
+    int32_t kv_layer[EA_MAX_LAYERS]; /* model layer -> KV cache layer (hybrids cache attention layers only) */
+    float *qg, *gate;         /* gated attention: (T, 2·q_dim) raw q_proj, (T, q_dim) gate */
+
     /* current run (read by pool tasks) */
     int run_n, run_layer;
     const int32_t *run_pos, *run_seq;
@@ -81,6 +95,16 @@ struct ea_forward {
 
 /* forward.c: causal attention of the current run's tokens (attn.h tiles over the pool) */
 void ea__attend(ea_forward *f, int l, int n, const ea__attn_io *io);
+/* forward.c: fn over contiguous token ranges of n tokens, split over the pool */
+typedef void (*ea__tok_fn)(ea_forward *f, int t0, int t1, const void *arg);
+void ea__over_tokens(ea_forward *f, int n, ea__tok_fn fn, const void *arg);
+
+/* deltanet.c */
+ea_status ea__dn_create(ea_forward *f);
+void ea__dn_destroy(ea_forward *f);
+ea_status ea__dn_begin(ea_forward *f, int n);
+void ea__dn_end(ea_forward *f, int n);
+ea_status ea__deltanet(ea_forward *f, int l, int n);
 
 /* mla.c */
 ea_status ea__mla_create(ea_forward *f);

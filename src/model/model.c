@@ -52,32 +52,7 @@
 #include "kernels/matmul.h"
 #include "model/gguf.h"
 #include "model/safetensors.h"
-
-typedef struct {
-    ea_st_set *st;   /* owns (HF) */
-    ea_gguf *gguf;   /* owns (GGUF) */
-    uint8_t *used;   /* owns: one byte per tensor of the files */
-    int n_tensors;
-    uint8_t *loaded; /* owns: n_layers * n_experts, 1 once ea_model_load_experts chose the expert */
-    int dense_copied; /* ea_model_load_dense ran */
-    struct ea__arena { void *p; size_t n; } *arenas; /* owns each mapping: the loaded weights' copies */
-    int n_arenas;
-    size_t cap_arenas;
-} ea__files;
-
-typedef struct {
-    void **bufs; /* owns each (ea_aligned_alloc) */
-    size_t *lens;
-    int n;
-    size_t cap;
-} ea__owned;
-
-typedef struct {
-    ea_model *m;
-    ea__files *f;
-    ea__owned *own;
-    const char *where; /* model path for "missing" errors */
-} ea__ld;
+#include "model/model_load.h"
 
 /* ---- lookup ---- */
 
@@ -107,7 +82,7 @@ static void ea__fmt_shape(char *buf, size_t n, int nd, const int64_t *s) {
 /* Find `name` and check it has shape (d0, ..., d[nd-1]). Shapes that differ only by unit
  * dims with at most one real dim ((1, H) vs (H)) are the same bytes and are normalised to
  * the wanted shape. */
-static ea_status ea__want(ea__ld *ld, const char *name, ea_tensor *t, int nd, int64_t d0, int64_t d1, int64_t d2) {
+ea_status ea__want(ea__ld *ld, const char *name, ea_tensor *t, int nd, int64_t d0, int64_t d1, int64_t d2) {
     const char *file = NULL;
     if (!ea__find(ld, name, t, &file))
         return ea_err(EA_ERR_NOT_FOUND, "%s: tensor '%s' is missing (needed by %s)", ld->where, name,
@@ -136,13 +111,12 @@ static ea_status ea__want(ea__ld *ld, const char *name, ea_tensor *t, int nd, in
     return EA_OK;
 }
 
-static int ea__has(ea__ld *ld, const char *name) {
+int ea__has(ea__ld *ld, const char *name) {
     if (ld->f->st) return ea_st_set_find(ld->f->st, name) >= 0;
     return ea_gguf_find_tensor(ld->f->gguf, name) >= 0;
 }
 
-static const char *ea__nm(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static const char *ea__nm(char *buf, size_t n, const char *fmt, ...) {
+const char *ea__nm(char *buf, size_t n, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, n, fmt, ap);
@@ -150,7 +124,7 @@ static const char *ea__nm(char *buf, size_t n, const char *fmt, ...) {
     return buf;
 }
 
-static void *ea__own(ea__ld *ld, size_t n) {
+void *ea__own(ea__ld *ld, size_t n) {
     ea__owned *o = ld->own;
     size_t cap_bufs = o->cap; /* bufs and lens share one capacity: grow bufs first, then lens and the count */
     if (ea_grow(&o->bufs, &cap_bufs, (size_t)o->n + 1, sizeof *o->bufs, 16) ||
@@ -236,7 +210,7 @@ typedef struct {
     const char *pre; /* "model.layers.%d." or "blk.%d." already formatted */
 } ea__names;
 
-static ea_status ea__ffn(ea__ld *ld, const char *g, const char *u, const char *d, int64_t ff, ea_ffn_weights *w) {
+ea_status ea__ffn(ea__ld *ld, const char *g, const char *u, const char *d, int64_t ff, ea_ffn_weights *w) {
     int64_t H = ld->m->cfg.hidden_size;
     EA_TRY(ea__want(ld, g, &w->gate, 2, ff, H, 0));
     EA_TRY(ea__want(ld, u, &w->up, 2, ff, H, 0));
@@ -386,6 +360,7 @@ static ea_status ea__moe(ea__ld *ld, int l, ea_layer_weights *L) {
 static ea_status ea__layer(ea__ld *ld, int l) {
     ea_layer_weights *L = &ld->m->layers[l];
     const ea_model_config *c = &ld->m->cfg;
+    if (c->arch == EA_ARCH_QWEN3_NEXT || c->arch == EA_ARCH_QWEN3_5_MOE) return ea__hybrid_layer(ld, l);
     EA_TRY(ea__attn(ld, l, L));
     if (c->layer_is_moe[l]) return ea__moe(ld, l, L);
     char n[160], n2[160], n3[160];
@@ -461,8 +436,12 @@ static ea_status ea__map_all(ea__ld *ld) {
     const ea_model_config *c = &m->cfg;
     int gg = ld->f->gguf != NULL;
     int64_t V = c->vocab_size, H = c->hidden_size;
-    EA_TRY(ea__want(ld, gg ? "token_embd.weight" : "model.embed_tokens.weight", &m->tok_embd, 2, V, H, 0));
-    EA_TRY(ea__want(ld, gg ? "output_norm.weight" : "model.norm.weight", &m->out_norm, 1, H, 0, 0));
+    const char *root = c->arch == EA_ARCH_QWEN3_5_MOE ? "model.language_model" : "model"; /* Qwen3.5: text model */
+    char n[160];
+    EA_TRY(ea__want(ld, gg ? "token_embd.weight" : ea__nm(n, sizeof n, "%s.embed_tokens.weight", root), &m->tok_embd, 2,
+                    V, H, 0));
+    EA_TRY(ea__want(ld, gg ? "output_norm.weight" : ea__nm(n, sizeof n, "%s.norm.weight", root), &m->out_norm, 1, H, 0,
+                    0));
     const char *lm = gg ? "output.weight" : "lm_head.weight";
     if (ea__has(ld, lm) || !c->tie_word_embeddings) EA_TRY(ea__want(ld, lm, &m->lm_head, 2, V, H, 0));
     else m->lm_head = m->tok_embd;
@@ -815,7 +794,8 @@ void ea_model_foreach(const ea_model *m, void (*fn)(void *ctx, const ea_tensor *
                                  &L->bv, &L->q_norm, &L->k_norm, &L->wq_a, &L->q_a_norm, &L->wq_b, &L->wkv_a,
                                  &L->kv_a_norm, &L->wkv_b, &L->dense.gate, &L->dense.up, &L->dense.down,
                                  &L->router, &L->router_bias, &L->shared.gate, &L->shared.up, &L->shared.down,
-                                 &L->shared_gate};
+                                 &L->shared_gate, &L->lin_qkv, &L->lin_z, &L->lin_b, &L->lin_a, &L->lin_conv,
+                                 &L->lin_dt_bias, &L->lin_a_log, &L->lin_norm, &L->lin_out};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) V_(*ts[i], l, -1);
         if (L->experts)
             for (int e = 0; e < m->cfg.n_experts; e++) {

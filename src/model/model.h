@@ -31,6 +31,8 @@
  *   router (n_experts, hidden), router_bias (n_experts) = e_score_correction_bias
  *   ffn gate/up (ff, hidden), down (hidden, ff)
  *   shared_gate (1, hidden) — qwen2_moe's sigmoid gate of the shared expert
+ *   hybrid (qwen3_next, qwen3_5_moe): wq (2*n_heads*head_dim, hidden), per head [query | gate];
+ *        linear layers hold lin_* (below) and no wq..wo
  */
 #ifndef EA_MODEL_H
 #define EA_MODEL_H
@@ -54,6 +56,15 @@ typedef struct {
     ea_ffn_weights shared;   /* n_shared_experts fused as one FFN (deepseek), or qwen2_moe's one */
     ea_tensor shared_gate;
     ea_ffn_weights *experts; /* owns the array (n_experts views); NULL on dense layers */
+    /* Gated DeltaNet (linear layers of qwen3_next / qwen3_5_moe; model_hybrid.c). qwen3_next's grouped
+     * in_proj_qkvz / in_proj_ba are regrouped at load into these (owned rows, exact copies). */
+    ea_tensor lin_qkv;      /* (2*nk*dk + nv*dv, hidden): rows [q | k | v], the conv's channels */
+    ea_tensor lin_z;        /* (nv*dv, hidden) output gate */
+    ea_tensor lin_b, lin_a; /* (nv, hidden) beta and decay inputs */
+    ea_tensor lin_conv;     /* (C, K) depthwise causal conv taps (file: (C, 1, K)) */
+    ea_tensor lin_dt_bias, lin_a_log; /* (nv) */
+    ea_tensor lin_norm;     /* (dv) gated RMSNorm weight (plain, not 1 + w) */
+    ea_tensor lin_out;      /* (hidden, nv*dv) */
 } ea_layer_weights;
 
 typedef enum { EA_FORMAT_HF = 0, EA_FORMAT_GGUF = 1 } ea_model_format;

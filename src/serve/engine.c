@@ -17,6 +17,7 @@ void ea_engine_destroy(ea_engine *e) {
     if (!e) return;
     ea_forward_destroy(e->fw);
     ea_kv_deinit(&e->kv);
+    ea_lin_state_deinit(&e->lin);
     ea_moe_backend_destroy(e->be);
     ea_ep_engine_destroy(e->par);
     ea_kctx_destroy(e->kctx_router);
@@ -194,7 +195,7 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     int max_k = c->hidden_size;
     int dims[] = {c->n_heads * c->head_dim, c->intermediate_size, c->moe_intermediate_size,
                   c->shared_expert_intermediate_size, c->n_shared_experts * c->moe_intermediate_size,
-                  c->kv_lora_rank, c->q_lora_rank, c->n_heads * c->v_head_dim};
+                  c->kv_lora_rank, c->q_lora_rank, c->n_heads * c->v_head_dim, c->lin_n_v_heads * c->lin_v_dim};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i] > max_k) max_k = dims[i];
     if ((s = ea_kctx_create(e->pool, eo->max_tokens, max_k, &e->kctx)) != EA_OK) goto fail;
@@ -209,15 +210,17 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
 
     int kd, vd;
     ea_forward_kv_dims(c, &kd, &vd);
-    size_t per_block = ea_kv_bytes_per_block(c->n_layers, kd, vd, eo->block_size);
+    int kv_layers = ea_forward_kv_layers(c); /* hybrids: the full-attention layers only */
+    size_t per_block = ea_kv_bytes_per_block(kv_layers, kd, vd, eo->block_size);
     int blocks_full = eo->max_seqs * ((eo->max_ctx + eo->block_size - 1) / eo->block_size);
     int n_blocks = eo->kv_blocks > 0 ? eo->kv_blocks : eo->kv_mib ? (int)((eo->kv_mib << 20) / per_block) : blocks_full;
     if (n_blocks < 1) {
         s = ea_err(EA_ERR_INVALID_ARG, "KV cache of %zu MiB holds no block of %zu bytes", eo->kv_mib, per_block);
         goto fail;
     }
-    if ((s = ea_kv_init(&e->kv, c->n_layers, kd, vd, n_blocks, eo->block_size, eo->max_seqs, eo->max_ctx)) != EA_OK)
+    if ((s = ea_kv_init(&e->kv, kv_layers, kd, vd, n_blocks, eo->block_size, eo->max_seqs, eo->max_ctx)) != EA_OK)
         goto fail;
+    if (c->n_linear_layers > 0 && (s = ea_lin_state_init(&e->lin, c, eo->max_seqs)) != EA_OK) goto fail;
     if ((long long)n_blocks * eo->block_size < eo->max_ctx)
         EA_LOGW("the KV cache holds %lld tokens (%d blocks of %d), less than one full context of %d tokens: requests "
                 "whose prompt + max_tokens exceed %lld are refused; for full contexts give --kv-cache-mib %zu or more",
@@ -225,7 +228,8 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
                 (long long)n_blocks * eo->block_size,
                 (size_t)(((size_t)((eo->max_ctx + eo->block_size - 1) / eo->block_size) * per_block + (1u << 20) - 1) >> 20));
     ea_forward_opts fo = {.max_tokens = eo->max_tokens, .max_ctx = eo->max_ctx, .kctx_router = e->kctx_router,
-                         .mla_expanded = eo->mla_expanded, .tp = e->par ? ea_ep_engine_forward_tp(e->par) : NULL};
+                         .mla_expanded = eo->mla_expanded, .tp = e->par ? ea_ep_engine_forward_tp(e->par) : NULL,
+                         .lin = c->n_linear_layers > 0 ? &e->lin : NULL};
     if ((s = ea_forward_create(e->m, e->kctx, e->pool, e->be, &e->kv, &fo, &e->fw)) != EA_OK) goto fail;
     EA_LOGD("engine: %s, %d threads, isa %s, kv %d blocks x %d tokens (%.1f MiB)", ea_arch_names[c->arch],
             ea_pool_size(e->pool), ea_kctx_isa(e->kctx), n_blocks, eo->block_size,

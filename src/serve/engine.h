@@ -121,6 +121,7 @@ typedef struct {
     struct ea_eplb_backend *eplb; /* views the EPLB wrapper inside be (eplb_backend.h); NULL when off */
     float *router_bias; /* owns: test_router_bias per MoE layer (the model's router_bias views it) */
     ea_kv_cache kv;     /* owns */
+    ea_lin_state lin;   /* owns: DeltaNet recurrent state per KV sequence slot (hybrid models; else empty) */
     ea_forward *fw;     /* owns */
     ea_ep_engine *par;  /* owns: this rank's parallel part (NULL without --parallel) */
 } ea_engine;

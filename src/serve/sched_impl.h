@@ -21,6 +21,7 @@ struct ea_sched {
     const struct ea_tokenizer *tok;
     ea_sched_opts o;
     int vocab;
+    int hybrid;                /* the model has DeltaNet layers: prefill cut by ea__hybrid_cnt, no prefix cache */
     ea__req_limits lim;     /* what submitted requests are checked against */
     ea_sampler *sampler;
     float *logits;          /* (max_batch_tokens, vocab) */

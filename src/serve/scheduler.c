@@ -44,6 +44,7 @@
 #include "serve/bus_codec.h"
 #include "serve/grammar_step.h"
 #include "serve/prefix_cache.h"
+#include "kernels/deltanet.h"
 #include "serve/request.h"
 #include "serve/sched_impl.h"
 #include "tokenizer/tokenizer.h"
@@ -417,6 +418,21 @@ static ea_status ea__admit(ea_sched *s) {
 /* Plan one batch: decode tokens first, then prefill chunks, both in admission order.
  * Reserving KV may preempt a newer request; then the plan starts over (the freed
  * blocks make the next attempt succeed). Returns the number of planned requests. */
+/* Hybrid models (DeltaNet layers, model/deltanet.c): a sequence's bits depend on how
+ * its tokens are cut into forward calls, so the cut is made a function of the
+ * sequence alone, whatever else is running: prompt tokens go in calls that end
+ * at a multiple of 64 (the chunk) or at the prompt's end; tokens past the
+ * prompt (a recompute after preemption) one per call, as they first ran.
+ * Returns the tokens to run now (<= cnt), 0 to wait for a larger budget. */
+static int ea__hybrid_cnt(const ea_request *r, int cnt) {
+    int prompt = r->n_tokens - r->n_generated, at = r->n_computed;
+    if (at >= prompt) return 1;
+    int end = at + cnt;
+    if (end >= prompt) return prompt - at;
+    end -= end % EA_K_DELTA_CHUNK;
+    return end > at ? end - at : 0;
+}
+
 static int ea__plan(ea_sched *s, ea_request **pr, int *pcnt) {
     for (;;) {
         int np = 0, budget = s->o.max_batch_tokens, replan = 0;
@@ -427,6 +443,7 @@ static int ea__plan(ea_sched *s, ea_request **pr, int *pcnt) {
                 int decoding = todo == 1 && r->n_generated > 0;
                 if (todo <= 0 || (pass == 0) != decoding) continue;
                 int cnt = todo < budget ? todo : budget;
+                if (s->hybrid && !decoding && (cnt = ea__hybrid_cnt(r, cnt)) == 0) continue;
                 uint64_t before = s->st.preemptions;
                 ea_status st = ea__reserve(s, r, r->n_computed + cnt);
                 if (st != EA_OK) {
@@ -683,7 +700,14 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
         if (st == EA_OK && n_pad)
             EA_LOGI("%d of the model's %d vocabulary ids have no token in the tokenizer: never sampled", n_pad, s->vocab);
     }
-    if (st == EA_OK && o->prefix_cache) {
+    s->hybrid = e->m->cfg.n_linear_layers > 0;
+    if (s->hybrid && s->o.max_batch_tokens < EA_K_DELTA_CHUNK)
+        st = ea_err(EA_ERR_INVALID_ARG, "%s: --max-batch-tokens %d is below one DeltaNet chunk (%d)",
+                    ea_arch_names[e->m->cfg.arch], s->o.max_batch_tokens, EA_K_DELTA_CHUNK);
+    if (st == EA_OK && s->hybrid && o->prefix_cache)
+        EA_LOGI("prefix cache off: %s keeps a recurrent state per sequence that the cache cannot restore yet "
+                "(docs/decisions.md)", ea_arch_names[e->m->cfg.arch]);
+    if (st == EA_OK && o->prefix_cache && !s->hybrid) {
         ea_prefix_cache_opts po = {.disk_dir = o->kv_disk_dir, .disk_max_mib = o->kv_disk_max_mib, .par_mode = o->par_mode,
                                    .par_world = o->par_world, .par_rank = o->par_rank,
                                    .on_disk = ea__disk_stats, .on_disk_ctx = s};

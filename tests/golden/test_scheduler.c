@@ -454,6 +454,23 @@ TEST(control_bus_lockstep) {
     ea_free(fb.buf);
 }
 
+/* A hybrid model (qwen3_5_moe: DeltaNet layers with a recurrent state per sequence): the same
+ * guarantees, with prompts (20..83 tokens) cut into calls by a 64-token budget shared with other
+ * requests, and recomputed after preemption. The prefix cache is off for it (scheduler.c). */
+TEST(hybrid_concurrent_and_preempted_equal_alone) {
+    const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
+    char saved[1024], cmd[8192];
+    snprintf(saved, sizeof saved, "%s", model);
+    snprintf(model, sizeof model, "%s/golden-models/sched-qwen3_5_moe", b ? b : ".");
+    snprintf(cmd, sizeof cmd, "[ -d %s ] || \"%s\" make-model --family qwen3_5_moe --preset tiny --seed 5 --format hf "
+             "--dtype bf16 --out %s >/dev/null", model, bin, model);
+    CHECK_EQ(system(cmd), 0);
+    run_alone();
+    concurrent_matches_alone(8, 0, 1, 0);
+    concurrent_matches_alone(8, 16, 0, 1);
+    snprintf(model, sizeof model, "%s", saved);
+}
+
 int main(void) {
     const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
     snprintf(model, sizeof model, "%s/golden-models/sched-qwen3", b ? b : ".");
@@ -473,5 +490,6 @@ int main(void) {
     RUN(stop_token_ids_and_min_tokens);
     RUN(cancel_and_limits);
     RUN(control_bus_lockstep);
+    RUN(hybrid_concurrent_and_preempted_equal_alone);
     return TEST_SUMMARY();
 }

@@ -6,7 +6,8 @@
 
 Reads an HF model directory (config.json + safetensors, single file or shards;
 F32/F16/BF16 upcast to float32) of one of the families qwen3_moe, qwen2_moe,
-mixtral, olmoe, deepseek_v2, deepseek_v3, runs the prompt through the model in
+mixtral, olmoe, deepseek_v2, deepseek_v3 (and the hybrid qwen3_next,
+qwen3_5_moe through ref_hybrid.py), runs the prompt through the model in
 float32 and writes the logits of every prompt position to --logits-out as raw
 little-endian float32, row-major (n_tokens x vocab). With --greedy N it then
 decodes N tokens greedily (argmax, ties -> lowest id) with a KV cache. With
@@ -683,6 +684,19 @@ class Model:
 
 # ============================================================== driving
 
+def open_model(model_dir, linear_form="chunked"):
+    """Model, or ref_hybrid.HybridModel for qwen3_next / qwen3_5_moe."""
+    try:
+        with open(os.path.join(model_dir, "config.json"), "r", encoding="utf-8") as f:
+            mt = json.load(f).get("model_type")
+    except (OSError, json.JSONDecodeError, AttributeError) as e:
+        raise ConfigError(f"{model_dir}/config.json: {e}") from None
+    import ref_hybrid
+    if mt in ref_hybrid.HYBRID:
+        return ref_hybrid.HybridModel(model_dir, linear_form)
+    return Model(model_dir)
+
+
 def run(model, tokens, greedy=0, positions_all=False, use_cache=True):
     """Prompt logits (T, V), greedy ids, and the extra logits rows of the fed-back tokens."""
     cache = model.new_cache()
@@ -714,6 +728,9 @@ def main(argv=None):
     ap.add_argument("--positions-all", action="store_true")
     ap.add_argument("--no-cache", action="store_true",
                     help="greedy by recomputing the whole sequence each step")
+    ap.add_argument("--linear-form", choices=("chunked", "recurrent"), default="chunked",
+                    help="qwen3_next / qwen3_5_moe: DeltaNet of a multi-token call in the chunked "
+                         "form (as transformers runs a prompt) or token by token (ref_hybrid.py)")
     a = ap.parse_args(argv)
     try:
         tokens = [int(t) for t in a.tokens.split(",") if t.strip() != ""]
@@ -724,7 +741,7 @@ def main(argv=None):
         print("ref_forward: error: need at least one token and --greedy >= 0", file=sys.stderr)
         return 2
     try:
-        model = Model(a.model)
+        model = open_model(a.model, a.linear_form)
         logits, ids, extra = run(model, tokens, a.greedy, a.positions_all, not a.no_cache)
     except (FormatError, ConfigError, ValueError, OSError) as e:
         print(f"ref_forward: error: {e}", file=sys.stderr)
