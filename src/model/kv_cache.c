@@ -78,13 +78,15 @@ ea_status ea_kv_seq_share(ea_kv_cache *kv, int s, int32_t block) {
     return EA_OK;
 }
 
-void ea_kv_seq_release(ea_kv_cache *kv, int s) {
-    EA_ASSERT(s >= 0 && s < kv->max_seqs);
+void ea_kv_seq_truncate(ea_kv_cache *kv, int s, int n_keep) {
+    EA_ASSERT(s >= 0 && s < kv->max_seqs && n_keep >= 0);
     int32_t *t = kv->tables + (size_t)s * kv->max_blocks_per_seq;
-    for (int i = 0; i < kv->seq_blocks[s]; i++) {
+    for (int i = n_keep; i < kv->seq_blocks[s]; i++) {
         int32_t b = t[i];
         EA_ASSERT(kv->refcnt[b] > 0);
         if (--kv->refcnt[b] == 0) kv->free_list[kv->n_free++] = b;
     }
-    kv->seq_blocks[s] = 0;
+    if (n_keep < kv->seq_blocks[s]) kv->seq_blocks[s] = n_keep;
 }
+
+void ea_kv_seq_release(ea_kv_cache *kv, int s) { ea_kv_seq_truncate(kv, s, 0); }

@@ -40,6 +40,8 @@ size_t ea_kv_bytes_per_block(int n_layers, int k_dim, int v_dim, int block_size)
 ea_status ea_kv_seq_reserve(ea_kv_cache *kv, int s, int n_pos);
 /* Drop sequence s: unreference its blocks (freed when no one else holds them). */
 void ea_kv_seq_release(ea_kv_cache *kv, int s);
+/* Keep only the first n_keep blocks of s's table, unreferencing the rest. */
+void ea_kv_seq_truncate(ea_kv_cache *kv, int s, int n_keep);
 /* Append an existing block (shared prefix) to s's table and reference it. */
 ea_status ea_kv_seq_share(ea_kv_cache *kv, int s, int32_t block);
 

@@ -213,11 +213,21 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     int kv_layers = ea_forward_kv_layers(c); /* hybrids: the full-attention layers only */
     size_t per_block = ea_kv_bytes_per_block(kv_layers, kd, vd, eo->block_size);
     int blocks_full = eo->max_seqs * ((eo->max_ctx + eo->block_size - 1) / eo->block_size);
-    int n_blocks = eo->kv_blocks > 0 ? eo->kv_blocks : eo->kv_mib ? (int)((eo->kv_mib << 20) / per_block) : blocks_full;
+    /* hybrids: --kv-cache-mib pays for the sequences' recurrent state first (docs/serving.md "Memory") */
+    size_t state_bytes = ea_lin_state_bytes_per_seq(c) * (size_t)eo->max_seqs, budget = eo->kv_mib << 20;
+    int n_blocks = eo->kv_blocks > 0 ? eo->kv_blocks
+                   : eo->kv_mib ? (budget > state_bytes ? (int)((budget - state_bytes) / per_block) : 0) : blocks_full;
     if (n_blocks < 1) {
-        s = ea_err(EA_ERR_INVALID_ARG, "KV cache of %zu MiB holds no block of %zu bytes", eo->kv_mib, per_block);
+        s = ea_err(EA_ERR_INVALID_ARG, "KV cache of %zu MiB holds no block of %zu bytes%s", eo->kv_mib, per_block,
+                   state_bytes ? " after the recurrent state of every sequence slot" : "");
         goto fail;
     }
+    if (state_bytes)
+        EA_LOGI("memory plan: KV cache %d blocks x %d tokens (%.1f MiB) + recurrent state %d slots x %.1f KiB "
+                "(%.1f MiB); a prefix-cache state snapshot takes %zu KV blocks", n_blocks, eo->block_size,
+                (double)per_block * n_blocks / (1 << 20), eo->max_seqs,
+                (double)ea_lin_state_bytes_per_seq(c) / 1024.0, (double)state_bytes / (1 << 20),
+                (ea_lin_state_bytes_per_seq(c) + per_block - 1) / per_block);
     if ((s = ea_kv_init(&e->kv, kv_layers, kd, vd, n_blocks, eo->block_size, eo->max_seqs, eo->max_ctx)) != EA_OK)
         goto fail;
     if (c->n_linear_layers > 0 && (s = ea_lin_state_init(&e->lin, c, eo->max_seqs)) != EA_OK) goto fail;

@@ -31,6 +31,7 @@
 #include "model/model.h"
 
 #define EA__KVD_MAGIC "EAKVBLK1"
+#define EA__KVD_MAGIC_STATE "EALSTAT1" /* a recurrent-state snapshot (kind 1) */
 #define EA__KVD_VERSION 1u
 #define EA__KVD_HDR 64
 
@@ -50,13 +51,17 @@ typedef struct {
     uint64_t bytes;
     uint64_t stamp;
     int state; /* 0 empty, 1 used, 2 tombstone */
+    int kind;  /* 0 KV block (.kvb), 1 recurrent-state snapshot (.lss) */
 } ea__kvd_ent;
+
+static const char *const kind_ext[2] = {"kvb", "lss"};
 
 struct ea_kv_disk {
     char *ns;             /* owns: namespace directory */
     uint64_t fp;          /* model fingerprint */
     int n_layers, block_size, k_dim, v_dim;
     uint64_t payload;     /* bytes of one block's payload */
+    uint64_t state_payload; /* bytes of one state snapshot; 0: this model keeps none */
     size_t max_bytes;
     ea__kvd_ent *ix;      /* owns */
     size_t cap, used;     /* used counts live + tombstones */
@@ -86,10 +91,10 @@ static uint64_t ea__fingerprint(ea_model *m) {
 
 /* ------------------------------------------------------------ index */
 
-static ea__kvd_ent *ea__ix_find(const ea_kv_disk *d, uint64_t key) {
+static ea__kvd_ent *ea__ix_find(const ea_kv_disk *d, uint64_t key, int kind) {
     for (size_t i = (size_t)(key & (d->cap - 1)), n = 0; n < d->cap; i = (i + 1) & (d->cap - 1), n++) {
         if (d->ix[i].state == 0) return NULL;
-        if (d->ix[i].state == 1 && d->ix[i].key == key) return &d->ix[i];
+        if (d->ix[i].state == 1 && d->ix[i].key == key && d->ix[i].kind == kind) return &d->ix[i];
     }
     return NULL;
 }
@@ -114,8 +119,8 @@ static ea_status ea__ix_grow(ea_kv_disk *d) {
     return EA_OK;
 }
 
-static ea_status ea__ix_add(ea_kv_disk *d, uint64_t key, uint64_t bytes) {
-    if (ea__ix_find(d, key)) return EA_OK;
+static ea_status ea__ix_add(ea_kv_disk *d, uint64_t key, int kind, uint64_t bytes) {
+    if (ea__ix_find(d, key, kind)) return EA_OK;
     if ((d->used + 1) * 2 > d->cap) {
         ea_status st = ea__ix_grow(d);
         if (st != EA_OK) return st;
@@ -123,20 +128,20 @@ static ea_status ea__ix_add(ea_kv_disk *d, uint64_t key, uint64_t bytes) {
     size_t i = (size_t)(key & (d->cap - 1));
     while (d->ix[i].state == 1) i = (i + 1) & (d->cap - 1);
     if (d->ix[i].state == 0) d->used++;
-    d->ix[i] = (ea__kvd_ent){.key = key, .bytes = bytes, .stamp = ++d->clock, .state = 1};
+    d->ix[i] = (ea__kvd_ent){.key = key, .bytes = bytes, .stamp = ++d->clock, .state = 1, .kind = kind};
     d->st.files++;
     d->st.bytes += bytes;
     return EA_OK;
 }
 
-static void ea__file_path(const ea_kv_disk *d, uint64_t key, char *buf, size_t n) {
-    snprintf(buf, n, "%s/%016llx.kvb", d->ns, (unsigned long long)key);
+static void ea__file_path(const ea_kv_disk *d, uint64_t key, int kind, char *buf, size_t n) {
+    snprintf(buf, n, "%s/%016llx.%s", d->ns, (unsigned long long)key, kind_ext[kind]);
 }
 
 static void ea__ix_drop(ea_kv_disk *d, ea__kvd_ent *e, int unlink_file) {
     if (unlink_file) {
         char p[4096];
-        ea__file_path(d, e->key, p, sizeof p);
+        ea__file_path(d, e->key, e->kind, p, sizeof p);
         if (unlink(p) == 0) d->st.deleted++;
     }
     d->st.files--;
@@ -145,11 +150,11 @@ static void ea__ix_drop(ea_kv_disk *d, ea__kvd_ent *e, int unlink_file) {
 }
 
 /* Delete the oldest files until the namespace fits max_bytes (keeping at least `keep`). */
-static void ea__trim(ea_kv_disk *d, uint64_t keep) {
+static void ea__trim(ea_kv_disk *d, uint64_t keep, int keep_kind) {
     while (d->max_bytes && d->st.bytes > d->max_bytes) {
         ea__kvd_ent *old = NULL;
         for (size_t i = 0; i < d->cap; i++)
-            if (d->ix[i].state == 1 && d->ix[i].key != keep && (!old || d->ix[i].stamp < old->stamp)) old = &d->ix[i];
+            if (d->ix[i].state == 1 && !(d->ix[i].key == keep && d->ix[i].kind == keep_kind) && (!old || d->ix[i].stamp < old->stamp)) old = &d->ix[i];
         if (!old) return;
         ea__ix_drop(d, old, 1);
     }
@@ -170,31 +175,39 @@ static ea_status ea__mkdirs(char *path) {
     return EA_OK;
 }
 
-/* Read and validate a block file; on success the payload is in d->buf.
- * Returns a reason on failure (static text) and NULL when valid. */
-static const char *ea__read_valid(ea_kv_disk *d, const char *path, uint64_t key) {
+/* Read and validate a block file (kind 0) or a state snapshot file (kind 1: its
+ * header's block_size, n_layers, k_dim and v_dim are 0); on success the payload
+ * is in d->buf. Returns a reason on failure (static text) and NULL when valid. */
+static const char *ea__read_valid(ea_kv_disk *d, const char *path, uint64_t key, int kind) {
+    uint64_t want = kind ? d->state_payload : d->payload;
+    int bs = kind ? 0 : d->block_size, nl = kind ? 0 : d->n_layers, kd = kind ? 0 : d->k_dim, vd = kind ? 0 : d->v_dim;
     FILE *f = fopen(path, "rb");
     if (!f) return "cannot open";
     ea__kvd_hdr h;
     const char *why = NULL;
     if (fread(&h, 1, sizeof h, f) != sizeof h) why = "shorter than the header";
-    else if (memcmp(h.magic, EA__KVD_MAGIC, 8) != 0) why = "bad magic (not a KV block file)";
+    else if (memcmp(h.magic, kind ? EA__KVD_MAGIC_STATE : EA__KVD_MAGIC, 8) != 0)
+        why = kind ? "bad magic (not a recurrent-state file)" : "bad magic (not a KV block file)";
+    else if (kind && !d->state_payload) why = "a recurrent-state file, and this model keeps no recurrent state";
     else if (h.version != EA__KVD_VERSION) why = "unsupported version";
     else if (h.key != key) why = "key does not match the file name";
     else if (h.fingerprint != d->fp) why = "written for another model";
-    else if ((int)h.block_size != d->block_size || (int)h.n_layers != d->n_layers || (int)h.k_dim != d->k_dim ||
-             (int)h.v_dim != d->v_dim)
+    else if ((int)h.block_size != bs || (int)h.n_layers != nl || (int)h.k_dim != kd || (int)h.v_dim != vd)
         why = "block shape differs from this KV cache";
-    else if (h.payload_bytes != d->payload) why = "payload size differs from the block shape";
-    else if (fread(d->buf, 1, (size_t)d->payload, f) != (size_t)d->payload) why = "truncated payload";
+    else if (h.payload_bytes != want) why = "payload size differs from the block shape";
+    else if (fread(d->buf, 1, (size_t)want, f) != (size_t)want) why = "truncated payload";
     else if (fgetc(f) != EOF) why = "trailing bytes after the payload";
-    else if (ea_hash64(d->buf, (size_t)d->payload, 0) != h.checksum) why = "payload checksum mismatch";
+    else if (ea_hash64(d->buf, (size_t)want, 0) != h.checksum) why = "payload checksum mismatch";
     fclose(f);
     return why;
 }
 
-static int ea__parse_name(const char *name, uint64_t *key) {
-    if (strlen(name) != 20 || strcmp(name + 16, ".kvb") != 0) return 0;
+/* 1 for "<16 hex>.kvb" or ".lss", with *key and *kind. */
+static int ea__parse_name(const char *name, uint64_t *key, int *kind) {
+    if (strlen(name) != 20 || name[16] != '.') return 0;
+    if (strcmp(name + 17, kind_ext[0]) == 0) *kind = 0;
+    else if (strcmp(name + 17, kind_ext[1]) == 0) *kind = 1;
+    else return 0;
     uint64_t k = 0;
     for (int i = 0; i < 16; i++) {
         char c = name[i];
@@ -216,7 +229,8 @@ static ea_status ea__scan(ea_kv_disk *d) {
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", d->ns, de->d_name);
         uint64_t key;
-        if (!ea__parse_name(de->d_name, &key)) {
+        int kind;
+        if (!ea__parse_name(de->d_name, &key, &kind)) {
             size_t nl = strlen(de->d_name);
             struct stat sb;
             if (nl > 8 && strncmp(de->d_name, ".tmp-", 5) == 0) { /* a write that never finished (an hour ago) */
@@ -227,7 +241,7 @@ static ea_status ea__scan(ea_kv_disk *d) {
             d->st.skipped++;
             continue;
         }
-        const char *why = ea__read_valid(d, p, key);
+        const char *why = ea__read_valid(d, p, key, kind);
         if (why) {
             /* a block file of ours that went bad: it would be rewritten on the next eviction anyway */
             EA_LOGW("kv disk: %s: %s; skipped (never loaded) and deleted", p, why);
@@ -235,7 +249,7 @@ static ea_status ea__scan(ea_kv_disk *d) {
             if (unlink(p) == 0) d->st.deleted++;
             continue;
         }
-        st = ea__ix_add(d, key, EA__KVD_HDR + d->payload);
+        st = ea__ix_add(d, key, kind, EA__KVD_HDR + (kind ? d->state_payload : d->payload));
     }
     closedir(dir);
     return st;
@@ -261,10 +275,11 @@ ea_status ea_kv_disk_open(const ea_kv_disk_opts *o, ea_model *m, const ea_kv_cac
     d->k_dim = kv->k_dim;
     d->v_dim = kv->v_dim;
     d->payload = ea_kv_bytes_per_block(kv->n_layers, kv->k_dim, kv->v_dim, kv->block_size);
+    d->state_payload = o->state_bytes;
     d->max_bytes = o->max_bytes;
-    size_t nl = strlen(o->dir) + 128;
+    size_t nl = strlen(o->dir) + 128, nb = (size_t)(d->payload > d->state_payload ? d->payload : d->state_payload);
     d->ns = ea_malloc(nl);
-    d->buf = ea_malloc((size_t)d->payload ? (size_t)d->payload : 1);
+    d->buf = ea_malloc(nb ? nb : 1);
     ea_status st = (!d->ns || !d->buf) ? ea_err(EA_ERR_NOMEM, "kv disk") : EA_OK;
     if (st == EA_OK) {
         snprintf(d->ns, nl, "%s/%016llx/%s-%d/rank_%d", o->dir, (unsigned long long)d->fp, mode, world, o->rank);
@@ -272,7 +287,7 @@ ea_status ea_kv_disk_open(const ea_kv_disk_opts *o, ea_model *m, const ea_kv_cac
     }
     if (st == EA_OK) st = ea__ix_grow(d);
     if (st == EA_OK) st = ea__scan(d);
-    if (st == EA_OK) ea__trim(d, 0);
+    if (st == EA_OK) ea__trim(d, 0, -1);
     if (st != EA_OK) {
         ea_kv_disk_close(d);
         return st;
@@ -291,10 +306,76 @@ void ea_kv_disk_close(ea_kv_disk *d) {
     ea_free(d);
 }
 
-int ea_kv_disk_has(const ea_kv_disk *d, uint64_t key) { return d && ea__ix_find(d, key) != NULL; }
+int ea_kv_disk_has(const ea_kv_disk *d, uint64_t key) { return d && ea__ix_find(d, key, 0) != NULL; }
+int ea_kv_disk_has_state(const ea_kv_disk *d, uint64_t key) { return d && ea__ix_find(d, key, 1) != NULL; }
+
+/* d->buf's payload (kind 0: a block, 1: a state) to its file, through a temp file and rename. */
+static ea_status write_file(ea_kv_disk *d, uint64_t key, int kind) {
+    uint64_t n = kind ? d->state_payload : d->payload;
+    ea__kvd_hdr h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, kind ? EA__KVD_MAGIC_STATE : EA__KVD_MAGIC, 8);
+    h.version = EA__KVD_VERSION;
+    h.key = key;
+    if (!kind) {
+        h.block_size = (uint32_t)d->block_size;
+        h.n_layers = (uint32_t)d->n_layers;
+        h.k_dim = (uint32_t)d->k_dim;
+        h.v_dim = (uint32_t)d->v_dim;
+    }
+    h.payload_bytes = n;
+    h.checksum = ea_hash64(d->buf, (size_t)n, 0);
+    h.fingerprint = d->fp;
+    char tmp[4096], fin[4096];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%016llx-%ld", d->ns, (unsigned long long)key, (long)getpid());
+    ea__file_path(d, key, kind, fin, sizeof fin);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return ea_err(EA_ERR_IO, "%s: %s", tmp, strerror(errno));
+    int ok = fwrite(&h, 1, sizeof h, f) == sizeof h && fwrite(d->buf, 1, (size_t)n, f) == (size_t)n;
+    int e = errno;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, fin) != 0) {
+        if (ok) e = errno;
+        unlink(tmp);
+        return ea_err(EA_ERR_IO, "%s: write: %s", fin, strerror(e));
+    }
+    ea_status st = ea__ix_add(d, key, kind, EA__KVD_HDR + n);
+    if (st != EA_OK) {
+        unlink(fin);
+        return st;
+    }
+    d->st.writes++;
+    ea__trim(d, key, kind);
+    return EA_OK;
+}
+
+ea_status ea_kv_disk_put_state(ea_kv_disk *d, uint64_t key, const float *state) {
+    if (!d->state_payload) return ea_err(EA_ERR_INVALID_ARG, "kv disk: this model keeps no recurrent state");
+    if (ea__ix_find(d, key, 1)) return EA_OK;
+    memcpy(d->buf, state, (size_t)d->state_payload);
+    return write_file(d, key, 1);
+}
+
+ea_status ea_kv_disk_get_state(ea_kv_disk *d, uint64_t key, float *state) {
+    ea__kvd_ent *e = ea__ix_find(d, key, 1);
+    if (!e) return ea_err(EA_ERR_NOT_FOUND, "kv disk: state %016llx", (unsigned long long)key);
+    char p[4096];
+    ea__file_path(d, key, 1, p, sizeof p);
+    const char *why = ea__read_valid(d, p, key, 1);
+    if (why) {
+        EA_LOGW("kv disk: %s: %s; dropped, not loaded", p, why);
+        d->st.skipped++;
+        ea__ix_drop(d, e, 1);
+        return ea_err(EA_ERR_FORMAT, "%s: %s", p, why);
+    }
+    memcpy(state, d->buf, (size_t)d->state_payload);
+    e->stamp = ++d->clock;
+    d->st.reads++;
+    return EA_OK;
+}
 
 ea_status ea_kv_disk_put(ea_kv_disk *d, uint64_t key, const ea_kv_cache *kv, int32_t block) {
-    if (ea__ix_find(d, key)) return EA_OK;
+    if (ea__ix_find(d, key, 0)) return EA_OK;
     if (block < 0 || block >= kv->n_blocks) return ea_err(EA_ERR_RANGE, "kv disk: block %d of %d", block, kv->n_blocks);
     size_t kr = (size_t)d->block_size * (size_t)d->k_dim, vr = (size_t)d->block_size * (size_t)d->v_dim;
     float *p = d->buf;
@@ -306,48 +387,16 @@ ea_status ea_kv_disk_put(ea_kv_disk *d, uint64_t key, const ea_kv_cache *kv, int
             p += vr;
         }
     }
-    ea__kvd_hdr h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, EA__KVD_MAGIC, 8);
-    h.version = EA__KVD_VERSION;
-    h.block_size = (uint32_t)d->block_size;
-    h.key = key;
-    h.n_layers = (uint32_t)d->n_layers;
-    h.k_dim = (uint32_t)d->k_dim;
-    h.v_dim = (uint32_t)d->v_dim;
-    h.payload_bytes = d->payload;
-    h.checksum = ea_hash64(d->buf, (size_t)d->payload, 0);
-    h.fingerprint = d->fp;
-    char tmp[4096], fin[4096];
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%016llx-%ld", d->ns, (unsigned long long)key, (long)getpid());
-    ea__file_path(d, key, fin, sizeof fin);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return ea_err(EA_ERR_IO, "%s: %s", tmp, strerror(errno));
-    int ok = fwrite(&h, 1, sizeof h, f) == sizeof h && fwrite(d->buf, 1, (size_t)d->payload, f) == (size_t)d->payload;
-    int e = errno;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, fin) != 0) {
-        if (ok) e = errno;
-        unlink(tmp);
-        return ea_err(EA_ERR_IO, "%s: write: %s", fin, strerror(e));
-    }
-    ea_status st = ea__ix_add(d, key, EA__KVD_HDR + d->payload);
-    if (st != EA_OK) {
-        unlink(fin);
-        return st;
-    }
-    d->st.writes++;
-    ea__trim(d, key);
-    return EA_OK;
+    return write_file(d, key, 0);
 }
 
 ea_status ea_kv_disk_get(ea_kv_disk *d, uint64_t key, ea_kv_cache *kv, int32_t block) {
-    ea__kvd_ent *e = ea__ix_find(d, key);
+    ea__kvd_ent *e = ea__ix_find(d, key, 0);
     if (!e) return ea_err(EA_ERR_NOT_FOUND, "kv disk: key %016llx", (unsigned long long)key);
     if (block < 0 || block >= kv->n_blocks) return ea_err(EA_ERR_RANGE, "kv disk: block %d of %d", block, kv->n_blocks);
     char p[4096];
-    ea__file_path(d, key, p, sizeof p);
-    const char *why = ea__read_valid(d, p, key);
+    ea__file_path(d, key, 0, p, sizeof p);
+    const char *why = ea__read_valid(d, p, key, 0);
     if (why) {
         EA_LOGW("kv disk: %s: %s; dropped, not loaded", p, why);
         d->st.skipped++;

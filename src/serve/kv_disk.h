@@ -11,7 +11,12 @@
  *
  * File: a 64-byte header (magic "EAKVBLK1", version, key, block size, layer
  * count, k_dim, v_dim, payload bytes, FNV-1a checksum of the payload) then the
- * payload: for each layer, the block's K rows then its V rows (f32). Writes go
+ * payload: for each layer, the block's K rows then its V rows (f32).
+ * Hybrid models (DeltaNet layers) also keep recurrent-state snapshots, one
+ * <key as 16 hex>.lss file each (magic "EALSTAT1", the same header with block
+ * size, layer count and dims 0, payload the state's floats as
+ * model/lin_state.h lays out one slot): the state after the tokens of the
+ * chain that ends with block `key`. Writes go
  * to a temp file then rename(2), so a reader never sees half a file.
  * At open, the namespace directory is scanned once; every file that is not a
  * whole, valid block of this shape is skipped with one warning and never
@@ -37,6 +42,7 @@ typedef struct {
     const char *mode;      /* "single", "expert", "tensor"; NULL: "single" */
     int world, rank;       /* world <= 0: 1 */
     size_t max_bytes;      /* bound on the namespace's files; 0: unbounded. Oldest deleted first. */
+    size_t state_bytes;    /* bytes of one recurrent-state snapshot (hybrid models); 0: none kept */
 } ea_kv_disk_opts;
 
 typedef struct {
@@ -55,6 +61,10 @@ ea_status ea_kv_disk_put(ea_kv_disk *d, uint64_t key, const ea_kv_cache *kv, int
 /* Read key into block `block` of kv. A file that fails validation is dropped from
  * the index (and deleted) with a warning; EA_ERR_NOT_FOUND if key is not indexed. */
 ea_status ea_kv_disk_get(ea_kv_disk *d, uint64_t key, ea_kv_cache *kv, int32_t block);
+/* Recurrent-state snapshots (state_bytes of floats at state), keyed like blocks. */
+int ea_kv_disk_has_state(const ea_kv_disk *d, uint64_t key);
+ea_status ea_kv_disk_put_state(ea_kv_disk *d, uint64_t key, const float *state);
+ea_status ea_kv_disk_get_state(ea_kv_disk *d, uint64_t key, float *state);
 void ea_kv_disk_get_stats(const ea_kv_disk *d, ea_kv_disk_stats *st);
 /* The namespace directory (…/rank_<r>). */
 const char *ea_kv_disk_dir(const ea_kv_disk *d);

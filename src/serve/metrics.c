@@ -114,6 +114,12 @@ void ea_metrics_render(ea_metrics *m, const ea_sched_stats *st, ea_sbuf *o) {
         gauge(o, "kv_blocks_total", "KV cache blocks in all.", st->kv_blocks_total);
         gauge(o, "kv_cache_usage_perc", "Fraction of KV cache blocks in use (0..1).",
               st->kv_blocks_total > 0 ? (double)st->kv_blocks_used / st->kv_blocks_total : 0.0);
+        gauge(o, "recurrent_state_bytes", "Recurrent state of every sequence slot (hybrid models' DeltaNet layers).",
+              (double)st->lin_state_bytes);
+        gauge(o, "state_snapshots", "Recurrent-state snapshots the prefix cache holds (hybrid models).",
+              st->state_snapshots);
+        gauge(o, "state_snapshot_bytes", "KV-block bytes the state snapshots take (in kv_blocks_used too).",
+              (double)st->state_snapshot_bytes);
         counter(o, "prompt_tokens_total", "Prompt tokens processed.", (unsigned long long)st->prompt_tokens);
         counter(o, "generation_tokens_total", "Tokens generated.", (unsigned long long)st->generation_tokens);
         counter(o, "prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.",

@@ -26,6 +26,16 @@
  * on the minimum hit over ranks and attaches again with that cap
  * (docs/serving.md "Prefix cache disk tier").
  *
+ * Hybrid models (opts.lin: DeltaNet layers with a recurrent state per
+ * sequence): a cached prefix is usable only with the state at its end, so
+ * the scheduler calls ea_prefix_cache_snapshot when a prompt call ends at a
+ * multiple of snap_every (lcm(block size, 64)); the snapshot lives in KV
+ * blocks taken from the free list (it counts against the cache's budget) and
+ * is evicted with its block, or alone, least recently used first; the disk
+ * tier keeps it too. attach then ends a hit at the last such boundary whose
+ * snapshot it finds, restores it into seq's state slot and sets its position
+ * (docs/decisions.md "Prefix caching for hybrid models").
+ *
  * Not thread-safe: the scheduler's step loop is its only user. on_disk is
  * called on that thread after every disk operation, with the tier's counters.
  */
@@ -37,6 +47,7 @@
 
 #include "base/status.h"
 #include "model/kv_cache.h"
+#include "model/lin_state.h"
 #include "serve/kv_disk.h"
 
 struct ea_model;
@@ -51,6 +62,7 @@ typedef struct {
     int par_world, par_rank;   /* world <= 0: 1 */
     void (*on_disk)(void *ctx, const ea_kv_disk_stats *st); /* NULL: none */
     void *on_disk_ctx;
+    ea_lin_state *lin;         /* hybrid models: the recurrent state to snapshot and restore (borrowed); NULL: none */
 } ea_prefix_cache_opts;
 
 /* kv is borrowed and must outlive the cache; m is only read (the disk tier's fingerprint).
@@ -69,5 +81,14 @@ void ea_prefix_cache_add_seq(ea_prefix_cache *pc, int seq, const int32_t *tokens
 /* Free one block held only by the cache (LRU; written to disk first when the
  * tier is on). 1 if one was freed; 0 when none can be (or pc is NULL). */
 int ea_prefix_cache_evict_one(ea_prefix_cache *pc);
+/* Hybrid models: sequence seq's state has reached n_pos (a multiple of
+ * ea_prefix_cache_snap_every) at the end of a prompt call: insert its blocks
+ * of tokens[0..n_pos) and keep a snapshot of the state under the last one's key
+ * (skipped when one is kept already or no blocks can be freed for it). */
+void ea_prefix_cache_snapshot(ea_prefix_cache *pc, int seq, const int32_t *tokens, int n_pos);
+/* Tokens between snapshot boundaries; 0 when pc is NULL or keeps no snapshots. */
+int ea_prefix_cache_snap_every(const ea_prefix_cache *pc);
+/* Snapshots held in memory and the KV-block bytes they take. */
+void ea_prefix_cache_get_stats(const ea_prefix_cache *pc, int *n_snapshots, size_t *snapshot_bytes);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * sched_impl.h — what scheduler.c (queues, plan, step loop) and sched_bus.c
- * (control bus, data-parallel attention) share; not for other callers.
+ * sched_impl.h — what scheduler.c (queues, plan, step loop), sched_output.c
+ * (a logits row to a token and its events) and sched_bus.c (control bus,
+ * data-parallel attention) share; not for other callers.
  */
 #ifndef EA_SCHED_IMPL_H
 #define EA_SCHED_IMPL_H
@@ -21,7 +22,7 @@ struct ea_sched {
     const struct ea_tokenizer *tok;
     ea_sched_opts o;
     int vocab;
-    int hybrid;                /* the model has DeltaNet layers: prefill cut by ea__hybrid_cnt, no prefix cache */
+    int hybrid;                /* the model has DeltaNet layers: prefill cut by ea__hybrid_cnt; the prefix cache keeps state snapshots */
     ea__req_limits lim;     /* what submitted requests are checked against */
     ea_sampler *sampler;
     float *logits;          /* (max_batch_tokens, vocab) */
@@ -67,6 +68,11 @@ struct ea_sched {
 void ea__finish(ea_sched *s, ea_request *r, ea_finish why, ea_status err, const char *msg);
 void ea__list_remove(ea_request **head, ea_request *r);
 void ea__list_append(ea_request **head, ea_request *r);
+
+/* sched_output.c: sample r's next token from logits row `row`, emit it, end r when it is done */
+void ea__after_logits(ea_sched *s, ea_request *r, float *row);
+/* sched_output.c: the PROMPT event of prompt token i (its logprob under row `row`) */
+void ea__prompt_logprob(ea_sched *s, ea_request *r, int i, float *row);
 
 /* sched_bus.c: one round of the control bus (rank 0 sends, every rank applies) */
 ea_status ea__bus_round(ea_sched *s, int shutdown);

@@ -21,9 +21,18 @@
  * (request.h), the prefix cache with its disk tier (prefix_cache.h), a
  * request's output text with its stop strings (text_stream.h), and the
  * control bus's batch format (bus_codec.h; the MPI transport is ep/bus.c).
- * This file keeps the queues, the plan of each step and the step loop; the
+ * This file keeps the queues, the plan of each step and the step loop; a
+ * logits row's way to a token and its events is sched_output.c; the
  * multi-rank part of the loop — the control bus round and data-parallel
  * attention — is sched_bus.c (state shared through sched_impl.h).
+ *
+ * Hybrid models (DeltaNet layers) with the prefix cache: only a prompt's
+ * tokens up to its last multiple of the snapshot interval are cached (they ran
+ * in the chunked form, cut at absolute multiples of 64, as any sequence with
+ * the same prefix runs them; tokens past the prompt ran one per call and are
+ * not what a later prompt would compute); a prompt call never crosses that
+ * last boundary, and a snapshot of the state is kept at the end of every
+ * prompt call that ends on a boundary (prefix_cache.h).
  *
  * Locks: s->mu guards incoming, n_incoming, stopping, stats; r->mu guards
  * r's event ring and refs. The step loop holds no lock while it computes.
@@ -62,6 +71,16 @@ static void ea__disk_stats(void *ctx, const ea_kv_disk_stats *ds) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Hybrid models: the positions of r a cache may keep (a multiple of the
+ * snapshot interval, within the prompt); others: all it computed. */
+static int ea__cacheable(const ea_sched *s, const ea_request *r) {
+    int every = ea_prefix_cache_snap_every(s->pc);
+    if (!s->hybrid) return r->n_computed;
+    if (every <= 0) return 0;
+    int a = r->p.n_prompt - r->p.n_prompt % every;
+    return r->n_computed < a ? r->n_computed : a;
+}
+
 /* ------------------------------------------------------------ lifecycle */
 
 void ea__finish(ea_sched *s, ea_request *r, ea_finish why, ea_status err, const char *msg) {
@@ -84,7 +103,7 @@ void ea__finish(ea_sched *s, ea_request *r, ea_finish why, ea_status err, const 
     }
     ea__req_push(r, &ev);
     if (r->seq >= 0) {
-        if (err == EA_OK) ea_prefix_cache_add_seq(s->pc, r->seq, r->tokens, r->n_computed);
+        if (err == EA_OK) ea_prefix_cache_add_seq(s->pc, r->seq, r->tokens, ea__cacheable(s, r));
         ea_kv_seq_release(&s->e->kv, r->seq);
         s->slots[r->seq] = NULL;
         r->seq = -1;
@@ -112,7 +131,7 @@ void ea__list_append(ea_request **head, ea_request *r) {
 
 static void ea__preempt(ea_sched *s, ea_request *r) {
     EA_LOGD("preempting request %llu (%d tokens)", (unsigned long long)r->id, r->n_tokens);
-    ea_prefix_cache_add_seq(s->pc, r->seq, r->tokens, r->n_computed);
+    ea_prefix_cache_add_seq(s->pc, r->seq, r->tokens, ea__cacheable(s, r));
     ea_kv_seq_release(&s->e->kv, r->seq);
     s->slots[r->seq] = NULL;
     r->seq = -1;
@@ -143,159 +162,6 @@ static ea_status ea__reserve(ea_sched *s, ea_request *r, int n_pos) {
 }
 
 /* ------------------------------------------------------------ one step */
-
-/* A token that ends r: EOS unless it asked to ignore EOS, or one of its stop_token_ids. */
-static int ea__is_eos(const ea_sched *s, const ea_request *r, int32_t t) {
-    const ea_model_config *c = &s->e->m->cfg;
-    for (int i = 0; i < r->p.n_stop_ids; i++)
-        if (r->p.stop_ids[i] == t) return 1;
-    if (r->p.ignore_eos) return 0;
-    for (int i = 0; i < c->n_eos; i++)
-        if (c->eos_token_ids[i] == t) return 1;
-    return 0;
-}
-
-/* min_tokens (vLLM's): until r has that many tokens, the tokens that would end it
- * get logit -inf. After the raw copy for logprobs, which stay the model's. */
-static void ea__mask_min_tokens(const ea_sched *s, const ea_request *r, float *row) {
-    if (r->n_generated >= r->p.min_tokens) return;
-    const ea_model_config *c = &s->e->m->cfg;
-    for (int i = 0; i < r->p.n_stop_ids; i++) row[r->p.stop_ids[i]] = -INFINITY;
-    for (int i = 0; !r->p.ignore_eos && i < c->n_eos; i++)
-        if (c->eos_token_ids[i] >= 0 && c->eos_token_ids[i] < s->vocab) row[c->eos_token_ids[i]] = -INFINITY;
-}
-
-/* logit_bias (OpenAI's, vLLM's order: before penalties and temperature), after the
- * raw copy for logprobs, which stay the model's. */
-static void ea__apply_logit_bias(const ea_request *r, float *row) {
-    for (int i = 0; i < r->p.n_bias; i++) row[r->p.bias[i].id] += r->p.bias[i].bias;
-}
-
-/* Structured output: the tokens that would leave r's grammar to -inf (EOS and stop
- * ids only where the text is complete). 0, or -1 after ending r with an error. */
-static int ea__mask_grammar(ea_sched *s, ea_request *r, float *row) {
-    const ea_model_config *c = &s->e->m->cfg;
-    int32_t ends[EA_MAX_STOP_IDS + 8];
-    int n_end = 0, n_allowed = 0;
-    for (int i = 0; i < r->p.n_stop_ids; i++) ends[n_end++] = r->p.stop_ids[i];
-    for (int i = 0; !r->p.ignore_eos && i < c->n_eos && n_end < (int)(sizeof ends / sizeof *ends); i++)
-        ends[n_end++] = c->eos_token_ids[i];
-    ea_status st = ea_gstep_mask(s->gstep, r->gm, ends, n_end, row, &n_allowed);
-    if (st == EA_OK && n_allowed > 0) return 0;
-    char msg[256];
-    snprintf(msg, sizeof msg, "structured output: %s", st != EA_OK ? ea_errmsg() : "no token can continue the text");
-    ea__finish(s, r, EA_FINISH_NONE, st != EA_OK ? st : EA_ERR_INTERNAL, msg);
-    return -1;
-}
-
-/* Sample r's next token from logits row `row` (ids without a token masked, and
- * under a grammar the tokens it forbids) into a new TOKEN event, with its
- * logprobs over that masked row when asked. The test hook's forced tokens come
- * first (ea_req_params.forced). 0, or -1 when r ended with an error. */
-static int ea__sample(ea_sched *s, ea_request *r, float *row, ea_event *ev) {
-    memset(ev, 0, sizeof *ev);
-    ev->kind = EA_EV_TOKEN;
-    int want_lp = r->p.logprobs || r->p.top_logprobs > 0;
-    ea_sampler_mask(s->sampler, row); /* logprobs too only over ids that have a token */
-    if (r->gm && ea__mask_grammar(s, r, row)) return -1;
-    if (want_lp) memcpy(s->raw, row, sizeof(float) * (size_t)s->vocab);
-    ea__mask_min_tokens(s, r, row);
-    ea__apply_logit_bias(r, row);
-    if (r->n_generated < r->p.n_forced)
-        ev->token = r->p.forced[r->n_generated];
-    else
-        ev->token = ea_sample(s->sampler, &r->p.sp, &r->rng, row, r->out_counts, r->prompt_seen);
-    if (want_lp) {
-        ev->n_top = r->p.top_logprobs;
-        ev->logprob = ea_logprob(s->raw, s->vocab, ev->token, ev->n_top, ev->top_ids, ev->top_lp);
-    }
-    return 0;
-}
-
-/* Append token t to r's tokens and count it. 0 if r has no room left (its
- * tokens were sized n_prompt + max_tokens at submit). */
-static int ea__append_token(ea_sched *s, ea_request *r, int32_t t) {
-    if (r->n_tokens == r->cap) return 0;
-    r->tokens[r->n_tokens++] = t;
-    r->n_generated++;
-    if (r->out_counts) r->out_counts[t]++;
-    if (r->t_first == 0) r->t_first = ea_now_s();
-    pthread_mutex_lock(&s->mu);
-    s->st.generation_tokens++;
-    pthread_mutex_unlock(&s->mu);
-    return 1;
-}
-
-/* Why r ends after its last token: EOS or a stop string (stop), max_tokens
- * (length), or not yet (EA_FINISH_NONE). */
-static ea_finish ea__finish_reason(const ea_request *r, int eos, int stopped) {
-    if (eos || stopped) return EA_FINISH_STOP;
-    if (r->n_generated >= r->p.max_tokens) return EA_FINISH_LENGTH;
-    return EA_FINISH_NONE;
-}
-
-/* Prompt logprobs: the PROMPT event of token 0, which has no context (logprob
- * NAN, the API's null); it goes out before any other. */
-static void ea__prompt_first(ea_request *r) {
-    ea_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = EA_EV_PROMPT;
-    ev.token = r->tokens[0];
-    ev.logprob = NAN;
-    ea__req_push(r, &ev);
-    r->plp_next = 1;
-}
-
-/* Sample r's next token from logits row `row`, emit it, and end r when it is done. */
-static void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
-    ea_event ev;
-    if (r->plp_next < r->p.n_prompt) { /* a one-token prompt: only token 0's PROMPT event */
-        EA_ASSERT(r->p.n_prompt == 1);
-        ea__prompt_first(r);
-    }
-    if (ea__sample(s, r, row, &ev)) return;
-    if (!ea__append_token(s, r, ev.token)) {
-        ea__finish(s, r, EA_FINISH_LENGTH, EA_OK, NULL);
-        return;
-    }
-    int eos = ea__is_eos(s, r, ev.token), stopped = 0;
-    if (r->gm && !eos) { /* the grammar takes the token; complete with nothing to follow: stop */
-        ea_status st = ea_gstep_accept(s->gstep, r->gm, ev.token);
-        if (st != EA_OK) { /* out of memory, or a grammar too ambiguous for the matcher's stack limit */
-            char msg[256];
-            snprintf(msg, sizeof msg, "structured output: %s", ea_errmsg());
-            ea__finish(s, r, EA_FINISH_NONE, st, msg);
-            return;
-        }
-        eos = ea_gmatcher_done(r->gm) ? 2 : 0;
-    }
-    if (eos == 1)
-        ea__req_push(r, &ev); /* EOS and stop ids have no text */
-    else
-        stopped = ea__req_emit_text(r, &ev, &s->slices);
-    ea_finish why = ea__finish_reason(r, eos, stopped);
-    if (why == EA_FINISH_NONE) return;
-    if (!stopped) ea__req_flush_text(r, &s->slices);
-    ea__finish(s, r, why, EA_OK, NULL);
-}
-
-/* One PROMPT event: prompt token i's logprob (and top) under logits row `row`,
- * the model's distribution over ids that have a token (no penalties, bias or
- * grammar: those shape sampling, not what the prompt was). Token 0's event
- * (no context: logprob NAN) goes out first. */
-static void ea__prompt_logprob(ea_sched *s, ea_request *r, int i, float *row) {
-    if (r->plp_next == 0) ea__prompt_first(r);
-    ea_event ev;
-    EA_ASSERT(i == r->plp_next);
-    memset(&ev, 0, sizeof ev);
-    ev.kind = EA_EV_PROMPT;
-    ev.token = r->tokens[i];
-    ea_sampler_mask(s->sampler, row);
-    ev.n_top = r->p.top_logprobs;
-    ev.logprob = ea_logprob(row, s->vocab, ev.token, ev.n_top, ev.top_ids, ev.top_lp);
-    ea__req_push(r, &ev);
-    r->plp_next = i + 1;
-}
 
 static void ea__take_incoming(ea_sched *s) {
     pthread_mutex_lock(&s->mu);
@@ -350,9 +216,10 @@ static void ea__drop_finished(ea_sched *s) {
  * prompt logprobs, whose logits rows must be computed: prompt token i's logprob
  * is row i - 1, so the KV from position plp_next - 1 on is computed here
  * (docs/decisions.md "Prompt logprobs"). */
-static int ea__attach_max(const ea_request *r) {
-    if (r->plp_next >= r->p.n_prompt) return r->n_tokens;
-    return r->plp_next > 0 ? r->plp_next - 1 : 0;
+static int ea__attach_max(const ea_sched *s, const ea_request *r) {
+    int m = r->plp_next >= r->p.n_prompt ? r->n_tokens : r->plp_next > 0 ? r->plp_next - 1 : 0;
+    /* hybrid: tokens past the prompt ran one per call; a cached prompt ran them in chunks */
+    return s->hybrid && m > r->p.n_prompt ? r->p.n_prompt : m;
 }
 
 /* Admit waiting requests while sequences and KV blocks allow. Fails only when
@@ -369,7 +236,7 @@ static ea_status ea__admit(ea_sched *s) {
         if (slot < 0) break;
         ea_request *r = s->waiting;
         r->seq = slot;
-        r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens, ea__attach_max(r));
+        r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens, ea__attach_max(s, r));
         if (s->pc && s->o.bus && !s->o.bus->dp) { /* all ranks compute from the same position: the smallest hit */
             int agreed = r->n_computed;
             EA_TRY(s->o.bus->agree_min(s->o.bus->ctx, &agreed));
@@ -423,11 +290,15 @@ static ea_status ea__admit(ea_sched *s) {
  * sequence alone, whatever else is running: prompt tokens go in calls that end
  * at a multiple of 64 (the chunk) or at the prompt's end; tokens past the
  * prompt (a recompute after preemption) one per call, as they first ran.
+ * With snapshots (every > 0) a call also stops at the prompt's last multiple
+ * of `every`, so that the state there is kept (also a multiple of 64: the
+ * same bits as a call through it).
  * Returns the tokens to run now (<= cnt), 0 to wait for a larger budget. */
-static int ea__hybrid_cnt(const ea_request *r, int cnt) {
+static int ea__hybrid_cnt(const ea_request *r, int cnt, int every) {
     int prompt = r->n_tokens - r->n_generated, at = r->n_computed;
     if (at >= prompt) return 1;
-    int end = at + cnt;
+    int end = at + cnt, last = every > 0 ? prompt - prompt % every : 0;
+    if (at < last && end > last) end = last;
     if (end >= prompt) return prompt - at;
     end -= end % EA_K_DELTA_CHUNK;
     return end > at ? end - at : 0;
@@ -443,7 +314,7 @@ static int ea__plan(ea_sched *s, ea_request **pr, int *pcnt) {
                 int decoding = todo == 1 && r->n_generated > 0;
                 if (todo <= 0 || (pass == 0) != decoding) continue;
                 int cnt = todo < budget ? todo : budget;
-                if (s->hybrid && !decoding && (cnt = ea__hybrid_cnt(r, cnt)) == 0) continue;
+                if (s->hybrid && !decoding && (cnt = ea__hybrid_cnt(r, cnt, ea_prefix_cache_snap_every(s->pc))) == 0) continue;
                 uint64_t before = s->st.preemptions;
                 ea_status st = ea__reserve(s, r, r->n_computed + cnt);
                 if (st != EA_OK) {
@@ -482,6 +353,18 @@ static void ea__fail_partial(ea_sched *s, int np) {
             snprintf(msg, sizeof msg, "layer %d expert %d is unavailable: %s", x->layer, x->expert, x->why);
         EA_LOGW("request %llu: %s", (unsigned long long)s->p_req[k]->id, msg);
         ea__finish(s, s->p_req[k], EA_FINISH_NONE, EA_ERR_UNAVAILABLE, msg);
+    }
+}
+
+/* Hybrid models: keep the state of each planned request whose prompt call
+ * ended on a snapshot boundary (prefix_cache.h), before its tokens are sampled. */
+static void ea__snapshots(ea_sched *s, int np) {
+    int every = ea_prefix_cache_snap_every(s->pc);
+    for (int k = 0; every > 0 && k < np; k++) {
+        ea_request *r = s->p_req[k];
+        int prompt = r->n_tokens - r->n_generated;
+        if (!r->finished && r->n_computed <= prompt && r->n_computed % every == 0)
+            ea_prefix_cache_snapshot(s->pc, r->seq, r->tokens, r->n_computed);
     }
 }
 
@@ -546,6 +429,7 @@ static int ea__step(ea_sched *s) {
         }
     } else {
         ea__fail_partial(s, np);
+        ea__snapshots(s, np);
         for (int i = 0; i < n_out; i++) {
             ea_request *r = s->b_req[i];
             float *row = s->logits + (size_t)i * s->vocab;
@@ -628,6 +512,9 @@ static void *ea__loop(void *arg) {
         s->st.waiting = s->n_waiting + s->n_incoming;
         s->st.kv_blocks_total = s->e->kv.n_blocks;
         s->st.kv_blocks_used = s->e->kv.n_blocks - s->e->kv.n_free;
+        size_t snap_bytes = 0;
+        ea_prefix_cache_get_stats(s->pc, &s->st.state_snapshots, &snap_bytes);
+        s->st.state_snapshot_bytes = snap_bytes;
         if (!ran) {
             s->st.last_step_time = ea_now_s(); /* idle is progress */
             /* followers block in the bus instead; rank 0 (or a lone process) naps until work comes */
@@ -704,13 +591,10 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
     if (s->hybrid && s->o.max_batch_tokens < EA_K_DELTA_CHUNK)
         st = ea_err(EA_ERR_INVALID_ARG, "%s: --max-batch-tokens %d is below one DeltaNet chunk (%d)",
                     ea_arch_names[e->m->cfg.arch], s->o.max_batch_tokens, EA_K_DELTA_CHUNK);
-    if (st == EA_OK && s->hybrid && o->prefix_cache)
-        EA_LOGI("prefix cache off: %s keeps a recurrent state per sequence that the cache cannot restore yet "
-                "(docs/decisions.md)", ea_arch_names[e->m->cfg.arch]);
-    if (st == EA_OK && o->prefix_cache && !s->hybrid) {
+    if (st == EA_OK && o->prefix_cache) {
         ea_prefix_cache_opts po = {.disk_dir = o->kv_disk_dir, .disk_max_mib = o->kv_disk_max_mib, .par_mode = o->par_mode,
                                    .par_world = o->par_world, .par_rank = o->par_rank,
-                                   .on_disk = ea__disk_stats, .on_disk_ctx = s};
+                                   .on_disk = ea__disk_stats, .on_disk_ctx = s, .lin = s->hybrid ? &e->lin : NULL};
         st = ea_prefix_cache_create(&e->kv, e->m, &po, &s->pc);
     }
     if (st == EA_OK && (!s->logits || !s->raw || !s->b_tok || !s->b_pos || !s->b_seq || !s->b_rows || !s->b_req || !s->b_plp || !s->p_req || !s->p_cnt ||
@@ -723,6 +607,7 @@ ea_status ea_sched_create(ea_engine *e, const struct ea_tokenizer *tok, const ea
     s->lim = (ea__req_limits){.max_ctx = e->o.max_ctx, .kv_tokens = ea_sched_kv_tokens(s), .vocab = s->vocab, .tok = tok,
                               .defaults = o->model_sampling_defaults ? &e->m->cfg : NULL};
     s->st.last_step_time = ea_now_s();
+    s->st.lin_state_bytes = s->hybrid ? (uint64_t)e->lin.max_seqs * e->lin.seq_floats * sizeof(float) : 0;
     *out = s;
     return EA_OK;
 }

@@ -166,7 +166,12 @@ typedef struct {
     double last_step_time;     /* ea_now_s() of the last completed step (or start) */
     uint64_t prompt_tokens, generation_tokens, prefix_hit_tokens, preemptions;
     uint64_t requests_finished;
-    uint64_t kv_disk_writes, kv_disk_reads, kv_disk_skipped; /* disk tier: blocks written, read back, files skipped */
+    uint64_t kv_disk_writes, kv_disk_reads, kv_disk_skipped; /* disk tier: files (blocks, states) written, read back, skipped */
+    /* hybrid models (DeltaNet layers): the recurrent state of every sequence slot, and the
+     * prefix cache's state snapshots (in KV blocks: counted in kv_blocks_used too) */
+    uint64_t lin_state_bytes;
+    int state_snapshots;
+    uint64_t state_snapshot_bytes;
     uint64_t dp_assigned[EA_SCHED_DP_MAX_RANKS]; /* data-parallel attention, rank 0: requests given to each rank */
     int dp_ranks;              /* 0 without data-parallel attention */
     int failed;                /* the bus or a collective failed: this rank stopped serving */
