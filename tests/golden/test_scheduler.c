@@ -456,7 +456,7 @@ TEST(control_bus_lockstep) {
 
 /* A hybrid model (qwen3_5_moe: DeltaNet layers with a recurrent state per sequence): the same
  * guarantees, with prompts (20..83 tokens) cut into calls by a 64-token budget shared with other
- * requests, and recomputed after preemption. The prefix cache is off for it (scheduler.c). */
+ * requests, and recomputed after preemption, with and without the prefix cache. */
 TEST(hybrid_concurrent_and_preempted_equal_alone) {
     const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
     char saved[1024], cmd[8192];
@@ -466,8 +466,63 @@ TEST(hybrid_concurrent_and_preempted_equal_alone) {
              "--dtype bf16 --out %s >/dev/null", model, bin, model);
     CHECK_EQ(system(cmd), 0);
     run_alone();
-    concurrent_matches_alone(8, 0, 1, 0);
+    concurrent_matches_alone(8, 0, 1, 0); /* the seeded pass repeats the prompts: hits from 64 tokens on */
     concurrent_matches_alone(8, 16, 0, 1);
+    concurrent_matches_alone(8, 16, 1, 1); /* state snapshots compete for the 16 blocks too */
+    snprintf(model, sizeof model, "%s", saved);
+}
+
+/* Hybrid prefix-cache hits restore the recurrent state snapshot at the hit's end: a prompt
+ * sharing 150, 100 and 64+ tokens with earlier ones (and one that extends an earlier prompt
+ * with its answer, as a chat's next turn does) gives the same tokens as with no cache. */
+TEST(hybrid_prefix_hits_equal_misses) {
+    const char *b = getenv("EA_BUILD");
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", model);
+    snprintf(model, sizeof model, "%s/golden-models/sched-qwen3_5_moe", b ? b : ".");
+    enum { NP = 5 };
+    int32_t p[NP][240];
+    int n[NP] = {150, 150, 170, 130, 0};
+    prompt_of(11, p[0], 150);
+    memcpy(p[1], p[0], sizeof(int32_t) * 150);                              /* the same prompt */
+    memcpy(p[2], p[0], sizeof(int32_t) * 100), prompt_of(12, p[2] + 100, 70); /* shares 100 */
+    memcpy(p[3], p[0], sizeof(int32_t) * 129), prompt_of(13, p[3] + 129, 1);  /* shares 129 */
+    result want[NP], got[NP];
+    for (int pass = 0; pass < 2; pass++) {
+        ea_engine *e;
+        ea_sched *s = start(&e, 2, 0, pass);
+        CHECK(s != NULL);
+        for (int i = 0; i < NP; i++) {
+            if (i == NP - 1) { /* the next turn: prompt 0, its answer, and more */
+                memcpy(p[i], p[0], sizeof(int32_t) * 150);
+                memcpy(p[i] + 150, want[0].toks, sizeof(int32_t) * (size_t)want[0].n);
+                n[i] = 150 + want[0].n;
+                prompt_of(14, p[i] + n[i], 30);
+                n[i] += 30;
+            }
+            ea_req_params rp;
+            params(&rp, p[i], n[i], 20, 1, 7 + (uint64_t)i);
+            ea_request *r;
+            CHECK_EQ(ea_sched_submit(s, &rp, &r), EA_OK);
+            collect(r, pass ? &got[i] : &want[i]);
+        }
+        ea_sched_stats st;
+        ea_sched_get_stats(s, &st);
+        fprintf(stderr, "  hybrid prefix cache %s: %llu hit tokens, %d snapshots (%llu bytes), state %llu bytes\n",
+                pass ? "on" : "off", (unsigned long long)st.prefix_hit_tokens, st.state_snapshots,
+                (unsigned long long)st.state_snapshot_bytes, (unsigned long long)st.lin_state_bytes);
+        if (pass) CHECK(st.state_snapshots > 0);
+        CHECK(st.lin_state_bytes > 0);
+        stop(s, e);
+    }
+    int cached_want[NP] = {0, 128, 64, 128, 128};
+    for (int i = 0; i < NP; i++) {
+        fprintf(stderr, "  prompt %d (%d tokens): %d cached\n", i, n[i], got[i].cached);
+        CHECK(!got[i].error && !want[i].error);
+        CHECK_EQ(got[i].cached, cached_want[i]);
+        CHECK_EQ(got[i].n, want[i].n);
+        CHECK(memcmp(got[i].toks, want[i].toks, sizeof(int32_t) * (size_t)want[i].n) == 0);
+    }
     snprintf(model, sizeof model, "%s", saved);
 }
 
@@ -491,5 +546,6 @@ int main(void) {
     RUN(cancel_and_limits);
     RUN(control_bus_lockstep);
     RUN(hybrid_concurrent_and_preempted_equal_alone);
+    RUN(hybrid_prefix_hits_equal_misses);
     return TEST_SUMMARY();
 }
