@@ -11,7 +11,7 @@
 #     --max-batch-tokens 64 to have one at 64) and the state snapshots in
 #     /metrics; then after a restart from the disk tier (--kv-disk-dir:
 #     blocks and state snapshots read back);
-#   - a small cache (--kv-cache-mib 1, 32 running) preempts, same texts.
+#   - a small cache (--kv-cache-mib 1, 48 running: 58 blocks after the states) preempts, same texts.
 # Requests and comparisons: hybrid_req.py. Servers are stopped by their PID.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -64,7 +64,7 @@ for fam in qwen3_5_moe qwen3_next; do
   stop_server
 
   # a small cache: preemption (and the prefix cache competing for blocks)
-  start_server "$tmp/$fam-small.log" "${common[@]}" --max-running 32 --kv-cache-mib 1 || { bad "$fam: start"; continue; }
+  start_server "$tmp/$fam-small.log" "${common[@]}" --max-running 48 --kv-cache-mib 1 || { bad "$fam: start"; continue; }
   R run "$PORT" par "$tmp/many.json" "$tmp/$fam-many-small.json"
   pre=$(metric eaas:num_preemptions_total)
   if R same "$tmp/$fam-many-alone.json" "$tmp/$fam-many-small.json" >"$tmp/diff" 2>&1 && [ "${pre:-0}" -gt 0 ]; then
