@@ -11,7 +11,8 @@ connection per request, stdlib only).
 
 KIND: many (64 seeded requests, prompts of 20..220 token ids), prefix (a
 150-token prompt; the same again; one sharing 100 tokens; one sharing 129; one
-extending the first with 40 more tokens, as a chat's next turn does).
+extending the first with 40 more tokens, as a chat's next turn does), fresh
+(another 150-token prompt twice).
 """
 import json
 import sys
@@ -30,6 +31,9 @@ def ids(seed, n):
 def spec(kind):
     if kind == "many":
         return [{"prompt": ids(i, 20 + (i * 37) % 200), "max_tokens": 8, "seed": 100 + i} for i in range(64)]
+    if kind == "fresh":
+        q = ids(600, 150)
+        return [{"prompt": q, "max_tokens": 12, "seed": 3}, {"prompt": q, "max_tokens": 12, "seed": 3}]
     p = ids(500, 150)
     return [{"prompt": q, "max_tokens": 12, "seed": 7 + i} for i, q in enumerate(
         [p, p, p[:100] + ids(501, 70), p[:129] + ids(502, 1), p + ids(503, 40)])]

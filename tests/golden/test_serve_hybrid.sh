@@ -11,6 +11,8 @@
 #     --max-batch-tokens 64 to have one at 64) and the state snapshots in
 #     /metrics; then after a restart from the disk tier (--kv-disk-dir:
 #     blocks and state snapshots read back);
+#   - with the default --max-batch-tokens, a prompt's last boundary is still
+#     kept (the cut rule stops a prompt call there): the prompt again hits;
 #   - a small cache (--kv-cache-mib 1, 48 running: 58 blocks after the states) preempts, same texts.
 # Requests and comparisons: hybrid_req.py. Servers are stopped by their PID.
 set -uo pipefail
@@ -22,6 +24,7 @@ metric() { curl -s --max-time 10 "http://127.0.0.1:$PORT/metrics" >"$tmp/metrics
   awk -v n="$1" 'index($1, n "{") == 1 {print $2}' "$tmp/metrics"; }
 R spec many "$tmp/many.json"
 R spec prefix "$tmp/prefix.json"
+R spec fresh "$tmp/fresh.json"
 
 for fam in qwen3_5_moe qwen3_next; do
   M="$tmp/$fam"
@@ -61,6 +64,16 @@ for fam in qwen3_5_moe qwen3_next; do
   if R same "$tmp/want1.json" "$tmp/$fam-prefix-disk.json" >"$tmp/diff" 2>&1 && [ "$cached" = 128 ] && [ "${reads:-0}" -gt 0 ]; then
     ok "$fam: after a restart, a hit from the disk tier equals the miss ($nl state files, cached_tokens $cached, $reads files read)"
   else bad "$fam: disk hit: cached '$cached' reads '$reads' state files $nl: $(cat "$tmp/diff")"; fi
+  stop_server
+  # the default budget (512): a 150-token prompt runs in two calls, [0, 128) and [128, 150),
+  # so that the state at its last boundary is kept and the same prompt again is a hit
+  start_server "$tmp/$fam-pc3.log" "${common[@]}" || { bad "$fam: start"; continue; }
+  R run "$PORT" seq "$tmp/fresh.json" "$tmp/$fam-fresh.json"
+  cached=$(python3 -c 'import json,sys; print(" ".join(str(r["cached"]) for r in json.load(open(sys.argv[1]))))' "$tmp/$fam-fresh.json")
+  if R same "$tmp/$fam-fresh.json" "$tmp/$fam-fresh.json" >/dev/null && [ "$cached" = "0 128" ] &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(d[0]["text"] != d[1]["text"])' "$tmp/$fam-fresh.json"; then
+    ok "$fam: --max-batch-tokens 512: the prompt's last boundary is kept (cached_tokens $cached), hit equals miss"
+  else bad "$fam: default budget: cached '$cached'"; fi
   stop_server
 
   # a small cache: preemption (and the prefix cache competing for blocks)
