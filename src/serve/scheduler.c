@@ -222,6 +222,30 @@ static int ea__attach_max(const ea_sched *s, const ea_request *r) {
     return s->hybrid && m > r->p.n_prompt ? r->p.n_prompt : m;
 }
 
+/* All ranks compute r from the same position: the smallest hit. A rank that
+ * attached more attaches again up to it. Hybrid models may then get less (no
+ * state snapshot at that boundary on this rank: its disk tier lost one the
+ * others have), so they agree again until every rank holds the agreed hit; the
+ * rounds are collectives, so every rank takes the same ones. */
+static ea_status ea__agree_hit(ea_sched *s, ea_request *r, int slot) {
+    for (;;) {
+        int agreed = r->n_computed;
+        EA_TRY(s->o.bus->agree_min(s->o.bus->ctx, &agreed));
+        if (agreed < r->n_computed) {
+            ea_kv_seq_release(&s->e->kv, slot);
+            r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens, agreed);
+        }
+        if (!s->hybrid) {
+            if (r->n_computed != agreed)
+                return ea_err(EA_ERR_INTERNAL, "prefix cache: %d tokens attached again, %d agreed", r->n_computed, agreed);
+            return EA_OK;
+        }
+        int all = r->n_computed == agreed;
+        EA_TRY(s->o.bus->agree_min(s->o.bus->ctx, &all));
+        if (all) return EA_OK;
+    }
+}
+
 /* Admit waiting requests while sequences and KV blocks allow. Fails only when
  * the ranks cannot agree on a prefix hit (the control bus's deadline). */
 static ea_status ea__admit(ea_sched *s) {
@@ -237,17 +261,7 @@ static ea_status ea__admit(ea_sched *s) {
         ea_request *r = s->waiting;
         r->seq = slot;
         r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens, ea__attach_max(s, r));
-        if (s->pc && s->o.bus && !s->o.bus->dp) { /* all ranks compute from the same position: the smallest hit */
-            int agreed = r->n_computed;
-            EA_TRY(s->o.bus->agree_min(s->o.bus->ctx, &agreed));
-            if (agreed < r->n_computed) {
-                ea_kv_seq_release(kv, slot);
-                r->n_computed = ea_prefix_cache_attach(s->pc, slot, r->tokens, r->n_tokens, agreed);
-                if (r->n_computed != agreed)
-                    return ea_err(EA_ERR_INTERNAL, "prefix cache: %d tokens attached again, %d agreed", r->n_computed,
-                                  agreed);
-            }
-        }
+        if (s->pc && s->o.bus && !s->o.bus->dp) EA_TRY(ea__agree_hit(s, r, slot));
         /* admit only if the first chunk fits without preempting anyone */
         int first = r->n_tokens - r->n_computed;
         if (first > s->o.max_batch_tokens) first = s->o.max_batch_tokens;

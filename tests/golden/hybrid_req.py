@@ -12,7 +12,8 @@ connection per request, stdlib only).
 KIND: many (64 seeded requests, prompts of 20..220 token ids), prefix (a
 150-token prompt; the same again; one sharing 100 tokens; one sharing 129; one
 extending the first with 40 more tokens, as a chat's next turn does), fresh
-(another 150-token prompt twice).
+(another 150-token prompt twice), p100 and p150 (prefix's first prompt cut to
+100 tokens, and whole).
 """
 import json
 import sys
@@ -35,6 +36,8 @@ def spec(kind):
         q = ids(600, 150)
         return [{"prompt": q, "max_tokens": 12, "seed": 3}, {"prompt": q, "max_tokens": 12, "seed": 3}]
     p = ids(500, 150)
+    if kind in ("p100", "p150"):  # the first prompt of "prefix", cut to 100 tokens or whole
+        return [{"prompt": p[:int(kind[1:])], "max_tokens": 12, "seed": 7}]
     return [{"prompt": q, "max_tokens": 12, "seed": 7 + i} for i, q in enumerate(
         [p, p, p[:100] + ids(501, 70), p[:129] + ids(502, 1), p + ids(503, 40)])]
 
