@@ -187,6 +187,16 @@ ea_status ea__mm_build_hybrid(const ea_mm_shape *s, ea__mm_plan *p) {
     return EA_OK;
 }
 
+/* M-RoPE sections (t, h, w, pad) in rotary pairs: Qwen3.5's [11, 11, 10] of 32 pairs,
+ * scaled to the preset's rotary dims (tiny: 4 dims, [1, 1, 0]; llama.cpp asserts that
+ * the sections fit the rotary dims) */
+void ea__mm_mrope_sections(const ea_mm_shape *s, int32_t sec[4]) {
+    int32_t pairs = (int32_t)(s->head_dim * s->partial_rotary) / 2, a = (pairs * 11 + 16) / 32;
+    sec[0] = sec[1] = a;
+    sec[2] = pairs - 2 * a;
+    sec[3] = 0;
+}
+
 /* ---- GGUF ---- */
 
 enum { HR_ID = 0, HR_QKV, HR_Z, HR_TILE, HR_GATE, HR_UP };
@@ -398,9 +408,9 @@ json_t *ea__mm_hybrid_config_json(const ea_mm_shape *s, const char *torch_dtype)
         json_t *r = json_object();
         J_BOOL(r, "mrope_interleaved", 1);
         json_t *sec = json_array();
-        json_array_append_new(sec, json_integer(11));
-        json_array_append_new(sec, json_integer(11));
-        json_array_append_new(sec, json_integer(10));
+        int32_t ms[4];
+        ea__mm_mrope_sections(s, ms);
+        for (int i = 0; i < 3; i++) json_array_append_new(sec, json_integer(ms[i]));
         json_object_set_new(r, "mrope_section", sec);
         J_REAL(r, "partial_rotary_factor", s->partial_rotary);
         J_STR(r, "rope_type", "default");

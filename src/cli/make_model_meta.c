@@ -21,6 +21,7 @@
  * for these two vocabularies: none of their user-defined tokens holds "▁".)
  */
 #include "cli/make_model_meta.h"
+#include "cli/make_model_plan.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -510,7 +511,8 @@ ea_status ea__mm_gguf_meta(ea_gguf_writer *w, const ea_mm_shape *s, const ea_mm_
         EA_TRY(ea_gguf_w_f32(w, K_("rope.scaling.yarn_beta_slow"), (float)s->yarn_beta_slow));
     }
     if (q35) { /* rope_parameters.mrope_section, padded to 4 */
-        static const int32_t sec[4] = {11, 11, 10, 0};
+        int32_t sec[4];
+        ea__mm_mrope_sections(s, sec);
         EA_TRY(ea_gguf_w_arr_i32(w, K_("rope.dimension_sections"), sec, 4));
     }
     EA_TRY(ea_gguf_w_f32(w, K_("rope.freq_base"), (float)s->rope_theta));

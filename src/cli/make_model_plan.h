@@ -85,6 +85,8 @@ int64_t ea__mm_nelem(const ea__mm_src *t);
 void ea__mm_hybrid_preset(ea_mm_shape *s, int bench);
 ea_status ea__mm_build_hybrid(const ea_mm_shape *s, ea__mm_plan *p);
 int ea__mm_is_hybrid(ea_mm_family f);
+/* Qwen3.5's mrope_section for the preset's rotary dims, padded to 4 */
+void ea__mm_mrope_sections(const ea_mm_shape *s, int32_t sec[4]);
 /* the GGUF plan of a hybrid family (qwen3next / qwen35moe), and row r of its HYB tensors */
 ea_status ea__mm_gguf_plan_hybrid(const ea_mm_shape *s, const ea__mm_plan *p, ea_dtype want, ea__mm_gplan *g);
 void ea__mm_hybrid_row(const ea_mm_shape *s, const ea__mm_plan *p, const ea__mm_gt *t, int64_t r, float *out,
