@@ -118,8 +118,41 @@ TEST(grammar_source_absent_and_oversized) {
     ea_sbuf_deinit(&b);
 }
 
+/* A stop string rank 0 could not have written (it writes non-empty C strings) is
+ * refused: one holding a NUL was read as its first part, an empty one matched
+ * nothing stop_text expects (fuzz_bus_codec, corpus input stop_with_nul). */
+TEST(stop_string_with_nul_or_empty_refused) {
+    int32_t prompt[1] = {5};
+    ea_req_params p;
+    memset(&p, 0, sizeof p);
+    p.prompt = prompt;
+    p.n_prompt = 1;
+    p.max_tokens = 1;
+    p.stop[0] = "abc";
+    p.n_stop = 1;
+    ea_sbuf b = {0};
+    ea_bus_begin(&b, 1);
+    ea_bus_put_submit(&b, 7, &p);
+    CHECK(!b.failed);
+    size_t at = b.len - 4 - 4 - 8 - 3; /* the stop's bytes: before n_bias, n_forced, n_grammar_src, the prompt */
+    CHECK(memcmp(b.data + at, "abc", 3) == 0);
+    ea_bus_reader rd;
+    ea_bus_event ev;
+    int more = 0;
+    b.data[at + 1] = 0;
+    CHECK_EQ(ea_bus_read_begin(&rd, b.data, b.len), EA_OK);
+    CHECK_EQ(ea_bus_read_next(&rd, &ev, &more), EA_ERR_FORMAT);
+    CHECK(strstr(ea_errmsg(), "stop string") != NULL);
+    uint32_t zero = 0; /* an empty stop string: the length 0, its 3 bytes then read as the next fields */
+    memcpy(b.data + at - 4, &zero, 4);
+    CHECK_EQ(ea_bus_read_begin(&rd, b.data, b.len), EA_OK);
+    CHECK_EQ(ea_bus_read_next(&rd, &ev, &more), EA_ERR_FORMAT);
+    ea_sbuf_deinit(&b);
+}
+
 int main(void) {
     RUN(submit_round_trips_every_field);
     RUN(grammar_source_absent_and_oversized);
+    RUN(stop_string_with_nul_or_empty_refused);
     return TEST_SUMMARY();
 }
