@@ -13,6 +13,8 @@
  *             parser and the test hooks on, 2 DeepSeek-V3, 3 Qwen3
  *   bits 3-4  ctx_len 24, 512, 4096, 100000
  *   bit 5     kv_tokens 0 (no bound) or 300
+ *   bit 6     instead: the body to /tokenize and to /detokenize (ea_oai_tokenize,
+ *             ea_oai_detokenize), whose answers must be JSON of vLLM's shape
  * Properties beyond "no crash, no over-read, no leak, no UB":
  *   - a refused request has an HTTP status 400..599, a message, and renders as
  *     {"error": {"message": string, ...}};
@@ -23,7 +25,9 @@
  *   - a request with a grammar carries its source, and that source compiles
  *     again as every other rank compiles it (ea_oai_constraint_compile);
  *   - every choice, written as a control-bus submit, reads back (a request the
- *     API accepts is never one the other ranks refuse).
+ *     API accepts is never one the other ranks refuse);
+ *   - /tokenize answers {"count": n, "tokens": [n ids that are tokens]},
+ *     /detokenize {"prompt": string}.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -165,6 +169,33 @@ static void check_prepared(const ea_oai_request *r, int ctx_len, int kv_tokens) 
     }
 }
 
+static void fuzz_tokenize(const char *body, size_t n, const ea_text_ops *ops, int ctx_len) {
+    ea_sbuf b = {0};
+    ea_oai_error e;
+    memset(&e, 0, sizeof e);
+    if (ea_oai_tokenize(body, n, ops, ctx_len, &b, &e) != 0) {
+        check_error(&e);
+    } else {
+        json_t *o = b.failed ? NULL : json_loadb(b.data, b.len, 0, NULL), *t = json_object_get(o, "tokens");
+        check(o && json_is_array(t) && json_integer_value(json_object_get(o, "count")) == (json_int_t)json_array_size(t),
+              "a /tokenize answer of the wrong shape");
+        for (size_t i = 0; i < json_array_size(t); i++)
+            check(json_integer_value(json_array_get(t, i)) >= 0 && json_integer_value(json_array_get(t, i)) <= 256,
+                  "/tokenize gave an id the stand-in tokenizer has not");
+        json_decref(o);
+    }
+    ea_sbuf_reset(&b);
+    memset(&e, 0, sizeof e);
+    if (ea_oai_detokenize(body, n, ops, &b, &e) != 0) {
+        check_error(&e);
+    } else {
+        json_t *o = b.failed ? NULL : json_loadb(b.data, b.len, 0, NULL);
+        check(o && json_is_string(json_object_get(o, "prompt")), "a /detokenize answer of the wrong shape");
+        json_decref(o);
+    }
+    ea_sbuf_deinit(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const int ctx[4] = {24, 512, 4096, 100000};
     if (size < 1) return 0;
@@ -175,6 +206,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ea_oai_kind kind = data[0] & 1 ? EA_OAI_CHAT : EA_OAI_COMPLETIONS;
     const ea_text_ops *ops = &OPS[(data[0] >> 1) & 3];
     int ctx_len = ctx[(data[0] >> 3) & 3], kv = data[0] & 32 ? 300 : 0;
+    if (data[0] & 64) {
+        fuzz_tokenize(body, n, ops, ctx_len);
+        free(body);
+        return 0;
+    }
     ea_oai_request r;
     ea_oai_error e;
     memset(&e, 0, sizeof e);
