@@ -14,7 +14,11 @@
  *     exactly as many bytes as were read (no field skipped or read twice) and
  *     decode again to a batch that writes to the same bytes (the codec is a
  *     fixed point after one round; the first round may normalise: a shutdown's
- *     id is written as 0, prompt_logprobs as 0/1).
+ *     id is written as 0, prompt_logprobs as 0/1);
+ *   - an accepted submit goes on as a follower takes it: ea__req_new (headless,
+ *     vocabulary 512, context 4096) and, if that accepts it, one token sampled
+ *     with its sampling parameters (the bias and penalties applied as the step
+ *     loop does), which must be an id of the vocabulary.
  * The seed corpus is written by the codec itself (ea_bus_put_*), plus batches
  * cut short or with a count past its limit.
  */
@@ -25,6 +29,10 @@
 
 #include "base/sbuf.h"
 #include "serve/bus_codec.h"
+#include "serve/request.h"
+#include "serve/sampler.h"
+
+#define VOCAB 512
 
 static void check(int ok, const char *what) {
     if (!ok) {
@@ -38,7 +46,25 @@ static int inside(const void *v, size_t n, const uint8_t *buf, size_t len) {
     return p >= buf && p <= buf + len && n <= (size_t)(buf + len - p);
 }
 
-/* Append ev to b as rank 0 writes it; the views are copied to aligned arrays first. */
+/* The request a follower makes of submit p, then one token sampled for it (the step loop's
+ * order: logit bias, then ea_sample with the request's penalties and rng). */
+static void as_follower(const ea_req_params *p) {
+    ea__req_limits lim = {.max_ctx = 4096, .kv_tokens = 8192, .vocab = VOCAB};
+    ea_request *r;
+    if (ea__req_new(&lim, p, 1, &r) != EA_OK) return;
+    ea_sampler *s;
+    check(ea_sampler_create(VOCAB, &s) == EA_OK, "no memory");
+    float logits[VOCAB];
+    for (int i = 0; i < VOCAB; i++) logits[i] = (float)((i * 37) % 101) / 10.0f;
+    for (int i = 0; i < r->p.n_bias; i++) logits[r->p.bias[i].id] += r->p.bias[i].bias;
+    int t = ea_sample(s, &r->p.sp, &r->rng, logits, r->out_counts, r->prompt_seen);
+    check(t >= 0 && t < VOCAB, "an accepted request samples a token outside the vocabulary");
+    ea_sampler_destroy(s);
+    ea__req_unref(r);
+}
+
+/* Append ev to b as rank 0 writes it; the views are copied to aligned arrays first. A submit
+ * also goes through as_follower. */
 static void put_again(ea_sbuf *b, const ea_bus_event *ev) {
     switch (ev->kind) {
     case EA_BUS_CANCEL: ea_bus_put_cancel(b, ev->id); return;
@@ -59,6 +85,9 @@ static void put_again(ea_sbuf *b, const ea_bus_event *ev) {
     p.forced = forced;
     p.grammar_src = ev->grammar_src;
     ea_bus_put_submit(b, ev->id, &p);
+    p.grammar_src = NULL; /* not compiled here: the grammar engine has its own target */
+    p.n_grammar_src = 0;
+    as_follower(&p);
     free(prompt);
     free(bias);
     free(forced);
