@@ -25,7 +25,9 @@
  *   - a request with a grammar carries its source, and that source compiles
  *     again as every other rank compiles it (ea_oai_constraint_compile);
  *   - every choice, written as a control-bus submit, reads back (a request the
- *     API accepts is never one the other ranks refuse);
+ *     API accepts is never one the other ranks refuse), and one token sampled
+ *     with its parameters (bias, repetition penalty over its prompt) is an id
+ *     of the vocabulary;
  *   - /tokenize answers {"count": n, "tokens": [n ids that are tokens]},
  *     /detokenize {"prompt": string}.
  */
@@ -39,6 +41,7 @@
 #include "serve/bus_codec.h"
 #include "serve/constraint.h"
 #include "serve/openai.h"
+#include "serve/sampler.h"
 
 static void check(int ok, const char *what) {
     if (!ok) {
@@ -138,6 +141,23 @@ static void through_bus(const ea_req_params *p) {
     ea_sbuf_deinit(&b);
 }
 
+/* One token for choice p as the step loop draws it: bias added, repetition penalty over the prompt. */
+static void sample_one(const ea_req_params *p) {
+    static ea_sampler *s;
+    if (!s) check(ea_sampler_create(512, &s) == EA_OK, "no memory");
+    float logits[512];
+    uint8_t seen[512] = {0};
+    int32_t counts[512] = {0};
+    for (int i = 0; i < 512; i++) logits[i] = (float)((i * 37) % 101) / 10.0f;
+    for (int i = 0; i < p->n_bias; i++) logits[p->bias[i].id] += p->bias[i].bias;
+    for (int i = 0; i < p->n_prompt; i++) seen[p->prompt[i]] = 1;
+    counts[p->prompt[0]] = 1;
+    ea_rng rng;
+    ea_rng_seed(&rng, p->sp.seed);
+    int t = ea_sample(s, &p->sp, &rng, logits, counts, seen);
+    check(t >= 0 && t < 512, "a prepared request samples a token outside the vocabulary");
+}
+
 static void check_prepared(const ea_oai_request *r, int ctx_len, int kv_tokens) {
     check(r->n >= 1 && r->n_choices == (1 + r->n_more) * r->n && r->n_choices <= EA_OAI_MAX_CHOICES,
           "wrong number of choices");
@@ -159,6 +179,7 @@ static void check_prepared(const ea_oai_request *r, int ctx_len, int kv_tokens) 
         check(!p->grammar == !p->grammar_src && (!p->grammar_src || p->n_grammar_src > 0),
               "a grammar without its source (or a source without a grammar)");
         through_bus(p);
+        sample_one(p);
     }
     if (r->params.grammar) { /* as every other rank builds it */
         ea_grammar *g = NULL;
@@ -189,7 +210,8 @@ static void fuzz_tokenize(const char *body, size_t n, const ea_text_ops *ops, in
     if (ea_oai_detokenize(body, n, ops, &b, &e) != 0) {
         check_error(&e);
     } else {
-        json_t *o = b.failed ? NULL : json_loadb(b.data, b.len, 0, NULL);
+        /* the text may hold a NUL (a tokenizer's <0x00> byte token), sent as \u0000 */
+        json_t *o = b.failed ? NULL : json_loadb(b.data, b.len, JSON_ALLOW_NUL, NULL);
         check(o && json_is_string(json_object_get(o, "prompt")), "a /detokenize answer of the wrong shape");
         json_decref(o);
     }
