@@ -411,7 +411,7 @@ double ea_mm_uniform(uint64_t key, uint64_t i) {
 }
 
 /* out[k] = value of element i0 + k of source t, rounded to `round` (the model dtype). */
-static void ea__mm_gen(const ea__mm_src *t, uint64_t i0, size_t n, float *out, ea_dtype round) {
+void ea__mm_gen(const ea__mm_src *t, uint64_t i0, size_t n, float *out, ea_dtype round) {
     const uint64_t key = t->key;
     const double base = t->base, scale = t->scale;
     uint64_t st = key + i0 * 0x9E3779B97F4A7C15ull; /* key's splitmix64 stream from element i0 */
@@ -428,28 +428,8 @@ static void ea__mm_gen(const ea__mm_src *t, uint64_t i0, size_t n, float *out, e
 
 /* ---------------------------------------------------------------- GGUF plan */
 
-enum { EA__GT_COPY = 0, EA__GT_STACK, EA__GT_PERM, EA__GT_KB, EA__GT_VB };
-
-typedef struct {
-    char name[64];
-    int n_dims;
-    int64_t ne[4]; /* ggml order */
-    ea_dtype dt;
-    int kind;
-    int src;
-    int *srcs; /* owns (STACK): source index of expert e */
-    int n_srcs;
-    int perm_heads;
-} ea__mm_gt;
-
-typedef struct {
-    ea__mm_gt *v; /* owns */
-    int n;
-    size_t cap;
-} ea__mm_gplan;
-
-static ea_status ea__mm_gpush(ea__mm_gplan *g, const char *name, int kind, int src, int n_dims, const int64_t *torch_shape,
-                              ea_dtype want) {
+ea_status ea__mm_gpush(ea__mm_gplan *g, const char *name, int kind, int src, int n_dims, const int64_t *torch_shape,
+                       ea_dtype want) {
     if (ea_grow(&g->v, &g->cap, (size_t)g->n + 1, sizeof *g->v, 256)) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
     ea__mm_gt *t = &g->v[g->n++];
     memset(t, 0, sizeof *t);
@@ -482,6 +462,7 @@ static ea_status ea__mm_gpush(ea__mm_gplan *g, const char *name, int kind, int s
 /* GGUF tensors in the order the converter emits them from the sorted HF list. */
 static ea_status ea__mm_gguf_plan(const ea_mm_shape *s, const ea__mm_plan *p, int legacy_mla, ea_dtype want,
                                   ea__mm_gplan *g) {
+    if (ea__mm_is_hybrid(s->family)) return ea__mm_gguf_plan_hybrid(s, p, want, g);
     const int E = s->n_experts;
     int *seen = ea_calloc((size_t)s->n_layers, sizeof *seen);
     if (!seen) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
@@ -576,6 +557,7 @@ static void ea__mm_grow(const ea_mm_shape *s, const ea__mm_plan *p, const ea__mm
         ea__mm_gen(src, (uint64_t)(sr * ne0), (size_t)ne0, out, round);
         break;
     }
+    case EA__GT_HYB: ea__mm_hybrid_row(s, p, t, r, out, round); break;
     default: ea__mm_gen(&p->v[t->src], (uint64_t)(r * ne0), (size_t)ne0, out, round); break;
     }
 }
@@ -685,9 +667,6 @@ ea_status ea_make_model(const ea_mm_options *o, FILE *rep) {
     if (o->dtype == EA_Q8_0 && o->format == EA_MM_HF)
         return ea_err(EA_ERR_INVALID_ARG, "q8_0 is a GGUF type; HF safetensors take f32, f16 or bf16");
     if ((unsigned)o->dtype >= EA_N_DTYPES) return ea_err(EA_ERR_INVALID_ARG, "bad dtype");
-    if (o->format == EA_MM_GGUF && ea__mm_is_hybrid(s.family))
-        return ea_err(EA_ERR_UNSUPPORTED, "GGUF output of %s (llama.cpp's qwen3next / qwen35moe layout) "
-                      "is not written yet; use --format hf", o->family);
     if (o->format == EA_MM_GGUF && o->n_shards > 1)
         return ea_err(EA_ERR_INVALID_ARG, "--shards applies to HF output only (GGUF is one file)");
     /* the values every format stores: rounded once to the model dtype (q8_0 quantises the f32 values) */

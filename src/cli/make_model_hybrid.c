@@ -26,6 +26,35 @@
  * A = exp(A_log) in (0.37, 2.7) (the published init draws A from (0, 16));
  * dt_bias in (-0.1, 0.1); conv1d 1/sqrt(K) as PyTorch's Conv1d init.
  *
+ * GGUF (ea__mm_gguf_plan_hybrid): what llama.cpp's convert_hf_to_gguf.py writes
+ * for these directories (Qwen2MoeModel -> Qwen3NextModel, and for Qwen3.5
+ * _LinearAttentionVReorderBase), tensor by tensor in HF name order:
+ *
+ *   HF (under layers.L.)                 GGUF (blk.L.)                 what the converter does
+ *   input_layernorm                      attn_norm.weight              + 1 (F32)
+ *   post_attention_layernorm             post_attention_norm.weight    + 1 (F32)
+ *   self_attn.{q,k,v,o}_proj             attn_{q,k,v,output}.weight
+ *   self_attn.{q,k}_norm                 attn_{q,k}_norm.weight        + 1 (F32)
+ *   linear_attn.in_proj_qkvz (next)      attn_qkv + attn_gate          regrouped [q|k|v], z
+ *   linear_attn.in_proj_ba (next)        ssm_ba.weight                 as is (grouped per key head)
+ *   linear_attn.in_proj_qkv/z/b/a (3.5)  attn_qkv, attn_gate, ssm_beta, ssm_alpha   V heads tiled
+ *   linear_attn.conv1d (C, 1, K)         ssm_conv1d.weight ne [K, C]   squeezed, F32 (3.5: V channels tiled)
+ *   linear_attn.dt_bias                  ssm_dt.bias                   F32 (3.5: tiled)
+ *   linear_attn.A_log                    ssm_a                         -exp(A_log), F32 (3.5: tiled)
+ *   linear_attn.norm                     ssm_norm.weight               as is (F32)
+ *   linear_attn.out_proj                 ssm_out.weight                (3.5: column blocks tiled)
+ *   mlp.gate                             ffn_gate_inp.weight           F32
+ *   mlp.experts.E.* (next)               ffn_{down,gate,up}_exps       stacked at the last one
+ *   mlp.experts.gate_up_proj (3.5)       ffn_gate_exps, ffn_up_exps    split (gate rows first)
+ *   mlp.experts.down_proj (3.5)          ffn_down_exps
+ *   mlp.shared_expert.*, _gate           ffn_*_shexp, ffn_gate_inp_shexp (H)
+ *   model.norm / embed_tokens / lm_head  output_norm (+ 1) / token_embd / output
+ *
+ * "Tiled" (when nv != nk): value head v of key head g moves from g*r + v to v*nk + g.
+ * The + 1 and -exp are computed as torch does them: in f32 (bf16 is widened to f32
+ * first), in f16 for an f16 checkpoint — so f16 GGUF norms and ssm_a are rounded to
+ * f16 once more, and only f32 and bf16 GGUF copies equal their HF model bit for bit.
+ *
  * No Qwen3.5 tokenizer ships in any package reachable here: both families get
  * the Qwen3 tokenizer and its vocabulary (151936). A real Qwen3.5 checkpoint
  * brings its own tokenizer.json (vocab 248320), which the loader takes as is.
@@ -33,7 +62,10 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "base/alloc.h"
 
 #include "cli/make_model_meta.h"
 #include "cli/make_model_plan.h"
@@ -155,6 +187,181 @@ ea_status ea__mm_build_hybrid(const ea_mm_shape *s, ea__mm_plan *p) {
     return EA_OK;
 }
 
+/* M-RoPE sections (t, h, w, pad) in rotary pairs: Qwen3.5's [11, 11, 10] of 32 pairs,
+ * scaled to the preset's rotary dims (tiny: 4 dims, [1, 1, 0]; llama.cpp asserts that
+ * the sections fit the rotary dims) */
+void ea__mm_mrope_sections(const ea_mm_shape *s, int32_t sec[4]) {
+    int32_t pairs = (int32_t)(s->head_dim * s->partial_rotary) / 2, a = (pairs * 11 + 16) / 32;
+    sec[0] = sec[1] = a;
+    sec[2] = pairs - 2 * a;
+    sec[3] = 0;
+}
+
+/* ---- GGUF ---- */
+
+enum { HR_ID = 0, HR_QKV, HR_Z, HR_TILE, HR_GATE, HR_UP };
+enum { HC_ID = 0, HC_TILE };
+enum { HV_NONE = 0, HV_PLUS1, HV_NEGEXP };
+
+/* index x of a tiled run [off, off + nv*hd) -> its grouped (HF) index */
+static int64_t untile(const ea_mm_shape *s, int64_t x, int64_t off, int64_t hd) {
+    if (x < off) return x;
+    int64_t nk = s->lin_nk, r = s->lin_nv / s->lin_nk, j = (x - off) / hd, i = (x - off) % hd;
+    return off + ((j % nk) * r + j / nk) * hd + i;
+}
+
+void ea__mm_hybrid_row(const ea_mm_shape *s, const ea__mm_plan *p, const ea__mm_gt *t, int64_t r, float *out,
+                       ea_dtype round) {
+    const ea__mm_src *src = &p->v[t->src];
+    const int64_t ne0 = t->ne[0], dk = s->lin_dk, rv = (int64_t)(s->lin_nv / s->lin_nk) * s->lin_dv;
+    const int64_t grp = 2 * dk + 2 * rv, kd = (int64_t)s->lin_nk * dk; /* in_proj_qkvz: per key head [q|k|v|z] */
+    int64_t sr = r;
+    switch (t->rmap) {
+    case HR_QKV:
+        sr = r < kd ? (r / dk) * grp + r % dk
+           : r < 2 * kd ? ((r - kd) / dk) * grp + dk + (r - kd) % dk
+           : ((r - 2 * kd) / rv) * grp + 2 * dk + (r - 2 * kd) % rv;
+        break;
+    case HR_Z: sr = (r / rv) * grp + 2 * dk + rv + r % rv; break;
+    case HR_TILE: sr = untile(s, r, t->off, t->hd); break;
+    case HR_GATE: sr = (r / t->hd) * 2 * t->hd + r % t->hd; break;
+    case HR_UP: sr = (r / t->hd) * 2 * t->hd + t->hd + r % t->hd; break;
+    default: break;
+    }
+    if (t->cmap == HC_TILE)
+        for (int64_t j = 0; j < ne0; j++) ea__mm_gen(src, (uint64_t)(sr * ne0 + untile(s, j, 0, t->hd)), 1, &out[j], round);
+    else
+        ea__mm_gen(src, (uint64_t)(sr * ne0), (size_t)ne0, out, round);
+    if (t->vt == HV_NONE) return;
+    for (int64_t j = 0; j < ne0; j++) {
+        float v = t->vt == HV_PLUS1 ? out[j] + 1.0f : -expf(out[j]);
+        out[j] = round == EA_F16 ? ea_f16_to_f32(ea_f32_to_f16(v)) : v; /* torch keeps an f16 tensor in f16 */
+    }
+}
+
+/* one HF name -> GGUF tensor(s) */
+typedef struct {
+    const char *hf, *gguf;
+    int rmap, cmap, vt;
+} hmap;
+
+static const hmap hmaps[] = {
+    {"input_layernorm.weight", "attn_norm.weight", HR_ID, HC_ID, HV_PLUS1},
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", HR_ID, HC_ID, HV_PLUS1},
+    {"self_attn.q_proj.weight", "attn_q.weight", 0, 0, 0},
+    {"self_attn.k_proj.weight", "attn_k.weight", 0, 0, 0},
+    {"self_attn.v_proj.weight", "attn_v.weight", 0, 0, 0},
+    {"self_attn.o_proj.weight", "attn_output.weight", 0, 0, 0},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", HR_ID, HC_ID, HV_PLUS1},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", HR_ID, HC_ID, HV_PLUS1},
+    {"linear_attn.in_proj_ba.weight", "ssm_ba.weight", 0, 0, 0},
+    {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight", HR_TILE, 0, 0},
+    {"linear_attn.in_proj_z.weight", "attn_gate.weight", HR_TILE, 0, 0},
+    {"linear_attn.in_proj_b.weight", "ssm_beta.weight", HR_TILE, 0, 0},
+    {"linear_attn.in_proj_a.weight", "ssm_alpha.weight", HR_TILE, 0, 0},
+    {"linear_attn.conv1d.weight", "ssm_conv1d.weight", HR_TILE, 0, 0},
+    {"linear_attn.dt_bias", "ssm_dt.bias", 0, HC_TILE, 0},
+    {"linear_attn.A_log", "ssm_a", 0, HC_TILE, HV_NEGEXP},
+    {"linear_attn.norm.weight", "ssm_norm.weight", 0, 0, 0},
+    {"linear_attn.out_proj.weight", "ssm_out.weight", 0, HC_TILE, 0},
+    {"mlp.gate.weight", "ffn_gate_inp.weight", 0, 0, 0},
+    {"mlp.experts.down_proj", "ffn_down_exps.weight", 0, 0, 0},
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", 0, 0, 0},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", 0, 0, 0},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", 0, 0, 0},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", 0, 0, 0},
+};
+
+static ea_status push(ea__mm_gplan *g, const ea_mm_shape *s, const ea__mm_src *t, int i, const char *name, int rmap,
+                      int cmap, int vt, ea_dtype want) {
+    const int tiled = s->family == EA_MM_QWEN3_5_MOE && s->lin_nv != s->lin_nk;
+    const int64_t C = 2 * (int64_t)s->lin_nk * s->lin_dk + (int64_t)s->lin_nv * s->lin_dv;
+    int64_t shp[3] = {t->shape[0], t->shape[1], t->shape[2]};
+    int nd = t->n_dims;
+    if (rmap == HR_QKV) shp[0] = C;
+    if (rmap == HR_Z) shp[0] = (int64_t)s->lin_nv * s->lin_dv;
+    if (rmap == HR_GATE || rmap == HR_UP) shp[1] /= 2;
+    EA_TRY(ea__mm_gpush(g, name, EA__GT_HYB, i, nd, shp, want));
+    ea__mm_gt *o = &g->v[g->n - 1];
+    o->rmap = rmap;
+    o->cmap = tiled ? cmap : HC_ID;
+    o->vt = vt;
+    o->hd = s->lin_dv;
+    if (rmap == HR_TILE) {
+        if (!tiled) o->rmap = HR_ID;
+        if (strstr(name, "attn_qkv") || strstr(name, "ssm_conv1d")) o->off = C - (int64_t)s->lin_nv * s->lin_dv;
+        if (strstr(name, "ssm_beta") || strstr(name, "ssm_alpha")) o->hd = 1;
+    }
+    if (cmap == HC_TILE && nd == 1) o->hd = 1; /* ssm_dt, ssm_a: one value per head */
+    if (rmap == HR_GATE || rmap == HR_UP) o->hd = shp[1];
+    if (strstr(name, "ssm_conv1d")) o->dt = EA_F32; /* the converter keeps SSM_CONV1D in F32 */
+    return EA_OK;
+}
+
+ea_status ea__mm_gguf_plan_hybrid(const ea_mm_shape *s, const ea__mm_plan *p, ea_dtype want, ea__mm_gplan *g) {
+    const int E = s->n_experts;
+    static const char *const kn[3] = {"gate", "up", "down"};
+    static const int order[3] = {EA__MM_DOWN, EA__MM_GATE, EA__MM_UP}; /* Qwen2MoeModel's stacking order */
+    int seen[256] = {0};
+    char nm[64];
+    if (s->n_layers > 256) return ea_err(EA_ERR_INVALID_ARG, "make-model: %d layers (at most 256)", s->n_layers);
+    for (int i = 0; i < p->n; i++) {
+        const ea__mm_src *t = &p->v[i];
+        const char *lp = strstr(t->name, ".layers.");
+        if (!lp) { /* embed_tokens, norm, lm_head */
+            int norm = strstr(t->name, ".norm.weight") != NULL, emb = strstr(t->name, "embed_tokens") != NULL;
+            EA_TRY(push(g, s, t, i, norm ? "output_norm.weight" : emb ? "token_embd.weight" : "output.weight", HR_ID,
+                        HC_ID, norm ? HV_PLUS1 : HV_NONE, want));
+            continue;
+        }
+        int l = atoi(lp + 8);
+        const char *sfx = strchr(lp + 8, '.') + 1;
+        if (t->expert >= 0) { /* qwen3_next: stack a layer's experts when the last is met */
+            if (++seen[l] < 3 * E) continue;
+            for (int k = 0; k < 3; k++) {
+                int *srcs = ea_malloc((size_t)E * sizeof *srcs), first = -1;
+                if (!srcs) return ea_err(EA_ERR_NOMEM, "make-model: out of memory");
+                for (int j = 0; j < p->n; j++)
+                    if (p->v[j].expert >= 0 && p->v[j].layer == l && p->v[j].ekind == order[k]) {
+                        srcs[p->v[j].expert] = j;
+                        if (first < 0) first = j;
+                    }
+                int64_t shp[3] = {E, p->v[first].shape[0], p->v[first].shape[1]};
+                snprintf(nm, sizeof nm, "blk.%d.ffn_%s_exps.weight", l, kn[order[k]]);
+                ea_status st = ea__mm_gpush(g, nm, EA__GT_STACK, -1, 3, shp, want);
+                if (st != EA_OK) {
+                    ea_free(srcs);
+                    return st;
+                }
+                g->v[g->n - 1].srcs = srcs;
+                g->v[g->n - 1].n_srcs = E;
+            }
+            continue;
+        }
+        if (!strcmp(sfx, "linear_attn.in_proj_qkvz.weight")) {
+            snprintf(nm, sizeof nm, "blk.%d.attn_qkv.weight", l);
+            EA_TRY(push(g, s, t, i, nm, HR_QKV, HC_ID, HV_NONE, want));
+            snprintf(nm, sizeof nm, "blk.%d.attn_gate.weight", l);
+            EA_TRY(push(g, s, t, i, nm, HR_Z, HC_ID, HV_NONE, want));
+            continue;
+        }
+        if (!strcmp(sfx, "mlp.experts.gate_up_proj")) {
+            snprintf(nm, sizeof nm, "blk.%d.ffn_gate_exps.weight", l);
+            EA_TRY(push(g, s, t, i, nm, HR_GATE, HC_ID, HV_NONE, want));
+            snprintf(nm, sizeof nm, "blk.%d.ffn_up_exps.weight", l);
+            EA_TRY(push(g, s, t, i, nm, HR_UP, HC_ID, HV_NONE, want));
+            continue;
+        }
+        size_t k = 0;
+        while (k < sizeof hmaps / sizeof hmaps[0] && strcmp(sfx, hmaps[k].hf)) k++;
+        if (k == sizeof hmaps / sizeof hmaps[0])
+            return ea_err(EA_ERR_INVALID_ARG, "make-model: no GGUF name for %s (a bug)", t->name);
+        snprintf(nm, sizeof nm, "blk.%d.%s", l, hmaps[k].gguf);
+        EA_TRY(push(g, s, t, i, nm, hmaps[k].rmap, hmaps[k].cmap, hmaps[k].vt, want));
+    }
+    return EA_OK;
+}
+
 #define J_INT(o, k, v) json_object_set_new(o, k, json_integer((json_int_t)(v)))
 #define J_REAL(o, k, v) json_object_set_new(o, k, json_real(v))
 #define J_BOOL(o, k, v) json_object_set_new(o, k, json_boolean(v))
@@ -201,9 +408,9 @@ json_t *ea__mm_hybrid_config_json(const ea_mm_shape *s, const char *torch_dtype)
         json_t *r = json_object();
         J_BOOL(r, "mrope_interleaved", 1);
         json_t *sec = json_array();
-        json_array_append_new(sec, json_integer(11));
-        json_array_append_new(sec, json_integer(11));
-        json_array_append_new(sec, json_integer(10));
+        int32_t ms[4];
+        ea__mm_mrope_sections(s, ms);
+        for (int i = 0; i < 3; i++) json_array_append_new(sec, json_integer(ms[i]));
         json_object_set_new(r, "mrope_section", sec);
         J_REAL(r, "partial_rotary_factor", s->partial_rotary);
         J_STR(r, "rope_type", "default");

@@ -21,6 +21,7 @@
  * for these two vocabularies: none of their user-defined tokens holds "▁".)
  */
 #include "cli/make_model_meta.h"
+#include "cli/make_model_plan.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -37,6 +38,8 @@ const char *ea__mm_gguf_arch(ea_mm_family f) {
     case EA_MM_QWEN2_MOE: return "qwen2moe";
     case EA_MM_MIXTRAL: return "llama";
     case EA_MM_OLMOE: return "olmoe";
+    case EA_MM_QWEN3_NEXT: return "qwen3next";
+    case EA_MM_QWEN3_5_MOE: return "qwen35moe";
     default: return "deepseek2";
     }
 }
@@ -481,6 +484,8 @@ static uint32_t ea__mm_file_type(ea_dtype d) {
 ea_status ea__mm_gguf_meta(ea_gguf_writer *w, const ea_mm_shape *s, const ea_mm_options *o) {
     const char *a = ea__mm_gguf_arch(s->family);
     const int ds = ea__mm_is_deepseek(s);
+    const int hyb = s->family == EA_MM_QWEN3_NEXT || s->family == EA_MM_QWEN3_5_MOE;
+    const int q35 = s->family == EA_MM_QWEN3_5_MOE;
     char k[128], name[128];
 #define K_(suffix) (snprintf(k, sizeof k, "%s.%s", a, suffix), k)
     snprintf(name, sizeof name, "eaas random %s %s seed %llu", ea_mm_family_names[s->family], s->preset,
@@ -493,7 +498,8 @@ ea_status ea__mm_gguf_meta(ea_gguf_writer *w, const ea_mm_shape *s, const ea_mm_
     EA_TRY(ea_gguf_w_u32(w, K_("block_count"), (uint32_t)s->n_layers));
     EA_TRY(ea_gguf_w_u32(w, K_("context_length"), (uint32_t)s->max_pos));
     EA_TRY(ea_gguf_w_u32(w, K_("embedding_length"), (uint32_t)s->hidden));
-    EA_TRY(ea_gguf_w_u32(w, K_("feed_forward_length"), (uint32_t)s->intermediate));
+    if (!q35) /* Qwen3.5's text_config has no intermediate_size */
+        EA_TRY(ea_gguf_w_u32(w, K_("feed_forward_length"), (uint32_t)s->intermediate));
     EA_TRY(ea_gguf_w_u32(w, K_("attention.head_count"), (uint32_t)s->n_heads));
     /* current converters store MLA as MQA (one kv head); the legacy layout keeps the config's heads */
     EA_TRY(ea_gguf_w_u32(w, K_("attention.head_count_kv"), ds && !o->legacy_mla ? 1u : (uint32_t)s->n_kv_heads));
@@ -504,6 +510,11 @@ ea_status ea__mm_gguf_meta(ea_gguf_writer *w, const ea_mm_shape *s, const ea_mm_
         EA_TRY(ea_gguf_w_f32(w, K_("rope.scaling.yarn_beta_fast"), (float)s->yarn_beta_fast));
         EA_TRY(ea_gguf_w_f32(w, K_("rope.scaling.yarn_beta_slow"), (float)s->yarn_beta_slow));
     }
+    if (q35) { /* rope_parameters.mrope_section, padded to 4 */
+        int32_t sec[4];
+        ea__mm_mrope_sections(s, sec);
+        EA_TRY(ea_gguf_w_arr_i32(w, K_("rope.dimension_sections"), sec, 4));
+    }
     EA_TRY(ea_gguf_w_f32(w, K_("rope.freq_base"), (float)s->rope_theta));
     EA_TRY(ea_gguf_w_f32(w, K_("attention.layer_norm_rms_epsilon"), (float)s->rms_eps));
     EA_TRY(ea_gguf_w_u32(w, K_("expert_count"), (uint32_t)s->n_experts));
@@ -513,7 +524,7 @@ ea_status ea__mm_gguf_meta(ea_gguf_writer *w, const ea_mm_shape *s, const ea_mm_
         EA_TRY(ea_gguf_w_u32(w, K_("expert_group_used_count"), (uint32_t)s->topk_group));
         EA_TRY(ea_gguf_w_u32(w, K_("expert_gating_func"), s->sigmoid ? 2u : 1u)); /* SIGMOID 2, SOFTMAX 1 */
     }
-    if (s->family == EA_MM_QWEN3_MOE) {
+    if (s->family == EA_MM_QWEN3_MOE || hyb) {
         EA_TRY(ea_gguf_w_u32(w, K_("attention.key_length"), (uint32_t)s->head_dim));
         EA_TRY(ea_gguf_w_u32(w, K_("attention.value_length"), (uint32_t)s->head_dim));
     }
@@ -522,9 +533,20 @@ ea_status ea__mm_gguf_meta(ea_gguf_writer *w, const ea_mm_shape *s, const ea_mm_
     switch (s->family) {
     case EA_MM_QWEN3_MOE:
     case EA_MM_QWEN2_MOE:
+    case EA_MM_QWEN3_NEXT:
+    case EA_MM_QWEN3_5_MOE:
         EA_TRY(ea_gguf_w_u32(w, K_("expert_feed_forward_length"), (uint32_t)s->moe_intermediate));
         if (s->shared_intermediate)
             EA_TRY(ea_gguf_w_u32(w, K_("expert_shared_feed_forward_length"), (uint32_t)s->shared_intermediate));
+        if (!hyb) break;
+        /* Qwen3NextModel.set_gguf_parameters */
+        EA_TRY(ea_gguf_w_u32(w, K_("ssm.conv_kernel"), (uint32_t)s->lin_conv));
+        EA_TRY(ea_gguf_w_u32(w, K_("ssm.state_size"), (uint32_t)s->lin_dk));
+        EA_TRY(ea_gguf_w_u32(w, K_("ssm.group_count"), (uint32_t)s->lin_nk));
+        EA_TRY(ea_gguf_w_u32(w, K_("ssm.time_step_rank"), (uint32_t)s->lin_nv));
+        EA_TRY(ea_gguf_w_u32(w, K_("ssm.inner_size"), (uint32_t)(s->lin_dv * s->lin_nv)));
+        EA_TRY(ea_gguf_w_u32(w, K_("full_attention_interval"), (uint32_t)s->full_interval));
+        EA_TRY(ea_gguf_w_u32(w, K_("rope.dimension_count"), (uint32_t)(s->head_dim * s->partial_rotary)));
         break;
     case EA_MM_MIXTRAL:
         EA_TRY(ea_gguf_w_u32(w, K_("vocab_size"), (uint32_t)s->vocab));

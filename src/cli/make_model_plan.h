@@ -15,6 +15,7 @@
 
 #include "base/status.h"
 #include "cli/make_model.h"
+#include "tensor/dtype.h"
 
 /* init classes: linear weight (0, 1/sqrt(last dim)), embedding (0, 1), RMSNorm weight
  * (1, 0.1), bias (0, 0.1), and a zero-centred norm weight (0, 0.1) for the norms that
@@ -42,6 +43,38 @@ typedef struct {
     size_t cap;
 } ea__mm_plan;
 
+/* The GGUF plan: one entry per GGUF tensor, in the converter's order. */
+enum { EA__GT_COPY = 0, EA__GT_STACK, EA__GT_PERM, EA__GT_KB, EA__GT_VB, EA__GT_HYB };
+
+typedef struct {
+    char name[64];
+    int n_dims;
+    int64_t ne[4]; /* ggml order */
+    ea_dtype dt;
+    int kind;
+    int src;
+    int *srcs; /* owns (STACK): source index of expert e */
+    int n_srcs;
+    int perm_heads;
+    /* HYB (make_model_hybrid.c): element (r, j) = vt(source row rmap(r), column cmap(j)) */
+    int rmap, cmap, vt;
+    int64_t off, hd;
+} ea__mm_gt;
+
+typedef struct {
+    ea__mm_gt *v; /* owns */
+    int n;
+    size_t cap;
+} ea__mm_gplan;
+
+/* Append a GGUF tensor made from source src (torch shape, squeezed and reversed here) with
+ * the converter's type rules (1-D, norms, routers, non-weights F32; Q8_0 rows of whole blocks
+ * else F16); make_model.c. */
+ea_status ea__mm_gpush(ea__mm_gplan *g, const char *name, int kind, int src, int n_dims, const int64_t *torch_shape,
+                       ea_dtype want);
+/* out[k] = value of element i0 + k of source t, rounded to `round` (the model dtype); make_model.c. */
+void ea__mm_gen(const ea__mm_src *t, uint64_t i0, size_t n, float *out, ea_dtype round);
+
 /* Append a source of n_dims <= 2 (d0, d1); make_model.c. */
 ea_status ea__mm_add(ea__mm_plan *p, const char *name, const char *gguf, int n_dims, int64_t d0, int64_t d1, int init);
 /* A SiLU-gated FFN under HF prefix pre ("model.layers.0.mlp.shared_expert"), GGUF suffix sfx. */
@@ -52,5 +85,11 @@ int64_t ea__mm_nelem(const ea__mm_src *t);
 void ea__mm_hybrid_preset(ea_mm_shape *s, int bench);
 ea_status ea__mm_build_hybrid(const ea_mm_shape *s, ea__mm_plan *p);
 int ea__mm_is_hybrid(ea_mm_family f);
+/* Qwen3.5's mrope_section for the preset's rotary dims, padded to 4 */
+void ea__mm_mrope_sections(const ea_mm_shape *s, int32_t sec[4]);
+/* the GGUF plan of a hybrid family (qwen3next / qwen35moe), and row r of its HYB tensors */
+ea_status ea__mm_gguf_plan_hybrid(const ea_mm_shape *s, const ea__mm_plan *p, ea_dtype want, ea__mm_gplan *g);
+void ea__mm_hybrid_row(const ea_mm_shape *s, const ea__mm_plan *p, const ea__mm_gt *t, int64_t r, float *out,
+                       ea_dtype round);
 
 #endif

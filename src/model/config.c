@@ -474,17 +474,20 @@ ea_status ea_config_from_gguf(const ea_gguf *g, ea_model_config *c) {
         c->arch = EA_ARCH_QWEN3_MOE;
     } else if (!strcmp(arch, "olmoe")) {
         c->arch = EA_ARCH_OLMOE;
+    } else if (!strcmp(arch, "qwen3next") || !strcmp(arch, "qwen35moe")) {
+        c->arch = !strcmp(arch, "qwen3next") ? EA_ARCH_QWEN3_NEXT : EA_ARCH_QWEN3_5_MOE;
     } else if (!strcmp(arch, "deepseek2")) {
         /* one GGUF arch for V2 and V3: V3 routes with sigmoid (gating func 2) and a correction bias */
         c->arch = (gating == 2 || ea__has_exp_probs_b(g)) ? EA_ARCH_DEEPSEEK_V3 : EA_ARCH_DEEPSEEK_V2;
     } else {
         return ea_err(EA_ERR_UNSUPPORTED,
                       "%s: architecture '%s' is not supported (llama with experts, qwen2moe, qwen3moe, olmoe, "
-                      "deepseek2 are)",
+                      "deepseek2, qwen3next, qwen35moe are)",
                       g->path, arch);
     }
     ea_arch a = c->arch;
     int ds = a == EA_ARCH_DEEPSEEK_V2 || a == EA_ARCH_DEEPSEEK_V3;
+    int hyb = a == EA_ARCH_QWEN3_NEXT || a == EA_ARCH_QWEN3_5_MOE;
     char key_eps[160];
     EA_TRY(ea__gk_int(&k, "block_count", 1, &c->n_layers));
     EA_TRY(ea__gk_int(&k, "embedding_length", 1, &c->hidden_size));
@@ -504,7 +507,7 @@ ea_status ea_config_from_gguf(const ea_gguf *g, ea_model_config *c) {
     if (n_exp <= 0) return ea_err(EA_ERR_NOT_FOUND, "%s: required key '%s.expert_count' is missing", g->path, arch);
     EA_TRY(ea__gk_int(&k, "expert_used_count", 1, &c->n_experts_per_tok));
     c->moe_intermediate_size = c->intermediate_size;
-    EA_TRY(ea__gk_int(&k, "expert_feed_forward_length", a == EA_ARCH_QWEN2_MOE || a == EA_ARCH_QWEN3_MOE || ds,
+    EA_TRY(ea__gk_int(&k, "expert_feed_forward_length", a == EA_ARCH_QWEN2_MOE || a == EA_ARCH_QWEN3_MOE || ds || hyb,
                       &c->moe_intermediate_size));
     if (a == EA_ARCH_MIXTRAL || a == EA_ARCH_OLMOE) {
         if (c->moe_intermediate_size <= 0)
@@ -512,14 +515,15 @@ ea_status ea_config_from_gguf(const ea_gguf *g, ea_model_config *c) {
         c->intermediate_size = c->moe_intermediate_size;
     }
     c->attention_bias = a == EA_ARCH_QWEN2_MOE;
-    c->qk_norm = a == EA_ARCH_QWEN3_MOE ? EA_QKNORM_PER_HEAD : a == EA_ARCH_OLMOE ? EA_QKNORM_FULL : EA_QKNORM_NONE;
+    c->qk_norm = a == EA_ARCH_QWEN3_MOE || hyb ? EA_QKNORM_PER_HEAD : a == EA_ARCH_OLMOE ? EA_QKNORM_FULL : EA_QKNORM_NONE;
     /* llama.cpp fixes the top-k renormalisation per architecture (llama/Mixtral and
      * qwen3moe yes; qwen2moe, olmoe no; deepseek2 from expert_weights_norm). Those are
      * the defaults here; an expert_weights_norm key, when a file has one, wins. */
-    c->norm_topk_prob = a == EA_ARCH_MIXTRAL || a == EA_ARCH_QWEN3_MOE;
+    c->norm_topk_prob = a == EA_ARCH_MIXTRAL || a == EA_ARCH_QWEN3_MOE || hyb;
     EA_TRY(ea__gk_bool(&k, "expert_weights_norm", &c->norm_topk_prob));
-    if (a == EA_ARCH_QWEN2_MOE)
+    if (a == EA_ARCH_QWEN2_MOE || hyb)
         EA_TRY(ea__gk_int(&k, "expert_shared_feed_forward_length", 1, &c->shared_expert_intermediate_size));
+    if (hyb) EA_TRY(ea__config_gguf_hybrid(g, arch, c));
     if (ds) {
         int v3 = a == EA_ARCH_DEEPSEEK_V3;
         EA_TRY(ea__gk_int(&k, "leading_dense_block_count", 0, &c->first_k_dense_replace));

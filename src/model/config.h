@@ -120,7 +120,8 @@ typedef struct {
     int lin_n_k_heads, lin_n_v_heads, lin_k_dim, lin_v_dim, lin_conv_kernel;
     int rope_dim;               /* rotary dims per head (head_dim * partial_rotary_factor); 0 = head_dim */
     int attn_gate;              /* q_proj rows per head: [query (head_dim) | gate (head_dim)]; o *= sigmoid(gate) */
-    int norm_one_plus;          /* layer, q/k and final RMSNorms scale by (1 + weight) */
+    int norm_one_plus;          /* layer, q/k and final RMSNorms scale by (1 + weight) (HF; GGUF stores 1 + w) */
+    int lin_a_neg_exp;          /* lin_a_log holds A = -exp(A_log) (GGUF ssm_a), not A_log (HF) */
 
     /* Tokens and generation defaults (generation_config.json / GGUF tokenizer.ggml.*) */
     int bos_token_id;           /* -1 if none */
@@ -145,6 +146,9 @@ void ea_config_defaults(ea_model_config *cfg);
  * one message naming the file and the key. */
 struct ea_gguf;
 ea_status ea_config_from_gguf(const struct ea_gguf *g, ea_model_config *cfg);
+/* config_hybrid.c: the keys of qwen3next / qwen35moe beyond the common ones (ssm.*,
+ * full_attention_interval, rope.dimension_count); called by ea_config_from_gguf. */
+ea_status ea__config_gguf_hybrid(const struct ea_gguf *g, const char *arch, ea_model_config *cfg);
 
 /* Derived fields (layer_is_moe, head_dim default, ...) and range checks shared by both
  * loaders; called by them at the end. Errors name the field. */

@@ -66,7 +66,7 @@ ea_status ea__dn_create(ea_forward *f) {
     for (int l = 0; l < c->n_layers; l++) {
         if (!c->layer_is_linear[l]) continue;
         const ea_layer_weights *L = &f->m->layers[l];
-        /* per layer, f32: taps transposed (K, C), then A_log, dt_bias (nv) and the norm weight (dv) */
+        /* per layer, f32: taps transposed (K, C), then A = -exp(A_log), dt_bias (nv) and the norm weight (dv) */
         float *w = f->dn_w[l] = fbuf((size_t)K * C + 2 * (size_t)nv + (size_t)dv, &ok);
         float *taps = fbuf((size_t)K * C, &ok);
         if (!ok) {
@@ -78,6 +78,8 @@ ea_status ea__dn_create(ea_forward *f) {
             for (int j = 0; j < K; j++) w[(size_t)j * C + ch] = taps[ch * (size_t)K + (size_t)j];
         ea_aligned_free(taps);
         vec(&L->lin_a_log, w + (size_t)K * C);
+        if (!c->lin_a_neg_exp) /* HF A_log; GGUF's ssm_a is already -exp(A_log), computed the same way */
+            for (int h = 0; h < nv; h++) w[(size_t)K * C + (size_t)h] = -expf(w[(size_t)K * C + (size_t)h]);
         vec(&L->lin_dt_bias, w + (size_t)K * C + nv);
         vec(&L->lin_norm, w + (size_t)K * C + 2 * nv);
     }
@@ -170,7 +172,7 @@ static void qk_gate_task(ea_forward *f, int t0, int t1, const void *arg) {
     (void)arg;
     const ea_model_config *c = f->c;
     int nk = c->lin_n_k_heads, nv = c->lin_n_v_heads, dk = c->lin_k_dim, C = f->dn_C, K = c->lin_conv_kernel;
-    const float *w = f->dn_w[f->run_layer] + (size_t)K * C, *a_log = w, *dt_bias = w + nv;
+    const float *w = f->dn_w[f->run_layer] + (size_t)K * C, *A = w, *dt_bias = w + nv;
     float scale = 1.0f / sqrtf((float)dk);
     for (int t = t0; t < t1; t++) {
         float *x = f->dn_c + (size_t)t * C;
@@ -179,7 +181,7 @@ static void qk_gate_task(ea_forward *f, int t0, int t1, const void *arg) {
         float *b = f->dn_b + (size_t)t * nv, *a = f->dn_a + (size_t)t * nv;
         for (int h = 0; h < nv; h++) {
             b[h] = 1.0f / (1.0f + expf(-b[h]));                    /* beta */
-            a[h] = -expf(a_log[h]) * softplus(a[h] + dt_bias[h]); /* g */
+            a[h] = A[h] * softplus(a[h] + dt_bias[h]);              /* g = -exp(A_log) · softplus(a + dt_bias) */
         }
     }
 }

@@ -283,7 +283,7 @@ static ea_status ea__attn(ea__ld *ld, int l, ea_layer_weights *L) {
     return EA_OK;
 }
 
-static ea_status ea__moe(ea__ld *ld, int l, ea_layer_weights *L) {
+ea_status ea__moe(ea__ld *ld, int l, ea_layer_weights *L) {
     const ea_model_config *c = &ld->m->cfg;
     int gg = ld->f->gguf != NULL, mix = c->arch == EA_ARCH_MIXTRAL;
     int64_t H = c->hidden_size, E = c->n_experts, F = c->moe_intermediate_size;

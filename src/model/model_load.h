@@ -49,6 +49,9 @@ void *ea__own(ea__ld *ld, size_t n);
 /* gate/up (ff, hidden), down (hidden, ff) */
 ea_status ea__ffn(ea__ld *ld, const char *g, const char *u, const char *d, int64_t ff, ea_ffn_weights *w);
 
+/* model.c: the MoE block of layer l (router, experts, shared expert) under HF or GGUF names;
+ * model_hybrid.c uses its GGUF half */
+ea_status ea__moe(ea__ld *ld, int l, ea_layer_weights *L);
 /* model_hybrid.c: layer l of qwen3_next / qwen3_5_moe */
 ea_status ea__hybrid_layer(ea__ld *ld, int l);
 

@@ -119,8 +119,11 @@ static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
         return ea_err(EA_ERR_FORMAT, "control bus: stop token ids of %llu", id);
     for (int k = 0; k < p->n_stop; k++) {
         uint32_t sl;
-        if (!get(rd, &sl, 4) || sl >= sizeof ev->stops[k] || !get(rd, ev->stops[k], sl))
-            return ea_err(EA_ERR_FORMAT, "control bus: stop string of %llu", id);
+        /* what rank 0 writes is a C string, non-empty (stop_text.h): anything else was damaged */
+        if (!get(rd, &sl, 4) || sl == 0 || sl >= sizeof ev->stops[k] || !get(rd, ev->stops[k], sl) ||
+            memchr(ev->stops[k], 0, sl))
+            return ea_err(EA_ERR_FORMAT, "control bus: stop string %d of %llu empty, too long or holding a NUL", k,
+                          id);
         ev->stops[k][sl] = 0;
         p->stop[k] = ev->stops[k];
     }

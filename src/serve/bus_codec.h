@@ -21,7 +21,7 @@
  *   ...   assign only (data-parallel attention, right after its submit): i32 the rank that runs it
  *   ...   submit only: i32 n_prompt, max_tokens, ignore_eos, logprobs, top_logprobs, n_stop;
  *         f32 temperature, top_p; i32 top_k; f32 min_p, presence, frequency, repetition;
- *         u64 seed; i32 n_stop_ids, min_tokens, prompt_logprobs; n_stop_ids x i32; n_stop x (u32 len, bytes);
+ *         u64 seed; i32 n_stop_ids, min_tokens, prompt_logprobs; n_stop_ids x i32; n_stop x (u32 len 1..511, bytes, no NUL);
  *         i32 n_bias, n_forced; n_bias x (i32 id, f32 bias); n_forced x i32 (test hook);
  *         u32 n_grammar_src, n_grammar_src bytes (the structured output's source,
  *         ea_req_params.grammar_src; 0: none); n_prompt x i32 token ids

@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 #include "serve/request.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -200,6 +202,17 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
     for (int i = 0; i < p->n_forced; i++)
         if (p->forced[i] < 0 || p->forced[i] >= lim->vocab)
             return ea_err(EA_ERR_INVALID_ARG, "forced token %d is outside the model's vocabulary", p->forced[i]);
+    /* the API's ranges, loosened to what the sampler is defined for (eaas generate allows top_p 0):
+     * a request that arrives otherwise (a damaged bus batch, a caller's bug) is refused, not sampled */
+    const ea_sampling_params *sp = &p->sp;
+    if (!(sp->temperature >= 0 && sp->temperature <= FLT_MAX) || !(sp->top_p >= 0 && sp->top_p <= 1) ||
+        !(sp->min_p >= 0 && sp->min_p <= 1) || !(sp->repetition_penalty > 0 && sp->repetition_penalty <= FLT_MAX) ||
+        !isfinite(sp->presence_penalty) || !isfinite(sp->frequency_penalty))
+        return ea_err(EA_ERR_INVALID_ARG,
+                      "sampling parameters out of range: temperature %g, top_p %g, min_p %g, repetition_penalty %g, "
+                      "presence_penalty %g, frequency_penalty %g",
+                      sp->temperature, sp->top_p, sp->min_p, sp->repetition_penalty, sp->presence_penalty,
+                      sp->frequency_penalty);
     if (p->top_logprobs < 0 || p->top_logprobs > EA_MAX_TOP_LOGPROBS)
         return ea_err(EA_ERR_INVALID_ARG, "top_logprobs must be between 0 and %d", EA_MAX_TOP_LOGPROBS);
     for (int i = 0; i < p->n_prompt; i++)

@@ -4,6 +4,7 @@
  */
 #include "serve/sampler.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,14 @@ static int ea__sort_prefix(const float *p, int32_t *ids, int n, int k, float top
     return n;
 }
 
+/* The first id of the largest logit; whatever NaNs it holds, an id below V. */
+static int argmax(const float *logits, int V) {
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
 int ea_sample(ea_sampler *s, const ea_sampling_params *p, ea_rng *rng, float *logits,
               const int32_t *out_counts, const uint8_t *prompt_seen) {
     int V = s->vocab;
@@ -199,12 +208,9 @@ int ea_sample(ea_sampler *s, const ea_sampling_params *p, ea_rng *rng, float *lo
             if (out_counts[i] > 0)
                 logits[i] -= p->frequency_penalty * (float)out_counts[i] + p->presence_penalty;
 
-    if (p->temperature <= 0.0f) {
-        int best = 0;
-        for (int i = 1; i < V; i++)
-            if (logits[i] > logits[best]) best = i;
-        return best;
-    }
+    /* greedy: temperature 0, or so small that 1/T overflows (the limit T -> 0; the softmax
+     * below would be NaN), or NaN */
+    if (!(p->temperature > 0.0f) || !(1.0f / p->temperature <= FLT_MAX)) return argmax(logits, V);
 
     float m = logits[0];
     for (int i = 1; i < V; i++) m = logits[i] > m ? logits[i] : m;
@@ -221,6 +227,10 @@ int ea_sample(ea_sampler *s, const ea_sampling_params *p, ea_rng *rng, float *lo
     int n = 0;
     for (int i = 0; i < V; i++)
         if (s->p[i] >= floor_p && s->p[i] > 0.0f) s->idx[n++] = i;
+    /* nothing survived: the probabilities are NaN (a +inf logit, from a tiny
+     * repetition_penalty, or every logit -inf). The argmax is still a token of the
+     * vocabulary, the same on every rank. */
+    if (n == 0) return argmax(logits, V);
     int need_order = (p->top_k > 0 && p->top_k < n) || p->top_p < 1.0f;
     if (need_order) {
         int sorted = ea__sort_prefix(s->p, s->idx, n, p->top_k > 0 && p->top_k < n ? p->top_k : n, p->top_p);

@@ -8,13 +8,18 @@
  *   1. penalties on the logits: repetition (divide positive / multiply
  *      negative logits of seen tokens), frequency (−f·count of the token in
  *      the output so far), presence (−p if it appeared in the output)
- *   2. temperature == 0: greedy argmax (lowest id on ties); stop here
+ *   2. temperature == 0: greedy argmax (lowest id on ties); stop here. Also
+ *      when 1/temperature overflows a float (temperature < ~3e-39: the limit
+ *      T -> 0) or it is NaN
  *   3. logits / temperature -> probabilities (softmax)
  *   4. min_p: drop tokens with p < min_p · p_max
  *   5. top_k: keep the k most probable (ties: lower id first)
  *   6. top_p: keep the smallest prefix (by descending p) whose mass >= top_p
  *   7. draw u in [0,1) from the request's own RNG, walk the kept tokens
  *      (descending p, then id) until the cumulative mass passes u·mass
+ *   If no token is left after 4 (the probabilities are NaN: a +inf logit from
+ *   a tiny repetition_penalty, or every logit -inf), the argmax: the result is
+ *   always an id below the vocabulary.
  * The RNG is xoshiro256** seeded by splitmix64 from the request's seed, so a
  * seed gives the same tokens whatever else runs beside it.
  * Logprobs are of the raw model distribution (log_softmax of the logits

@@ -90,7 +90,7 @@ stop_server() {
 }
 
 make_tiny_model() {
-  "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 1 --format hf --out "$1" >/dev/null
+  "$EAAS_BIN" make-model --family "${EA_TINY_FAMILY:-qwen3_moe}" --preset tiny --seed 1 --format hf --out "$1" >/dev/null
 }
 
 # serve_test_summary: the counts; fails the script if a check failed.

@@ -88,6 +88,28 @@ expect "$BIN" make-model --family qwen3_moe --seed 5 --format hf --shards 3 --ou
 [ $have_node = 1 ] && { check_gguf "$T/qwen3_moe-a.gguf" "$T/q3-sharded" && ok || bad "sharded HF vs GGUF values"; }
 [ "$(params "$T/q3-sharded")" = "$(params "$T/qwen3_moe-hf-a")" ] && ok || bad "inspect of sharded HF"
 
+# the hybrids' GGUF (qwen3next / qwen35moe): deterministic, loadable, the same parameters as HF, the
+# converter's names and types (values: test_hybrid_gguf compares logits; gguf_check.mjs does not
+# re-derive these families yet)
+for f in qwen3_next qwen3_5_moe; do
+  expect "$BIN" make-model --family $f --preset tiny --seed 5 --format hf --dtype bf16 --out "$T/$f-hf-a"
+  for run in a b; do expect "$BIN" make-model --family $f --preset tiny --seed 5 --format gguf --dtype bf16 --out "$T/$f-$run.gguf"; done
+  [ "$(sha256sum < "$T/$f-a.gguf")" = "$(sha256sum < "$T/$f-b.gguf")" ] && ok || bad "$f: GGUF not deterministic"
+  p_hf=$(params "$T/$f-hf-a"); p_gg=$(params "$T/$f-a.gguf")
+  [ -n "$p_hf" ] && [ "$p_hf" = "$p_gg" ] && ok || bad "$f: eaas inspect: hf '$p_hf' gguf '$p_gg'"
+  g=$("$BIN" make-model --family $f --preset tiny --dry-run --format gguf --dtype q8_0)
+  for want in 'blk.0.ssm_conv1d.weight F32 \[4, 128\]' 'blk.0.ssm_a F32 \[4\]' 'blk.0.ssm_dt.bias F32 \[4\]' \
+              'blk.0.ssm_norm.weight F32 \[16\]' 'blk.0.attn_qkv.weight Q8_0 \[64, 128\]' 'blk.0.attn_gate.weight Q8_0 \[64, 64\]' \
+              'blk.0.ssm_out.weight Q8_0 \[64, 64\]' 'blk.0.post_attention_norm.weight F32 \[64\]' \
+              'blk.3.attn_q.weight Q8_0 \[64, 128\]' 'blk.0.ffn_gate_exps.weight Q8_0 \[64, 32, 16\]' \
+              'blk.0.ffn_gate_inp_shexp.weight F32 \[64\]'; do
+    echo "$g" | grep -q "^tensor $want\$" && ok || bad "$f gguf: no tensor $want"
+  done
+  if [ $f = qwen3_next ]; then echo "$g" | grep -q '^tensor blk.0.ssm_ba.weight Q8_0 \[64, 8\]$' && ok || bad "$f: ssm_ba"
+  else echo "$g" | grep -q '^tensor blk.0.ssm_beta.weight Q8_0 \[64, 4\]$' && ok || bad "$f: ssm_beta"; fi
+  rm -rf "$T/$f-hf-a" "$T/$f-a.gguf" "$T/$f-b.gguf"
+done
+
 # refusals
 expect_not "$BIN" make-model --family qwen3_moe --format hf --dtype q8_0 --out "$T/nope"
 expect_not "$BIN" make-model --family llama --out "$T/nope"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_perplexity.sh — `eaas perplexity` equals the perplexity computed from the
-# NumPy reference's logits on the same windows (llama.cpp's method), and
+# NumPy reference's logits on the same windows (llama.cpp's method; a
+# qwen3_moe and a hybrid qwen3_5_moe), and
 # `eaas generate` is reproducible: same seed -> same text, greedy -> the
 # reference's greedy tokens.
 set -euo pipefail
@@ -14,6 +15,9 @@ pass=0; fail=0
 ok() { pass=$((pass+1)); echo "ok   $1" >&2; }
 bad() { fail=$((fail+1)); echo "FAIL $1" >&2; }
 
+# ppl_check MODEL NAME: eaas perplexity == the reference's on the same windows
+ppl_check() {
+local M=$1 name=$2
 out=$("$EAAS_BIN" perplexity --model "$M" --file "$W/text.txt" --ctx 64 --chunks 3 --threads 2 2>/dev/null)
 ours=$(echo "$out" | sed -n 's/^PPL = \([0-9.]*\).*/\1/p')
 ids=$("$EAAS_BIN" tokenize --model "$M" --json "$(cat "$W/text.txt")")
@@ -36,10 +40,16 @@ print(np.exp(nll / n))
 PY
 )
 if /usr/bin/python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if abs(a-b)/b < 1e-4 else 1)" "$ours" "$ref"; then
-  ok "perplexity $ours matches reference $ref"
+  ok "$name: perplexity $ours matches reference $ref"
 else
-  bad "perplexity $ours vs reference $ref"
+  bad "$name: perplexity $ours vs reference $ref"
 fi
+
+}
+ppl_check "$M" qwen3_moe
+MH="$W/qwen3_5_moe-f32" # hybrid: every window starts a fresh recurrent state
+[ -d "$MH" ] || "$EAAS_BIN" make-model --family qwen3_5_moe --preset tiny --seed 9 --format hf --dtype f32 --out "$MH" >/dev/null
+ppl_check "$MH" qwen3_5_moe
 
 a=$("$EAAS_BIN" generate --model "$M" --prompt "Experts anywhere" --max-tokens 16 --temperature 0.9 --seed 7 2>/dev/null)
 b=$("$EAAS_BIN" generate --model "$M" --prompt "Experts anywhere" --max-tokens 16 --temperature 0.9 --seed 7 --threads 1 2>/dev/null)

@@ -77,7 +77,7 @@ req "chat: missing messages" 400 $H '{"prompt": "hello"}'
 req "chat: unknown role" 400 $H '{"messages": [{"role": "wizard", "content": "x"}]}'
 req "chat: content of the wrong type" 400 $H '{"messages": [{"role": "user", "content": 42}]}'
 req "chat: top_logprobs without logprobs" 400 $H '{"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}'
-req "chat: tool_choice required (needs constrained decoding)" 400 $H '{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"}'
+req "chat: tool_choice required with a parameters schema the grammar engine refuses" 400 $H '{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "tuple"}}}}}], "tool_choice": "required"}'
 req "detokenize: tokens not an array" 400 /detokenize '{"tokens": "abc"}'
 req "tokenize: no prompt" 400 /tokenize '{"text": "abc"}'
 req "oversized body" 413 $C "$big"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_eaas_cluster.sh — Expert-as-a-Service as real processes on loopback
 # (issue 20): for every family (qwen3_moe, qwen2_moe, mixtral, olmoe,
-# deepseek_v2, deepseek_v3) in HF and in GGUF, a monitor, two expert servers
+# deepseek_v2, deepseek_v3, and the hybrid qwen3_next, qwen3_5_moe) in HF and in GGUF, a monitor, two expert servers
 # and an attention client (`eaas serve --experts-remote`) give the same
 # completions — text, token logprobs and top logprobs, greedy and seeded — as
 # one `eaas serve` with its experts in process. The two servers are replicas
@@ -94,7 +94,7 @@ PY
 }
 
 i=0
-for fam in ${EA_CLUSTER_FAMILIES:-qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3}; do
+for fam in ${EA_CLUSTER_FAMILIES:-qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3 qwen3_next qwen3_5_moe}; do
   for fmt in hf gguf; do
     layout=replicas; [ $((i % 2)) -eq 1 ] && layout=overlap
     two=""; [ "$i" -eq 0 ] && two=yes

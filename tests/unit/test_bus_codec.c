@@ -6,12 +6,17 @@
  * tokens may be drawn; logit_bias and the test hook's forced tokens too; the
  * grammar's source, which every rank compiles; prompt_logprobs, which changes
  * the rows and the prefix hit). Truncated batches are refused, not over-read;
- * a grammar source length past the limit is refused before it is read.
+ * a grammar source length past the limit is refused before it is read; what
+ * rank 0 never writes (a stop string with a NUL, sampling parameters the
+ * sampler is not defined for) is refused, on decoding or when the follower
+ * makes the request.
  */
+#include <math.h>
 #include <string.h>
 
 #include "harness.h"
 #include "serve/bus_codec.h"
+#include "serve/request.h"
 
 TEST(submit_round_trips_every_field) {
     int32_t prompt[3] = {5, 6, 7};
@@ -118,8 +123,77 @@ TEST(grammar_source_absent_and_oversized) {
     ea_sbuf_deinit(&b);
 }
 
+/* A stop string rank 0 could not have written (it writes non-empty C strings) is
+ * refused: one holding a NUL was read as its first part, an empty one matched
+ * nothing stop_text expects (fuzz_bus_codec, corpus input stop_with_nul). */
+TEST(stop_string_with_nul_or_empty_refused) {
+    int32_t prompt[1] = {5};
+    ea_req_params p;
+    memset(&p, 0, sizeof p);
+    p.prompt = prompt;
+    p.n_prompt = 1;
+    p.max_tokens = 1;
+    p.stop[0] = "abc";
+    p.n_stop = 1;
+    ea_sbuf b = {0};
+    ea_bus_begin(&b, 1);
+    ea_bus_put_submit(&b, 7, &p);
+    CHECK(!b.failed);
+    size_t at = b.len - 4 - 4 - 8 - 3; /* the stop's bytes: before n_bias, n_forced, n_grammar_src, the prompt */
+    CHECK(memcmp(b.data + at, "abc", 3) == 0);
+    ea_bus_reader rd;
+    ea_bus_event ev;
+    int more = 0;
+    b.data[at + 1] = 0;
+    CHECK_EQ(ea_bus_read_begin(&rd, b.data, b.len), EA_OK);
+    CHECK_EQ(ea_bus_read_next(&rd, &ev, &more), EA_ERR_FORMAT);
+    CHECK(strstr(ea_errmsg(), "stop string") != NULL);
+    uint32_t zero = 0; /* an empty stop string: the length 0, its 3 bytes then read as the next fields */
+    memcpy(b.data + at - 4, &zero, 4);
+    CHECK_EQ(ea_bus_read_begin(&rd, b.data, b.len), EA_OK);
+    CHECK_EQ(ea_bus_read_next(&rd, &ev, &more), EA_ERR_FORMAT);
+    ea_sbuf_deinit(&b);
+}
+
+/* A follower makes the request of a submit with ea__req_new: sampling parameters no
+ * rank 0 sends (NaN, min_p past 1, a negative temperature) are refused with an error
+ * that names them, not sampled; the API's own extremes are still taken. */
+TEST(follower_refuses_undefined_sampling_parameters) {
+    int32_t prompt[2] = {5, 6};
+    ea_req_params p;
+    memset(&p, 0, sizeof p);
+    p.prompt = prompt;
+    p.n_prompt = 2;
+    p.max_tokens = 4;
+    ea_sampling_defaults(&p.sp);
+    ea__req_limits lim = {.max_ctx = 64, .kv_tokens = 64, .vocab = 16};
+    ea_request *r;
+    CHECK_EQ(ea__req_new(&lim, &p, 1, &r), EA_OK);
+    ea__req_unref(r);
+    p.sp.temperature = 1e-45f; /* the API takes it (>= 0): greedy */
+    p.sp.repetition_penalty = 1e-40f;
+    p.sp.top_p = 0.0f; /* eaas generate --top-p 0 */
+    CHECK_EQ(ea__req_new(&lim, &p, 1, &r), EA_OK);
+    ea__req_unref(r);
+    const float bad[][3] = {{NAN, 1, 0}, {-1, 1, 0}, {1, 1.5f, 0}, {1, 1, 2}, {1, NAN, 0}, {INFINITY, 1, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ea_sampling_defaults(&p.sp);
+        p.sp.temperature = bad[i][0], p.sp.top_p = bad[i][1], p.sp.min_p = bad[i][2];
+        CHECK_EQ(ea__req_new(&lim, &p, 1, &r), EA_ERR_INVALID_ARG);
+        CHECK(strstr(ea_errmsg(), "sampling parameters") != NULL);
+    }
+    ea_sampling_defaults(&p.sp);
+    p.sp.repetition_penalty = 0.0f;
+    CHECK_EQ(ea__req_new(&lim, &p, 1, &r), EA_ERR_INVALID_ARG);
+    p.sp.repetition_penalty = 1.0f;
+    p.sp.presence_penalty = -INFINITY;
+    CHECK_EQ(ea__req_new(&lim, &p, 1, &r), EA_ERR_INVALID_ARG);
+}
+
 int main(void) {
     RUN(submit_round_trips_every_field);
     RUN(grammar_source_absent_and_oversized);
+    RUN(stop_string_with_nul_or_empty_refused);
+    RUN(follower_refuses_undefined_sampling_parameters);
     return TEST_SUMMARY();
 }

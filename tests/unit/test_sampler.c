@@ -233,6 +233,40 @@ TEST(repetition_penalty_moves_the_argmax) {
     ea_sampler_destroy(s);
 }
 
+/* Parameters the API accepts (temperature 1e-45 >= 0, repetition_penalty 1e-40 > 0) made
+ * every probability NaN, no candidate survived and the sampler read idx[-1] (a token id
+ * from the heap); found by fuzz_bus_codec. Now a temperature whose 1/T overflows is
+ * greedy, and a draw where nothing survives (NaN, or every logit -inf) is the argmax. */
+TEST(extreme_parameters_still_draw_a_vocabulary_token) {
+    enum { V = 8 };
+    ea_sampler *s;
+    CHECK_EQ(ea_sampler_create(V, &s), EA_OK);
+    const float base[V] = {-1.0f, -0.5f, 1.0f, 2.0f, 3.0f, 5.0f, 6.5f, 7.0f};
+    float lg[V];
+    ea_rng rng;
+    ea_rng_seed(&rng, 1);
+    ea_sampling_params sp;
+    ea_sampling_defaults(&sp);
+    sp.temperature = 1e-45f; /* the limit T -> 0: greedy */
+    memcpy(lg, base, sizeof lg);
+    CHECK_EQ(ea_sample(s, &sp, &rng, lg, NULL, NULL), 7);
+    sp.temperature = NAN;
+    memcpy(lg, base, sizeof lg);
+    CHECK_EQ(ea_sample(s, &sp, &rng, lg, NULL, NULL), 7);
+    ea_sampling_defaults(&sp);
+    sp.repetition_penalty = 1e-40f; /* a seen positive logit becomes +inf: it is the argmax */
+    int32_t counts[V] = {0};
+    uint8_t seen[V] = {0};
+    seen[3] = 1;
+    memcpy(lg, base, sizeof lg);
+    CHECK_EQ(ea_sample(s, &sp, &rng, lg, counts, seen), 3);
+    ea_sampling_defaults(&sp);
+    for (int i = 0; i < V; i++) lg[i] = -INFINITY; /* a mask that leaves nothing */
+    int t = ea_sample(s, &sp, &rng, lg, NULL, NULL);
+    CHECK(t >= 0 && t < V);
+    ea_sampler_destroy(s);
+}
+
 TEST(prefix_order_draws_what_a_full_sort_draws) {
     enum { BV = 50000 };
     float *lg = malloc(sizeof(float) * BV), *work = malloc(sizeof(float) * BV), *p = malloc(sizeof(float) * BV);
@@ -270,5 +304,6 @@ int main(void) {
     RUN(top_k_and_top_p_cut_exactly);
     RUN(repetition_penalty_moves_the_argmax);
     RUN(prefix_order_draws_what_a_full_sort_draws);
+    RUN(extreme_parameters_still_draw_a_vocabulary_token);
     return TEST_SUMMARY();
 }
