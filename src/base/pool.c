@@ -209,12 +209,18 @@ void ea_pool_run(ea_pool *p, ea_pool_fn fn, void *ctx, int n_tasks) {
         p->base = base;
         atomic_store_explicit(&p->n_finished, 0, memory_order_relaxed);
         uint64_t w = atomic_load_explicit(&p->job, memory_order_relaxed);
-        w = ((w & ~(EA__W_GEN_ONE - 1)) + EA__W_GEN_ONE) | (uint64_t)n; /* next gen, next 0 */
+        /* next gen, task 0 already the owner's: with the helpers awake, task i
+         * then runs on the thread it ran on with a static split (locality,
+         * the tasks' prefetch of their successors), and no CAS races the
+         * helpers for the first task */
+        w = ((w & ~(EA__W_GEN_ONE - 1)) + EA__W_GEN_ONE) | EA__W_NEXT_ONE | (uint64_t)n;
         pthread_mutex_lock(&p->mu);
         atomic_store_explicit(&p->job, w, memory_order_release);
         pthread_cond_broadcast(&p->cv_job);
         pthread_mutex_unlock(&p->mu);
-        ea__claim_and_run(p, w, 0);
+        fn(ctx, base, 0);
+        atomic_fetch_add_explicit(&p->n_finished, 1, memory_order_acq_rel);
+        ea__claim_and_run(p, atomic_load_explicit(&p->job, memory_order_acquire), 0);
         for (int i = 0; i < EA__SPIN && atomic_load_explicit(&p->n_finished, memory_order_acquire) < n; i++) _mm_pause();
         if (atomic_load_explicit(&p->n_finished, memory_order_acquire) < n) {
             pthread_mutex_lock(&p->mu);
