@@ -356,18 +356,28 @@ ea_status ea_kv_disk_put_state(ea_kv_disk *d, uint64_t key, const float *state) 
     return write_file(d, key, 1);
 }
 
-ea_status ea_kv_disk_get_state(ea_kv_disk *d, uint64_t key, float *state) {
-    ea__kvd_ent *e = ea__ix_find(d, key, 1);
-    if (!e) return ea_err(EA_ERR_NOT_FOUND, "kv disk: state %016llx", (unsigned long long)key);
+/* Read key's file (a block's, or with is_state its recurrent-state snapshot)
+ * into d->buf and check it; a file that fails the check is dropped from the
+ * index. OUT: *ent, the entry to stamp once its payload is used. */
+static ea_status ea__load(ea_kv_disk *d, uint64_t key, int is_state, ea__kvd_ent **ent) {
+    ea__kvd_ent *e = ea__ix_find(d, key, is_state);
+    if (!e) return ea_err(EA_ERR_NOT_FOUND, "kv disk: %s %016llx", is_state ? "state" : "key", (unsigned long long)key);
     char p[4096];
-    ea__file_path(d, key, 1, p, sizeof p);
-    const char *why = ea__read_valid(d, p, key, 1);
+    ea__file_path(d, key, is_state, p, sizeof p);
+    const char *why = ea__read_valid(d, p, key, is_state);
     if (why) {
         EA_LOGW("kv disk: %s: %s; dropped, not loaded", p, why);
         d->st.skipped++;
         ea__ix_drop(d, e, 1);
         return ea_err(EA_ERR_FORMAT, "%s: %s", p, why);
     }
+    *ent = e;
+    return EA_OK;
+}
+
+ea_status ea_kv_disk_get_state(ea_kv_disk *d, uint64_t key, float *state) {
+    ea__kvd_ent *e;
+    EA_TRY(ea__load(d, key, 1, &e));
     memcpy(state, d->buf, (size_t)d->state_payload);
     e->stamp = ++d->clock;
     d->st.reads++;
@@ -391,18 +401,10 @@ ea_status ea_kv_disk_put(ea_kv_disk *d, uint64_t key, const ea_kv_cache *kv, int
 }
 
 ea_status ea_kv_disk_get(ea_kv_disk *d, uint64_t key, ea_kv_cache *kv, int32_t block) {
-    ea__kvd_ent *e = ea__ix_find(d, key, 0);
-    if (!e) return ea_err(EA_ERR_NOT_FOUND, "kv disk: key %016llx", (unsigned long long)key);
+    if (!ea__ix_find(d, key, 0)) return ea_err(EA_ERR_NOT_FOUND, "kv disk: key %016llx", (unsigned long long)key);
     if (block < 0 || block >= kv->n_blocks) return ea_err(EA_ERR_RANGE, "kv disk: block %d of %d", block, kv->n_blocks);
-    char p[4096];
-    ea__file_path(d, key, 0, p, sizeof p);
-    const char *why = ea__read_valid(d, p, key, 0);
-    if (why) {
-        EA_LOGW("kv disk: %s: %s; dropped, not loaded", p, why);
-        d->st.skipped++;
-        ea__ix_drop(d, e, 1);
-        return ea_err(EA_ERR_FORMAT, "%s: %s", p, why);
-    }
+    ea__kvd_ent *e;
+    EA_TRY(ea__load(d, key, 0, &e));
     size_t kr = (size_t)d->block_size * (size_t)d->k_dim, vr = (size_t)d->block_size * (size_t)d->v_dim;
     const float *q = d->buf;
     for (int l = 0; l < d->n_layers; l++) {
