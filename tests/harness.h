@@ -11,11 +11,27 @@
 #define EA_HARNESS_H
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int ea_t_passed, ea_t_failed, ea_t_cur_failed;
+
+/* Run a shell command (printf-style); a non-zero status is reported on stderr
+ * with the command. Returns system()'s status. For tests that build models
+ * with the eaas binary or run the NumPy reference. */
+static inline int ea_t_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline int ea_t_sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    if (rc != 0) fprintf(stderr, "  command failed (%d): %s\n", rc, cmd);
+    return rc;
+}
 
 #define TEST(name) static void test_##name(void)
 #define RUN(name)                                                          \

@@ -34,18 +34,6 @@
 static const char *families[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v2", "deepseek_v3"};
 static char work[1024];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    if (rc != 0) fprintf(stderr, "  command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
-
 static void prompt(int32_t *tok, int n, int vocab, uint64_t seed) {
     for (int i = 0; i < n; i++) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -59,7 +47,7 @@ static int make_model(const char *fam, const char *dtype, const char *fmt, char 
     snprintf(out, outsz, "%s/%s-%s%s", work, fam, dtype, strcmp(fmt, "gguf") == 0 ? ".gguf" : "");
     if (ea_file_exists(out) || ea_is_dir(out)) return 0;
     int k4 = strcmp(fam, "mixtral_k4") == 0;
-    return sh("\"%s\" make-model --family %s%s --preset tiny --seed 3 --format %s --dtype %s --out %s >/dev/null",
+    return ea_t_sh("\"%s\" make-model --family %s%s --preset tiny --seed 3 --format %s --dtype %s --out %s >/dev/null",
               getenv("EAAS_BIN"), k4 ? "mixtral" : fam, k4 ? " --top-k 4" : "", fmt, dtype, out);
 }
 
@@ -105,7 +93,7 @@ static int read_ref(const char *dir, const int32_t *tok, float **logits, int V, 
     snprintf(lf, sizeof lf, "%s.ref.f32", dir);
     snprintf(jf, sizeof jf, "%s.ref.json", dir);
     if (!ea_file_exists(jf) &&
-        sh("/usr/bin/python3 %s/tests/reference/ref_forward.py --model %s --tokens %s --logits-out %s --greedy %d > %s",
+        ea_t_sh("/usr/bin/python3 %s/tests/reference/ref_forward.py --model %s --tokens %s --logits-out %s --greedy %d > %s",
            getenv("EA_SRC"), dir, toks, lf, NG, jf))
         return -1;
     char *data;
@@ -350,7 +338,7 @@ TEST(decode_loop_allocates_nothing) {
 
 int main(void) {
     snprintf(work, sizeof work, "%s/golden-models", getenv("EA_BUILD") ? getenv("EA_BUILD") : ".");
-    sh("mkdir -p %s", work);
+    ea_t_sh("mkdir -p %s", work);
 #define RUNF(F) RUN(F##_f32_matches_reference); RUN(F##_f16_matches_reference); RUN(F##_bf16_within_bound); RUN(F##_q8_0_within_bound);
     FAMILY_TESTS(RUNF)
     RUN(mixtral_k4_f32_matches_reference);

@@ -34,18 +34,6 @@
 
 static char work[1024];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    if (rc != 0) fprintf(stderr, "  command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
-
 static void prompt(int32_t *tok, int n, uint64_t seed) {
     for (int i = 0; i < n; i++) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -56,7 +44,7 @@ static void prompt(int32_t *tok, int n, uint64_t seed) {
 static int make_model(const char *fam, char *out, size_t outsz) {
     snprintf(out, outsz, "%s/%s-f32", work, fam);
     if (ea_is_dir(out)) return 0;
-    return sh("\"%s\" make-model --family %s --preset tiny --seed 3 --format hf --dtype f32 --out %s >/dev/null",
+    return ea_t_sh("\"%s\" make-model --family %s --preset tiny --seed 3 --format hf --dtype f32 --out %s >/dev/null",
               getenv("EAAS_BIN"), fam, out);
 }
 
@@ -109,7 +97,7 @@ static int read_ref(const char *dir, const int32_t *tok, int np, float *logits, 
     snprintf(lf, sizeof lf, "%s.ref%d.f32", dir, np);
     snprintf(jf, sizeof jf, "%s.ref%d.json", dir, np);
     if (!ea_file_exists(jf) &&
-        sh("/usr/bin/python3 %s/tests/reference/ref_forward.py --model %s --tokens %s --logits-out %s --greedy %d > %s",
+        ea_t_sh("/usr/bin/python3 %s/tests/reference/ref_forward.py --model %s --tokens %s --logits-out %s --greedy %d > %s",
            getenv("EA_SRC"), dir, toks, lf, NG, jf))
         return -1;
     char *data;
@@ -323,7 +311,7 @@ TEST(decode_loop_allocates_nothing) {
 
 int main(void) {
     snprintf(work, sizeof work, "%s/golden-models", getenv("EA_BUILD") ? getenv("EA_BUILD") : ".");
-    sh("mkdir -p %s", work);
+    ea_t_sh("mkdir -p %s", work);
     RUN(qwen3_next_f32_matches_reference);
     RUN(qwen3_5_moe_f32_matches_reference);
     RUN(two_chunks_match_reference);

@@ -27,24 +27,12 @@
 
 static char work[1024];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    if (rc != 0) fprintf(stderr, "  command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
-
 /* make-model output path for (family, format, dtype), made once */
 static const char *model(const char *fam, const char *fmt, const char *dt, char *out, size_t n) {
     int gg = !strcmp(fmt, "gguf");
     snprintf(out, n, "%s/hg-%s-%s%s", work, fam, dt, gg ? ".gguf" : "-hf");
     if ((gg && ea_file_exists(out)) || (!gg && ea_is_dir(out))) return out;
-    if (sh("\"%s\" make-model --family %s --preset tiny --seed 5 --format %s --dtype %s --out %s >/dev/null",
+    if (ea_t_sh("\"%s\" make-model --family %s --preset tiny --seed 5 --format %s --dtype %s --out %s >/dev/null",
            getenv("EAAS_BIN"), fam, fmt, dt, out))
         return NULL;
     return out;
@@ -163,7 +151,7 @@ TEST(dtypes_within_bounds) {
 
 int main(void) {
     snprintf(work, sizeof work, "%s/golden-models", getenv("EA_BUILD") ? getenv("EA_BUILD") : ".");
-    sh("mkdir -p %s", work);
+    ea_t_sh("mkdir -p %s", work);
     RUN(qwen3_next_hf_gguf_identical_f32);
     RUN(qwen3_5_moe_hf_gguf_identical_f32);
     RUN(qwen3_next_hf_gguf_identical_bf16);
