@@ -6,8 +6,10 @@
  *
  * Reads a buffer of N MiB (default 2048, well past the last-level cache) with
  * 1 thread and with every pool thread, each thread a contiguous share, with
- * plain sequential loads (AVX-512 or AVX2 when present, prefetchers doing their
- * usual job), best of R passes. Prints one JSON line per thread count:
+ * plain sequential vector loads (AVX-512, else AVX2, else 64-bit scalar;
+ * prefetchers doing their usual job), best of R passes. The scalar reader
+ * understates a machine: on an AVX2-only AMD EPYC it read 11 / 19 GB/s with
+ * 1 / 2 threads where 256-bit loads read 17.7 / 27.8. Prints one JSON line per thread count:
  *   {"bench":"membw","threads":T,"mb":N,"gbps":G}
  */
 #include <immintrin.h>
@@ -39,6 +41,17 @@ __attribute__((target("avx512f"))) static uint64_t read512(const uint8_t *p, siz
     return (uint64_t)_mm512_reduce_add_epi64(a0);
 }
 
+__attribute__((target("avx2"))) static uint64_t read256(const uint8_t *p, size_t n) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 128 <= n; i += 128) {
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(p + i)));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(p + i + 32)));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(p + i + 64)));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(p + i + 96)));
+    }
+    a0 = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    return (uint64_t)_mm256_extract_epi64(a0, 0) ^ (uint64_t)_mm256_extract_epi64(a0, 3);
+}
 static uint64_t read64(const uint8_t *p, size_t n) {
     uint64_t a = 0, b = 0;
     for (size_t i = 0; i + 16 <= n; i += 16) {
@@ -51,13 +64,13 @@ static uint64_t read64(const uint8_t *p, size_t n) {
     return a ^ b;
 }
 
-static int has512;
+static int has512, has256;
 
 static void task(void *arg, int t, int thread) {
     job *j = arg;
     size_t share = j->bytes / (size_t)j->n_tasks & ~(size_t)255;
     const uint8_t *p = j->buf + share * (size_t)t;
-    j->sink[t] = has512 ? read512(p, share) : read64(p, share);
+    j->sink[t] = has512 ? read512(p, share) : has256 ? read256(p, share) : read64(p, share);
 }
 
 int main(int argc, char **argv) {
@@ -69,6 +82,7 @@ int main(int argc, char **argv) {
     }
     __builtin_cpu_init();
     has512 = __builtin_cpu_supports("avx512f");
+    has256 = __builtin_cpu_supports("avx2");
     size_t bytes = mb << 20;
     uint8_t *buf = ea_aligned_alloc(4096, bytes);
     if (!buf) {
