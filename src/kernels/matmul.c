@@ -240,6 +240,15 @@ size_t ea_k_packed_bytes(const ea_tensor *w, int rows) {
     return (size_t)((n + rows - 1) / rows) * ea_packed_group_bytes(w->dtype, (size_t)k, rows);
 }
 
+/* Block b's scales of rows[0..nr) at q (padding rows: 0), for `rows` rows; returns the end. */
+static uint8_t *ea__pack_q8_scales(const ea_block_q8_0 *const *row, int nr, int rows, size_t b, uint8_t *q) {
+    for (int r = 0; r < rows; r++, q += 2) {
+        uint16_t d = r < nr ? row[r][b].d : 0;
+        memcpy(q, &d, 2);
+    }
+    return q;
+}
+
 /* The writers fill each group in address order (padding included), so a
  * copy is written once, front to back, into fresh memory. */
 static void ea__pack_q8(const ea_tensor *w, int rows, uint8_t *o) {
@@ -252,7 +261,8 @@ static void ea__pack_q8(const ea_tensor *w, int rows, uint8_t *o) {
         int nr = n - j0 < rows ? (int)(n - j0) : rows;
         for (int r = 0; r < nr; r++) row[r] = (const ea_block_q8_0 *)((const uint8_t *)w->data + (size_t)(j0 + r) * rb);
         uint8_t *q = o;
-        for (size_t b = 0; b < nb; b++)
+        for (size_t b = 0; b < nb; b++) {
+            if (rows == EA_Q8X8_ROWS) q = ea__pack_q8_scales(row, nr, rows, b, q);
             for (int d = 0; d < 8; d++) /* run d: dword d of each row's block b */
                 for (int r = 0; r < rows; r++, q += 4) {
                     uint32_t v = 0; /* padding rows: zero bytes */
@@ -262,11 +272,9 @@ static void ea__pack_q8(const ea_tensor *w, int rows, uint8_t *o) {
                     }
                     memcpy(q, &v, 4);
                 }
-        for (size_t b = 0; b < nb; b++)
-            for (int r = 0; r < rows; r++, q += 2) {
-                uint16_t d = r < nr ? row[r][b].d : 0;
-                memcpy(q, &d, 2);
-            }
+        }
+        if (rows != EA_Q8X8_ROWS)
+            for (size_t b = 0; b < nb; b++) q = ea__pack_q8_scales(row, nr, rows, b, q);
         memset(q, 0, gb - (size_t)(q - o));
     }
 }

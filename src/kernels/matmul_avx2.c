@@ -241,9 +241,9 @@ EA__INL EA__T2 void ea__q8_blocks2(const uint8_t *w, size_t rb, int nb, const in
                                    int nt, __m256i *wt, __m256 *acc, const uint8_t *pf, int pf_lines, const int PACKED) {
     for (int b = 0; b < nb; b++) {
         for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
-        const __m256i *bt = PACKED ? (const __m256i *)(w + (size_t)b * 256) : wt;
-        __m256 dw = PACKED ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (size_t)nb * 256 + (size_t)b * 16)))
-                           : ea__q8_wblock2(w, rb, b, wt);
+        const uint8_t *wb = w + (size_t)b * EA_Q8X8_BLOCK; /* PACKED: block b's 8 scales, then its runs */
+        const __m256i *bt = PACKED ? (const __m256i *)(wb + 16) : wt;
+        __m256 dw = PACKED ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)) : ea__q8_wblock2(w, rb, b, wt);
         if (nt == 1) { /* decode: its own copy (without it GCC's allocation cost 25% at m = 1 and 8) */
             ea__q8_tokens2(xq, k, xd, nb, b, bt, dw, acc, 1);
             continue;

@@ -32,16 +32,23 @@ typedef struct {
 /* Packed q8_0 copies: a second copy of a Q8_0 matrix, interleaved by R rows,
  * in the layout one q8 kernel reads without reshuffling (ea_k_pack in
  * kernels/matmul.h writes it). Rows go in groups of R, the last one padded
- * with zero bytes. With nb = k/32 blocks per row, a group is
- *   nb x 32R bytes  block b of the R rows as 8 runs of 4R bytes: run r holds
- *                   dword r (qs bytes 4r..4r+3) of rows 0..R-1 in turn;
- *   nb x 2R bytes   block b's R f16 scales, rows 0..R-1;
- *   zeros up to a multiple of 64 bytes.
- * Q8_0x8 (R = 8, the AVX2 kernel) keeps the qs bytes as they are; Q8_0x16
- * (R = 16, the AVX-512 VNNI kernel) stores each as w + 128 (w XOR 0x80), the
- * unsigned operand of vpdpbusd. Either takes R * 34 * nb bytes per group. */
+ * with zero bytes. With nb = k/32 blocks per row, block b of the R rows is
+ *   2R bytes   their R f16 scales, rows 0..R-1;
+ *   32R bytes  their qs as 8 runs of 4R bytes: run r holds dword r (qs
+ *              bytes 4r..4r+3) of rows 0..R-1 in turn.
+ * Q8_0x8 (R = 8, the AVX2 kernel) keeps the qs bytes as they are and puts
+ * each block's scales before its runs (272 bytes a block), so a group is one
+ * sequential stream: with the scales in a second stream at the group's end,
+ * batch-1 decode on an AMD EPYC read 10 instead of 13 GB/s per core
+ * (docs/kernels.md). Q8_0x16 (R = 16, the AVX-512 VNNI kernel) stores each
+ * qs byte as w + 128 (w XOR 0x80), the unsigned operand of vpdpbusd, and
+ * keeps all nb blocks' runs first (512 bytes a block, cache-line aligned for
+ * its 64-byte loads), then all nb blocks' scales. A group is padded with
+ * zeros to a multiple of 64 bytes; either takes R * 34 * nb bytes before the
+ * padding. */
 #define EA_Q8X8_ROWS 8
 #define EA_Q8X16_ROWS 16
+#define EA_Q8X8_BLOCK (8 * 34) /* bytes of one block of a Q8_0x8 group */
 static inline size_t ea_q8p_group_bytes(size_t k, int rows) {
     return (k / EA_QK8_0 * 34 * (size_t)rows + 63) & ~(size_t)63;
 }
