@@ -236,15 +236,17 @@ EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int
 
 /* The blocks of an 8-row group against nt tokens, prefetching pf_lines lines
  * of pf per block. PACKED: the group is a Q8_0x8 group at w, read as it is;
- * else 8 Q8_0 rows at w (stride rb), each block reordered into wt first. */
+ * else 8 Q8_0 rows at w (stride rb), each block reordered into wt first.
+ * ONE: nt is 1 (decode), and the loop holds nothing else. */
 EA__INL EA__T2 void ea__q8_blocks2(const uint8_t *w, size_t rb, int nb, const int8_t *xq, int k, const float *xd,
-                                   int nt, __m256i *wt, __m256 *acc, const uint8_t *pf, int pf_lines, const int PACKED) {
+                                   int nt, __m256i *wt, __m256 *acc, const uint8_t *pf, int pf_lines, const int PACKED,
+                                   const int ONE) {
     for (int b = 0; b < nb; b++) {
         for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
         const uint8_t *wb = w + (size_t)b * EA_Q8X8_BLOCK; /* PACKED: block b's 8 scales, then its runs */
         const __m256i *bt = PACKED ? (const __m256i *)(wb + 16) : wt;
         __m256 dw = PACKED ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)) : ea__q8_wblock2(w, rb, b, wt);
-        if (nt == 1) { /* decode: its own copy (without it GCC's allocation cost 25% at m = 1 and 8) */
+        if (ONE || nt == 1) { /* decode: its own copy (without it GCC's allocation cost 25% at m = 1 and 8) */
             ea__q8_tokens2(xq, k, xd, nb, b, bt, dw, acc, 1);
             continue;
         }
@@ -258,16 +260,21 @@ EA__INL EA__T2 void ea__q8_blocks2(const uint8_t *w, size_t rb, int nb, const in
 }
 
 /* One function per form, so that each one's registers are allocated alone
- * (inlined into the loops below, GCC spilled the reordering). */
+ * (inlined into the loops below, GCC spilled the reordering). The packed
+ * decode form has its own: sharing the function with the tiles of several
+ * tokens, GCC loaded the 8 x dwords of a block into general registers and
+ * the stack before choosing the path, and in-cache m = 1 products ran at
+ * 11.7 GB/s per core where the loop alone reaches 14 (docs/kernels.md). */
 __attribute__((noinline)) EA__T2 static void ea__q8_group2(const uint8_t *w, size_t rb, int nb, const int8_t *xq,
                                                            int k, const float *xd, int nt, __m256i *wt, __m256 *acc,
                                                            const uint8_t *pf, int pf_lines) {
-    ea__q8_blocks2(w, rb, nb, xq, k, xd, nt, wt, acc, pf, pf_lines, 0);
+    ea__q8_blocks2(w, rb, nb, xq, k, xd, nt, wt, acc, pf, pf_lines, 0, 0);
 }
 __attribute__((noinline)) EA__T2 static void ea__q8_group2_packed(const uint8_t *w, int nb, const int8_t *xq, int k,
                                                                   const float *xd, int nt, __m256 *acc,
                                                                   const uint8_t *pf, int pf_lines) {
-    ea__q8_blocks2(w, 0, nb, xq, k, xd, nt, NULL, acc, pf, pf_lines, 1);
+    if (nt == 1) ea__q8_blocks2(w, 0, nb, xq, k, xd, 1, NULL, acc, pf, pf_lines, 1, 1);
+    else ea__q8_blocks2(w, 0, nb, xq, k, xd, nt, NULL, acc, pf, pf_lines, 1, 0);
 }
 
 /* Per group of 8 W rows and block, lane jr holds row jr: the rows' qs are
