@@ -129,6 +129,46 @@ EA__INL EA__T2 void ea__tile2(const ea__mm *p, int i0, int j0, const int MR, con
         for (int b = 0; b < MR; b++) p->y[(size_t)(i0 + b) * p->n + j0 + a] = ea__reduce16_avx2(acc[0][a][b], acc[1][a][b]);
 }
 
+/* Decode (m = 1) of the 4 bf16 rows of the Fx4 group at j0 (k a multiple
+ * of 16): a step's 16 elements of a row are one 32-byte load, and
+ * vpunpck{l,h}wd with zeros makes them f32 without a shift: the low vector
+ * holds elements 0-3 and 8-11, the high one 4-7 and 12-15, so x's step is
+ * loaded in the same order. Every canonical lane still takes its
+ * fma(w, x, acc) in increasing k, and the final sum is the canonical tree
+ * (ea__reduce16_avx2) with the lanes where they now are: the same bits as
+ * ea__tile2 with one token and four rows, about a fifth fewer instructions. */
+EA__INL EA__T2 void ea__bf16_decode4(const ea__mm *p, int j0) {
+    int k = p->k;
+    const uint8_t *g = ea__f_row(p, j0, 2); /* the group: step s at g + s * 128 */
+    const size_t pf_ahead = 6 * (size_t)k * 2;
+    const float *x = p->x;
+    const __m256i z = _mm256_setzero_si256();
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+    for (int kk = 0; kk < k; kk += 16) {
+        const uint8_t *st = g + (size_t)(kk / 16) * 128;
+        _mm_prefetch((const char *)st + pf_ahead, _MM_HINT_T0);
+        _mm_prefetch((const char *)st + pf_ahead + 64, _MM_HINT_T0);
+        __m256 xl = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x + kk)), _mm_loadu_ps(x + kk + 8), 1);
+        __m256 xh = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x + kk + 4)), _mm_loadu_ps(x + kk + 12), 1);
+#pragma GCC unroll 4
+        for (int a = 0; a < 4; a++) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(st + 32 * a));
+            acc[a][0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w)), xl, acc[a][0]);
+            acc[a][1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w)), xh, acc[a][1]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) { /* lanes 0-3 | 8-11 and 4-7 | 12-15: s8 = lane l + lane l + 8, then as ea__reduce16_avx2 */
+        __m128 s8a = _mm_add_ps(_mm256_castps256_ps128(acc[a][0]), _mm256_extractf128_ps(acc[a][0], 1));
+        __m128 s8b = _mm_add_ps(_mm256_castps256_ps128(acc[a][1]), _mm256_extractf128_ps(acc[a][1], 1));
+        __m128 s4 = _mm_add_ps(s8a, s8b);
+        __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        p->y[j0 + a] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+    }
+}
+
 /* Rows in blocks of EA__RB2: within a block the 4-token groups are the
  * outer loop, so a group's X (4 x 4k bytes) stays in L1 while the block's W
  * rows (read from memory by the first group) come again from L2. */
@@ -138,6 +178,8 @@ EA__INL EA__T2 void ea__rows2(const ea__mm *p, int j0, int j1, const ea_dtype dt
     int j = j0, m = p->m;
     if (m == 1 && p->wp) { /* decode from an Fx4 copy: one group per tile, one stream */
         for (; j < j1 && j % EA_FX4_ROWS; j++) ea__tile2(p, 0, j, 1, 1, dt);
+        if (dt == EA_BF16 && p->k % EA_FX4_STEP == 0)
+            for (; j + EA_FX4_ROWS <= j1; j += EA_FX4_ROWS) ea__bf16_decode4(p, j);
         for (; j + EA_FX4_ROWS <= j1; j += EA_FX4_ROWS) ea__tile2(p, 0, j, 1, EA_FX4_ROWS, dt);
     } else if (m == 1) /* decode from the rows: more W rows in flight */
         for (; j + 6 <= j1; j += 6) ea__tile2(p, 0, j, 1, 6, dt);
