@@ -101,6 +101,8 @@ static size_t ea__tscratch_need(int max_m, int max_k) {
     size_t a = (size_t)max_k * sizeof(float) + 64; /* scalar: one W row in f32 */
     size_t q = ea__avx2_q8_scratch_bytes(max_k);
     if (q > a) a = q;
+    q = ea__avx2_f_scratch_bytes(max_k);
+    if (q > a) a = q;
     q = ea__amx_q8_scratch_bytes(max_k);
     if (q > a) a = q;
     q = ea__avx512_q8_scratch_bytes(max_m, max_k);

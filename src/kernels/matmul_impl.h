@@ -98,6 +98,9 @@ void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s);
 /* Tokens per pass of the avx2 q8 kernel, and the scratch it needs for k. */
 #define EA__Q8_TOK 16
 size_t ea__avx2_q8_scratch_bytes(int k);
+/* Scratch of ea__rows_avx2_f: bf16 W blocks widened to f32 for prefill (0 if max_k is too long for it). */
+#define EA__WIDE_BYTES ((size_t)384 << 10)
+size_t ea__avx2_f_scratch_bytes(int max_k);
 void ea__rows_avx512_f(const ea__mm *p, int j0, int j1, ea__scratch *s);
 void ea__rows_avx512_q8(const ea__mm *p, int j0, int j1, ea__scratch *s); /* needs VNNI; reads wp when set */
 /* Scratch the avx512 q8 kernel needs for up to m rows of k. */
