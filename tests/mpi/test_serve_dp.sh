@@ -2,7 +2,9 @@
 # test_serve_dp.sh — data-parallel attention (issue 21 item 2): `eaas serve
 # --parallel expert --dp-attention` runs each request on one rank (its own
 # attention and KV cache; rank 0 assigns the least loaded) and exchanges token
-# rows with alltoallv at every MoE layer. For every family, on 2 and 4 ranks,
+# rows with alltoallv at every MoE layer. For every family (the hybrid
+# Qwen3-Next and Qwen3.5-MoE included: their recurrent state lives with the
+# request on its rank, like its KV cache), on 2 and 4 ranks,
 # sequential and concurrent requests — greedy, seeded, streamed — answer
 # byte-identically to one process; requests are spread over the ranks
 # (/ep/stats "dp"); ranks with nothing to run in a step (sequential requests
@@ -47,7 +49,7 @@ run_all() { # PORT OUT: 4 one after another, then 12 at once (greedy, seeded, st
 }
 assigned() { curl -s -m 10 "http://127.0.0.1:$1/ep/stats" | /usr/bin/python3 -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["dp"]["assigned"])))'; }
 
-for fam in qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3; do
+for fam in qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3 qwen3_next qwen3_5_moe; do
   M="$W/$fam"
   [ -d "$M" ] || "$EAAS_BIN" make-model --family "$fam" --preset tiny --seed 7 --format hf --out "$M" >/dev/null
   start "$W/one.log" "$EAAS_BIN" serve --model "$M" --port 0 --threads 1
