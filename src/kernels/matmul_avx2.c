@@ -140,7 +140,9 @@ EA__INL EA__T2 void ea__tile2(const ea__mm *p, int i0, int j0, const int MR, con
 EA__INL EA__T2 void ea__bf16_decode4(const ea__mm *p, int j0) {
     int k = p->k;
     const uint8_t *g = ea__f_row(p, j0, 2); /* the group: step s at g + s * 128 */
-    const size_t pf_ahead = 6 * (size_t)k * 2;
+    /* 3 groups ahead (ea__tile2: 6 rows): this loop takes a step in fewer
+     * cycles; in 4 alternated decode runs 12 rows beat 6 every time (by 1-8%) */
+    const size_t pf_ahead = 12 * (size_t)k * 2;
     const float *x = p->x;
     const __m256i z = _mm256_setzero_si256();
     __m256 acc[4][2];
