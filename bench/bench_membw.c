@@ -9,7 +9,8 @@
  * plain sequential vector loads (AVX-512, else AVX2, else 64-bit scalar;
  * prefetchers doing their usual job), best of R passes. The scalar reader
  * understates a machine: on an AVX2-only AMD EPYC it read 11 / 19 GB/s with
- * 1 / 2 threads where 256-bit loads read 17.7 / 27.8. Prints one JSON line per thread count:
+ * 1 / 2 threads where 256-bit loads read 15-16 / 24-26. Prints one JSON line
+ * per thread count:
  *   {"bench":"membw","threads":T,"mb":N,"gbps":G}
  */
 #include <immintrin.h>

@@ -136,7 +136,8 @@ EA__INL EA__T2 void ea__tile2(const ea__mm *p, int i0, int j0, const int MR, con
  * loaded in the same order. Every canonical lane still takes its
  * fma(w, x, acc) in increasing k, and the final sum is the canonical tree
  * (ea__reduce16_avx2) with the lanes where they now are: the same bits as
- * ea__tile2 with one token and four rows, about a fifth fewer instructions. */
+ * ea__tile2 with one token and four rows (bench_matmul m = 1, 1 thread, in
+ * cache: 12.2 -> 19.9 GB/s on an AVX2-only EPYC). */
 EA__INL EA__T2 void ea__bf16_decode4(const ea__mm *p, int j0) {
     int k = p->k;
     const uint8_t *g = ea__f_row(p, j0, 2); /* the group: step s at g + s * 128 */
@@ -229,10 +230,18 @@ EA__T2 static void ea__widen_rows(const ea__mm *p, int j0, int j1, float *o) {
     }
 }
 
+/* Blocks of up to EA__RB2 rows (a multiple of 3 that fits the scratch),
+ * each widened and then run by ea__rows2 as f32 rows; the last rows that
+ * make no whole 3-row tile stay bf16. */
 EA__T2 static void ea__rows2_wide(const ea__mm *p, int j0, int j1, ea__scratch *s) {
-    int k = p->k, m = p->m;
-    int rb = (int)(EA__WIDE_BYTES / ((size_t)k * sizeof(float))) / 3 * 3;
+    int k = p->k;
+    size_t cap = s->size < EA__WIDE_BYTES ? s->size : EA__WIDE_BYTES;
+    int rb = (int)(cap / ((size_t)k * sizeof(float))) / 3 * 3;
     rb = rb > EA__RB2 ? EA__RB2 : rb;
+    if (rb < 3) {
+        ea__rows2(p, j0, j1, EA_BF16);
+        return;
+    }
     int j3 = j1 - (j1 - j0) % 3;
     float *wf = (float *)s->buf;
     for (int jb = j0; jb < j3; jb += rb) {
@@ -244,24 +253,16 @@ EA__T2 static void ea__rows2_wide(const ea__mm *p, int j0, int j1, ea__scratch *
         q.row_bytes = (size_t)k * sizeof(float);
         q.wp = NULL;
         q.y = p->y + jb;
-        int i = 0;
-        for (; i + 4 <= m; i += 4)
-            for (int jj = 0; jj < nr; jj += 3) ea__tile2(&q, i, jj, 4, 3, EA_F32);
-        for (int jj = 0; jj < nr && i < m; jj += 3) switch (m - i) {
-            case 3: ea__tile2(&q, i, jj, 3, 3, EA_F32); break;
-            case 2: ea__tile2(&q, i, jj, 2, 3, EA_F32); break;
-            default: ea__tile2(&q, i, jj, 1, 3, EA_F32); break;
-            }
+        ea__rows2(&q, 0, nr, EA_F32);
     }
-    for (int j = j3; j < j1; j++)
-        for (int i = 0; i < m; i++) ea__tile2(p, i, j, 1, 1, EA_BF16);
+    ea__rows2(p, j3, j1, EA_BF16);
 }
 
 EA__T2 void ea__rows_avx2_f(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     switch (p->dtype) {
     case EA_F16: ea__rows2(p, j0, j1, EA_F16); break;
     case EA_BF16:
-        if (p->m >= EA__WIDE_MIN_M && s->size >= EA__WIDE_BYTES) ea__rows2_wide(p, j0, j1, s);
+        if (p->m >= EA__WIDE_MIN_M) ea__rows2_wide(p, j0, j1, s);
         else ea__rows2(p, j0, j1, EA_BF16);
         break;
     default: ea__rows2(p, j0, j1, EA_F32); break;
