@@ -26,6 +26,7 @@
 #include "base/util.h"
 #include "harness.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "serve/engine.h"
 
 #define NP 64
@@ -239,12 +240,17 @@ static void batch_invariance(const char *model, int threads, const char *isa, fl
         return;
     }
     if (isa) setenv("EAAS_ISA", isa, 1);
+    /* the row-wise kernels (ops.h) too: they pick their variant once per
+     * process, so without this every ISA here ran the first one's */
+    const char *ops = isa && (!strcmp(isa, "amx") || !strcmp(isa, "avx512_bf16")) ? "avx512" : isa;
+    if (ops) CHECK_EQ(ea_k_ops_set_isa(ops), EA_OK);
     ea_engine_opts o = {.model_path = model, .threads = threads, .max_tokens = 1024, .max_ctx = 64, .max_seqs = 32};
     ea_engine *e;
     ea_status s = ea_engine_create(&o, &e);
     if (isa) unsetenv("EAAS_ISA");
     CHECK_EQ(s, EA_OK);
-    fprintf(stderr, "  batch invariance: %s, %d thread(s), isa %s\n", model, threads, ea_kctx_isa(e->kctx));
+    fprintf(stderr, "  batch invariance: %s, %d thread(s), isa %s, row-wise %s\n", model, threads,
+            ea_kctx_isa(e->kctx), ea_k_ops_isa());
     int V = e->m->cfg.vocab_size;
     int32_t a[40];
     prompt(a, 40, 1000, 11);
@@ -282,6 +288,7 @@ static void batch_invariance(const char *model, int threads, const char *isa, fl
     }
     free(alone); free(in); free(tok); free(pos); free(seq); free(rows);
     ea_engine_destroy(e);
+    if (ops) ea_k_ops_set_isa(NULL);
 }
 
 TEST(batch_invariance_all_paths) {
@@ -295,8 +302,8 @@ TEST(batch_invariance_all_paths) {
             for (size_t i = 0; i < NISA; i++) batch_invariance(dir, th, isas[i], NULL, NULL);
     }
     /* q8_0 gives the same bits on every ISA (kernels/matmul.h), whichever
-     * layout its kernel reads (the loader's Q8_0x8 / Q8_0x16 copies): the
-     * model's logits too */
+     * layout its kernel reads (the loader's Q8_0x8 / Q8_0x16 copies), and so
+     * do the row-wise kernels (ops.h): the model's logits too */
     CHECK_EQ(make_model("qwen3_moe", "q8_0", "gguf", dir, sizeof dir), 0);
     float *q8[NISA] = {NULL};
     int V = 0;
