@@ -33,6 +33,29 @@ static inline int ea_t_sh(const char *fmt, ...) {
     return rc;
 }
 
+/* Logits of rows of V: row r's max|a−b| / max|b|. */
+static inline double ea_t_row_err(const float *a, const float *b, int r, int V) {
+    double md = 0, mb = 0;
+    for (int i = 0; i < V; i++) {
+        double d = fabs((double)a[(size_t)r * V + i] - b[(size_t)r * V + i]);
+        md = d > md ? d : md;
+        mb = fabs(b[(size_t)r * V + i]) > mb ? fabs(b[(size_t)r * V + i]) : mb;
+    }
+    return md / mb;
+}
+
+/* The worst row's ea_t_row_err; *n_over (if not NULL): the rows above bound. */
+static inline double ea_t_rel_err(const float *a, const float *b, int rows, int V, double bound, int *n_over) {
+    double worst = 0;
+    if (n_over) *n_over = 0;
+    for (int r = 0; r < rows; r++) {
+        double e = ea_t_row_err(a, b, r, V);
+        if (n_over) *n_over += e > bound;
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
 #define TEST(name) static void test_##name(void)
 #define RUN(name)                                                          \
     do {                                                                   \

@@ -109,26 +109,6 @@ static int read_ref(const char *dir, const int32_t *tok, float **logits, int V, 
     return 0;
 }
 
-/* Per-row error: max|a-b| / max|b| of each row. */
-static void row_errs(const float *a, const float *b, int rows, int V, double *e) {
-    for (int r = 0; r < rows; r++) {
-        double md = 0, mb = 0;
-        for (int i = 0; i < V; i++) {
-            double d = fabs((double)a[(size_t)r * V + i] - b[(size_t)r * V + i]);
-            md = d > md ? d : md;
-            mb = fabs(b[(size_t)r * V + i]) > mb ? fabs(b[(size_t)r * V + i]) : mb;
-        }
-        e[r] = md / mb;
-    }
-}
-
-static double rel_err(const float *a, const float *b, int rows, int V) {
-    double e[NP], worst = 0;
-    row_errs(a, b, rows, V, e);
-    for (int r = 0; r < rows; r++) worst = e[r] > worst ? e[r] : worst;
-    return worst;
-}
-
 /* Compare the C engine on `fmt`/`dtype` weights with the reference run on the HF model of
  * `ref_dtype` (same seed). Every row within `tight`, except at most `max_loose` rows (routing
  * decided differently on a near-tie) that must stay within `loose`. Greedy tokens compared
@@ -153,13 +133,8 @@ static void check_vs_reference(const char *fam, const char *fmt, const char *dty
         snprintf(p, sizeof p, "%s.c.f32", dir);
         ea_write_file(p, lc, sizeof(float) * (size_t)V * NP);
     }
-    double e[NP], worst = 0;
-    int n_loose = 0;
-    row_errs(lc, lr, NP, V, e);
-    for (int r = 0; r < NP; r++) {
-        worst = e[r] > worst ? e[r] : worst;
-        n_loose += e[r] > tight;
-    }
+    int n_loose;
+    double worst = ea_t_rel_err(lc, lr, NP, V, tight, &n_loose);
     fprintf(stderr, "  %s %s %s vs reference on %s: max row error %.3g, %d rows above %.1g (allowed %d, <= %.2g)\n",
             fam, fmt, dtype, ref_dtype, worst, n_loose, tight, max_loose, loose);
     CHECK(n_loose <= max_loose);
@@ -194,7 +169,7 @@ static void check_hf_gguf_identical(const char *fam, const char *dtype) {
     CHECK_EQ(run_c(hf, 2, tok, &a, &V, g1), EA_OK);
     CHECK_EQ(run_c(gg, 2, tok, &b, &V, g2), EA_OK);
     if (memcmp(a, b, sizeof(float) * (size_t)V * NP) != 0)
-        fprintf(stderr, "  %s %s: HF and GGUF logits differ (max relative %.3g)\n", fam, dtype, rel_err(b, a, NP, V));
+        fprintf(stderr, "  %s %s: HF and GGUF logits differ (max relative %.3g)\n", fam, dtype, ea_t_rel_err(b, a, NP, V, 0, NULL));
     CHECK(memcmp(a, b, sizeof(float) * (size_t)V * NP) == 0);
     CHECK(memcmp(g1, g2, sizeof g1) == 0);
     free(a);
@@ -215,7 +190,7 @@ TEST(mla_absorbed_matches_expanded) {
         ea_status s = run_c(dir, 2, tok, &b, &V, g2);
         mla_expanded = 0;
         CHECK_EQ(s, EA_OK);
-        double err = rel_err(a, b, NP, V);
+        double err = ea_t_rel_err(a, b, NP, V, 0, NULL);
         fprintf(stderr, "  %s absorbed vs expanded: %.3g\n", dir, err);
         CHECK(err <= 1e-5);
         free(a);

@@ -113,21 +113,6 @@ static int read_ref(const char *dir, const int32_t *tok, int np, float *logits, 
     return 0;
 }
 
-/* worst over rows of max|a−b| / max|b| */
-static double rel_err(const float *a, const float *b, int rows, int V) {
-    double worst = 0;
-    for (int r = 0; r < rows; r++) {
-        double md = 0, mb = 0;
-        for (int i = 0; i < V; i++) {
-            double d = fabs((double)a[(size_t)r * V + i] - b[(size_t)r * V + i]);
-            md = d > md ? d : md;
-            mb = fabs(b[(size_t)r * V + i]) > mb ? fabs(b[(size_t)r * V + i]) : mb;
-        }
-        worst = md / mb > worst ? md / mb : worst;
-    }
-    return worst;
-}
-
 static void check_reference(const char *fam, int np) {
     char dir[1200];
     CHECK_EQ(make_model(fam, dir, sizeof dir), 0);
@@ -142,7 +127,7 @@ static void check_reference(const char *fam, int np) {
     if (s != EA_OK) fprintf(stderr, "  %s: %s\n", fam, ea_errmsg());
     CHECK_EQ(s, EA_OK);
     CHECK_EQ(read_ref(dir, tok, np, lr, V, gr), 0);
-    double err = rel_err(lc, lr, np, V);
+    double err = ea_t_rel_err(lc, lr, np, V, 0, NULL);
     int same = memcmp(gc, gr, sizeof gc) == 0;
     fprintf(stderr, "  %s f32, %d-token prompt vs reference: max row error %.3g; %d greedy tokens %s\n", fam, np, err,
             NG, same ? "identical" : "DIFFER");
@@ -175,7 +160,7 @@ TEST(chunked_prefill_matches_recurrent_decode) {
         prompt(tok, 64, 5);
         CHECK_EQ(run_c(e, tok, 64, 0, a, g1), EA_OK);
         CHECK_EQ(run_c(e, tok, 64, 1, b, g2), EA_OK);
-        double err = rel_err(b, a, 64, V);
+        double err = ea_t_rel_err(b, a, 64, V, 0, NULL);
         fprintf(stderr, "  %s: chunked prefill vs token-by-token: %.3g; greedy %s\n", fams[fi], err,
                 memcmp(g1, g2, sizeof g1) ? "DIFFER" : "identical");
         CHECK(err <= 1e-5);
@@ -237,7 +222,7 @@ static void batch_invariance(const char *model, int threads, const char *isa, fl
         }
         if (oi > 0 && memcmp(alone, in, sizeof(float) * (size_t)V * (NA + ND)) != 0) {
             fprintf(stderr, "  %s threads=%d: differs with %d others (max %.3g)\n", model, threads, others[oi],
-                    rel_err(in, alone, NA + ND, V));
+                    ea_t_rel_err(in, alone, NA + ND, V, 0, NULL));
             ea_t_cur_failed = 1;
         }
     }

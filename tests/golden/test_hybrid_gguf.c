@@ -66,23 +66,6 @@ static float *logits(const char *path, int *V) {
     return lg;
 }
 
-/* worst row of max|a−b| / max|b|; *n_over: rows above `bound` */
-static double rel_err(const float *a, const float *b, int V, double bound, int *n_over) {
-    double worst = 0;
-    *n_over = 0;
-    for (int r = 0; r < NP; r++) {
-        double md = 0, mb = 0;
-        for (int i = 0; i < V; i++) {
-            double d = fabs((double)a[(size_t)r * V + i] - b[(size_t)r * V + i]);
-            md = d > md ? d : md;
-            mb = fabs(b[(size_t)r * V + i]) > mb ? fabs(b[(size_t)r * V + i]) : mb;
-        }
-        *n_over += md / mb > bound;
-        worst = md / mb > worst ? md / mb : worst;
-    }
-    return worst;
-}
-
 static void hf_vs_gguf(const char *fam, const char *dt) {
     char a[1200], b[1200];
     int V = 0, V2 = 0;
@@ -91,7 +74,7 @@ static void hf_vs_gguf(const char *fam, const char *dt) {
     if (h && g && V == V2) {
         int same = memcmp(h, g, sizeof(float) * (size_t)V * NP) == 0, over;
         fprintf(stderr, "  %s %s: HF vs GGUF logits %s (max row error %.3g)\n", fam, dt,
-                same ? "bit-identical" : "DIFFER", rel_err(g, h, V, 0, &over));
+                same ? "bit-identical" : "DIFFER", ea_t_rel_err(g, h, NP, V, 0, &over));
         CHECK(same);
     }
     free(h);
@@ -107,7 +90,7 @@ static void vs_f32(const char *fam, const char *fmt, const char *dt, double tigh
     CHECK(r && x && V == V2);
     if (r && x && V == V2) {
         int over;
-        double err = rel_err(x, r, V, tight, &over);
+        double err = ea_t_rel_err(x, r, NP, V, tight, &over);
         fprintf(stderr, "  %s %s (%s) vs f32: max row error %.3g, %d rows above %g\n", fam, dt, fmt, err, over, tight);
         CHECK(err <= bound);
         CHECK(over <= max_over);
@@ -129,7 +112,7 @@ TEST(f16_gguf_within_f16_rounding_of_hf) {
         float *h = logits(model(fams[i], "hf", "f16", a, sizeof a), &V), *g = logits(model(fams[i], "gguf", "f16", b, sizeof b), &V2);
         CHECK(h && g && V == V2);
         if (h && g && V == V2) {
-            double err = rel_err(g, h, V, 5e-3, &over);
+            double err = ea_t_rel_err(g, h, NP, V, 5e-3, &over);
             fprintf(stderr, "  %s f16: GGUF vs HF max row error %.3g\n", fams[i], err);
             CHECK(err > 0); /* the converter's f16 rounding is there */
             CHECK(err <= 5e-3);
