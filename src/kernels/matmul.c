@@ -144,8 +144,9 @@ ea_status ea_kctx_create(ea_pool *pool, int max_m, int max_k, ea_kctx **out) {
     c->xd = ea_aligned_alloc(64, (c->xd_cap + 16) * sizeof(float));
     c->tscratch_bytes = ea__tscratch_need(max_m, max_k);
     c->tscratch = ea_aligned_alloc(64, c->tscratch_bytes * (size_t)c->n_threads);
-    /* per thread: xq (16, k) int8 | xd (16, k/32) f32 | xp (AMX bf16 or int8 pack of 16 rows) */
+    /* per thread: xq (16, k) int8 | xd (16, k/32) f32 | xp (AMX bf16 or int8 pack of 16 rows, or avx2 decode x) */
     size_t pk = ea__amx_pack_bytes(EA__AMX_TB, max_k), pq = ea__amx_q8_pack_bytes(EA__AMX_TB, max_k);
+    if (ea__avx2_q8_xv_bytes(max_k) > pq) pq = ea__avx2_q8_xv_bytes(max_k);
     c->tprep_xq = ((size_t)EA__AMX_TB * (size_t)max_k + 63) & ~(size_t)63;
     c->tprep_xd = c->tprep_xq + (((size_t)EA__AMX_TB * (size_t)(max_k / EA_QK8_0 + 1) * sizeof(float) + 63) & ~(size_t)63);
     c->tprep_bytes = c->tprep_xd + (((pk > pq ? pk : pq) + 63) & ~(size_t)63);
@@ -391,6 +392,7 @@ static void ea__task_rows(void *arg, int task, int thread) {
     ea__job *jb = arg;
     ea__scratch s = {jb->ctx->tscratch + (size_t)thread * jb->ctx->tscratch_bytes, jb->ctx->tscratch_bytes, NULL, 0};
     const ea__prob *last = NULL; /* inline prep: the product whose activations this thread holds */
+    int last_xv = 0;             /* ... and whether its xv is laid out */
     int q = 0, qn = 0;
     int c = __atomic_fetch_add(&jb->next_chunk, 1, __ATOMIC_RELAXED);
     while (c < jb->n_chunks) {
@@ -404,8 +406,15 @@ static void ea__task_rows(void *arg, int task, int thread) {
             mine.xq = (const int8_t *)t;
             mine.xd = (const float *)(t + jb->ctx->tprep_xq);
             mine.xp = (const uint16_t *)(t + jb->ctx->tprep_xd);
-            if (!(last && last->prep == pr->prep && last->p.x == pr->p.x && last->p.m == pr->p.m && last->p.k == pr->p.k))
+            if (!(last && last->prep == pr->prep && last->p.x == pr->p.x && last->p.m == pr->p.m && last->p.k == pr->p.k)) {
                 ea__prep_block(jb->ctx, pr->prep, &mine, 0);
+                last_xv = 0;
+            }
+            if (pr->fn == ea__rows_avx2_q8 && mine.m == 1 && mine.wp) { /* the packed decode loop's x */
+                mine.xv = (const uint8_t *)mine.xp;
+                if (!last_xv) ea__avx2_q8_xv(mine.xq, mine.k, (uint8_t *)mine.xp);
+                last_xv = 1;
+            }
             last = pr;
         }
         s.pf_next = NULL;

@@ -338,6 +338,60 @@ EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int
     }
 }
 
+/* ---- q8_0 decode: x laid out for the Q8_0x8 runs ---------------------------------- */
+
+/* One token's x, laid out once per product for the packed decode loop
+ * (ea__q8_group2_decode): per block b, EA__Q8_XV_BLOCK bytes =
+ *   8 runs of |x|: run r is dword r of the block's |x| in all 8 lanes,
+ *   8 runs of masks: the same dword with each byte 0xff where x < 0, else 0,
+ *   c_b = the sum of |x| over the block's negative x, in all 8 lanes.
+ * With them a run's products need no |w| and no sign: for x < 0,
+ * |x| * (w ^ 0xff) = |x| * (-w - 1) = x * w - |x|, so the isum is
+ * c_b + sum |x| * (w ^ mask), exactly, for every w including -128 (each
+ * u8 x s8 pair is at most 2 * 127 * 128, inside vpmaddubsw's range). */
+#define EA__Q8_XV_BLOCK (17 * 32)
+
+size_t ea__avx2_q8_xv_bytes(int k) { return (size_t)(k / EA_QK8_0) * EA__Q8_XV_BLOCK; }
+
+EA__T2 void ea__avx2_q8_xv(const int8_t *xq, int k, uint8_t *xv) {
+    for (int b = 0; b < k / EA_QK8_0; b++, xv += EA__Q8_XV_BLOCK) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(xq + (size_t)b * EA_QK8_0));
+        __m256i a = _mm256_abs_epi8(x), neg = _mm256_cmpgt_epi8(_mm256_setzero_si256(), x);
+        int32_t ad[8], md[8], c = 0;
+        _mm256_storeu_si256((__m256i *)ad, a);
+        _mm256_storeu_si256((__m256i *)md, neg);
+        for (int l = 0; l < EA_QK8_0; l++) c += xq[(size_t)b * EA_QK8_0 + l] < 0 ? -xq[(size_t)b * EA_QK8_0 + l] : 0;
+        for (int r = 0; r < 8; r++) {
+            _mm256_storeu_si256((__m256i *)(xv + 32 * r), _mm256_set1_epi32(ad[r]));
+            _mm256_storeu_si256((__m256i *)(xv + 32 * (8 + r)), _mm256_set1_epi32(md[r]));
+        }
+        _mm256_storeu_si256((__m256i *)(xv + 32 * 16), _mm256_set1_epi32(c));
+    }
+}
+
+/* The blocks of a Q8_0x8 group against one token laid out in xv: the same
+ * isums as ea__q8_tokens2 and the same float steps after them. */
+__attribute__((noinline)) EA__T2 static void ea__q8_group2_decode(const uint8_t *w, int nb, const uint8_t *xv,
+                                                                  const float *xd, __m256 *acc, const uint8_t *pf,
+                                                                  int pf_lines) {
+    const __m256i one = _mm256_set1_epi16(1);
+    for (int b = 0; b < nb; b++) {
+        for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
+        const uint8_t *wb = w + (size_t)b * EA_Q8X8_BLOCK;
+        const __m256i *xb = (const __m256i *)(xv + (size_t)b * EA__Q8_XV_BLOCK);
+        __m256i s = _mm256_load_si256(xb + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            __m256i wr = _mm256_loadu_si256((const __m256i *)(wb + 16) + r);
+            __m256i p16 = _mm256_maddubs_epi16(_mm256_load_si256(xb + r), _mm256_xor_si256(wr, _mm256_load_si256(xb + 8 + r)));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(p16, one));
+        }
+        __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)), _mm256_set1_ps(xd[b]));
+        __m256 *ac = acc + b % 16;
+        *ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, b < 16 ? _mm256_setzero_ps() : *ac);
+    }
+}
+
 /* The blocks of an 8-row group against nt tokens, prefetching pf_lines lines
  * of pf per block. PACKED: the group is a Q8_0x8 group at w, read as it is;
  * else 8 Q8_0 rows at w (stride rb), each block reordered into wt first.
@@ -409,7 +463,8 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
             int nt = m - i0 < EA__Q8_TOK ? m - i0 : EA__Q8_TOK;
             const int8_t *xq = p->xq + (size_t)i0 * k;
             const float *xd = p->xd + (size_t)i0 * nb;
-            if (p->wp) ea__q8_group2_packed(w, nb, xq, k, xd, nt, acc, pf, i0 == 0 ? pf_lines : 0);
+            if (p->xv) ea__q8_group2_decode(w, nb, p->xv, xd, acc, pf, pf_lines);
+            else if (p->wp) ea__q8_group2_packed(w, nb, xq, k, xd, nt, acc, pf, i0 == 0 ? pf_lines : 0);
             else ea__q8_group2(w, rb, nb, xq, k, xd, nt, wt, acc, pf, i0 == 0 ? pf_lines : 0);
             for (int t = 0; t < nt; t++) { /* canonical tree over the lanes (unused lanes: +0) */
                 const __m256 *a = acc + t * 16, z = _mm256_setzero_ps();

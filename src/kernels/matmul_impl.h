@@ -49,6 +49,8 @@ typedef struct {
     /* Q8_0: X quantised, m rows of k int8 plus m rows of k/32 f32 scales. */
     const int8_t *xq;
     const float *xd;
+    /* AVX2 q8_0 at m = 1 with a Q8_0x8 copy: xq laid out by ea__avx2_q8_xv, or NULL. */
+    const uint8_t *xv;
     /* AMX: X in bf16 tiles; see ea__amx_pack. */
     const uint16_t *xp;
 } ea__mm;
@@ -98,6 +100,9 @@ void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s);
 /* Tokens per pass of the avx2 q8 kernel, and the scratch it needs for k. */
 #define EA__Q8_TOK 16
 size_t ea__avx2_q8_scratch_bytes(int k);
+/* One token's q8 x laid out for the packed decode loop (matmul_avx2.c), and its bytes for k. */
+size_t ea__avx2_q8_xv_bytes(int k);
+void ea__avx2_q8_xv(const int8_t *xq, int k, uint8_t *xv);
 /* Scratch of ea__rows_avx2_f: bf16 W blocks widened to f32 for prefill (0 if max_k is too long for it). */
 #define EA__WIDE_BYTES ((size_t)384 << 10)
 size_t ea__avx2_f_scratch_bytes(int max_k);

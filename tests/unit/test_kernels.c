@@ -64,6 +64,8 @@ static void wmat_make(wmat *w, ea_dtype dt, int n, int k) {
             row[kk] = v;
         }
         ea_dtypes[dt].from_f32(row, (uint8_t *)w->data + j * rb, (size_t)k);
+        if (dt == EA_Q8_0) /* -128, which no quantiser writes but a file may hold, has no negation in int8 */
+            for (int b = 0; b < k / 32; b++) ((ea_block_q8_0 *)((uint8_t *)w->data + j * rb))[b].qs[(j + 3 * b) % 32] = -128;
         ea_dtypes[dt].to_f32((uint8_t *)w->data + j * rb, w->wf + (size_t)j * k, (size_t)k);
     }
     memset(&w->t, 0, sizeof w->t);
