@@ -342,14 +342,16 @@ EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int
 
 /* One token's x, laid out once per product for the packed decode loop
  * (ea__q8_group2_decode): per block b, EA__Q8_XV_BLOCK bytes =
- *   8 runs of |x|: run r is dword r of the block's |x| in all 8 lanes,
- *   8 runs of masks: the same dword with each byte 0xff where x < 0, else 0,
+ *   |x| (32 bytes), masks (32 bytes: 0xff where x < 0, else 0), and
  *   c_b = the sum of |x| over the block's negative x, in all 8 lanes.
- * With them a run's products need no |w| and no sign: for x < 0,
+ * Run r then takes dword r of |x| and of the masks, broadcast. With them a
+ * run's products need no |w| and no sign: for x < 0,
  * |x| * (w ^ 0xff) = |x| * (-w - 1) = x * w - |x|, so the isum is
  * c_b + sum |x| * (w ^ mask), exactly, for every w including -128 (each
- * u8 x s8 pair is at most 2 * 127 * 128, inside vpmaddubsw's range). */
-#define EA__Q8_XV_BLOCK (17 * 32)
+ * u8 x s8 pair is at most 2 * 127 * 128, inside vpmaddubsw's range).
+ * Runs laid out in full (8 broadcast vectors each, 544 bytes a block) were
+ * slower from memory: they crowd W out of L1 (docs/kernels.md). */
+#define EA__Q8_XV_BLOCK (3 * 32)
 
 size_t ea__avx2_q8_xv_bytes(int k) { return (size_t)(k / EA_QK8_0) * EA__Q8_XV_BLOCK; }
 
@@ -357,15 +359,11 @@ EA__T2 void ea__avx2_q8_xv(const int8_t *xq, int k, uint8_t *xv) {
     for (int b = 0; b < k / EA_QK8_0; b++, xv += EA__Q8_XV_BLOCK) {
         __m256i x = _mm256_loadu_si256((const __m256i *)(xq + (size_t)b * EA_QK8_0));
         __m256i a = _mm256_abs_epi8(x), neg = _mm256_cmpgt_epi8(_mm256_setzero_si256(), x);
-        int32_t ad[8], md[8], c = 0;
-        _mm256_storeu_si256((__m256i *)ad, a);
-        _mm256_storeu_si256((__m256i *)md, neg);
+        int32_t c = 0;
         for (int l = 0; l < EA_QK8_0; l++) c += xq[(size_t)b * EA_QK8_0 + l] < 0 ? -xq[(size_t)b * EA_QK8_0 + l] : 0;
-        for (int r = 0; r < 8; r++) {
-            _mm256_storeu_si256((__m256i *)(xv + 32 * r), _mm256_set1_epi32(ad[r]));
-            _mm256_storeu_si256((__m256i *)(xv + 32 * (8 + r)), _mm256_set1_epi32(md[r]));
-        }
-        _mm256_storeu_si256((__m256i *)(xv + 32 * 16), _mm256_set1_epi32(c));
+        _mm256_storeu_si256((__m256i *)xv, a);
+        _mm256_storeu_si256((__m256i *)(xv + 32), neg);
+        _mm256_storeu_si256((__m256i *)(xv + 64), _mm256_set1_epi32(c));
     }
 }
 
@@ -379,11 +377,12 @@ __attribute__((noinline)) EA__T2 static void ea__q8_group2_decode(const uint8_t 
         for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
         const uint8_t *wb = w + (size_t)b * EA_Q8X8_BLOCK;
         const __m256i *xb = (const __m256i *)(xv + (size_t)b * EA__Q8_XV_BLOCK);
-        __m256i s = _mm256_load_si256(xb + 16);
+        __m256i s = _mm256_load_si256(xb + 2);
+        const int32_t *xa = (const int32_t *)xb, *xm = (const int32_t *)(xb + 1);
 #pragma GCC unroll 8
         for (int r = 0; r < 8; r++) {
             __m256i wr = _mm256_loadu_si256((const __m256i *)(wb + 16) + r);
-            __m256i p16 = _mm256_maddubs_epi16(_mm256_load_si256(xb + r), _mm256_xor_si256(wr, _mm256_load_si256(xb + 8 + r)));
+            __m256i p16 = _mm256_maddubs_epi16(_mm256_set1_epi32(xa[r]), _mm256_xor_si256(wr, _mm256_set1_epi32(xm[r])));
             s = _mm256_add_epi32(s, _mm256_madd_epi16(p16, one));
         }
         __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)), _mm256_set1_ps(xd[b]));
