@@ -338,7 +338,7 @@ typedef struct {
     int prep; /* 0 none, 1 q8, 2 amx bf16 pack, 3 q8 then amx int8 pack, 4 bf16 rows */
     int shared; /* 1: uses the previous product's prepared activations (same x, m, k) */
     int unit0, n_units;     /* preparation units of this product: [unit0, unit0 + n_units) */
-    int chunk0;             /* its first chunk (chunks of chunk_rows W rows, cut at its end) */
+    int64_t row0;           /* its first W row in the job's row count */
 } ea__prob;
 
 typedef struct {
@@ -348,8 +348,8 @@ typedef struct {
     int inline_prep; /* every product has <= 16 rows: each thread prepares what it computes */
     int n_units;
     int n_tasks;
-    int chunk_rows, n_chunks; /* the products' rows in chunks (multiples of 32) ... */
-    int next_chunk;           /* ... claimed by the threads in turn (atomic) */
+    int64_t n_rows;   /* the products' W rows, one after the other ... */
+    int64_t next_row; /* ... claimed by the threads in chunks from here on (atomic) */
 } ea__job;
 
 /* Prepare token block tb (16 rows) of p's activations into p's xq/xd/xp. */
@@ -375,12 +375,27 @@ static void ea__task_prep(void *arg, int task, int thread) {
     }
 }
 
-/* Product q and rows [a, b) of chunk c; q starts from the caller's hint (claims only grow). */
-static void ea__chunk(const ea__job *jb, int c, int *q, int *a, int *b) {
-    while (*q + 1 < jb->n_pr && jb->pr[*q + 1].chunk0 <= c) (*q)++;
-    const ea__prob *pr = &jb->pr[*q];
-    *a = (c - pr->chunk0) * jb->chunk_rows;
-    *b = *a + jb->chunk_rows < pr->p.n ? *a + jb->chunk_rows : pr->p.n;
+/* Claim the next chunk: rows [a, b) of product *q (*q starts from the
+ * caller's hint: claims only grow). A chunk is a quarter of what is left per
+ * thread, 32..512 rows (a multiple of 32 from its product's start, cut at
+ * its end): large while there is much to do, small at the end, so the
+ * threads finish within a few 32-row chunks of each other (guided
+ * scheduling). Returns 0 when no rows are left. */
+static int ea__claim(ea__job *jb, int *q, int *a, int *b) {
+    int64_t cur = __atomic_load_n(&jb->next_row, __ATOMIC_RELAXED);
+    for (;;) {
+        if (cur >= jb->n_rows) return 0;
+        int64_t sz = ((jb->n_rows - cur) / (4 * (int64_t)jb->ctx->n_threads) + 31) & ~(int64_t)31;
+        sz = sz < 32 ? 32 : sz > 512 ? 512 : sz;
+        while (*q + 1 < jb->n_pr && jb->pr[*q + 1].row0 <= cur) (*q)++;
+        const ea__prob *pr = &jb->pr[*q];
+        int64_t end = cur + sz < pr->row0 + pr->p.n ? cur + sz : pr->row0 + pr->p.n;
+        if (__atomic_compare_exchange_n(&jb->next_row, &cur, end, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            *a = (int)(cur - pr->row0);
+            *b = (int)(end - pr->row0);
+            return 1;
+        }
+    }
 }
 
 /* Each thread claims chunks until none is left; it claims its next chunk
@@ -393,12 +408,11 @@ static void ea__task_rows(void *arg, int task, int thread) {
     ea__scratch s = {jb->ctx->tscratch + (size_t)thread * jb->ctx->tscratch_bytes, jb->ctx->tscratch_bytes, NULL, 0};
     const ea__prob *last = NULL; /* inline prep: the product whose activations this thread holds */
     int last_xv = 0;             /* ... and whether its xv is laid out */
-    int q = 0, qn = 0;
-    int c = __atomic_fetch_add(&jb->next_chunk, 1, __ATOMIC_RELAXED);
-    while (c < jb->n_chunks) {
-        int cn = __atomic_fetch_add(&jb->next_chunk, 1, __ATOMIC_RELAXED);
-        int a, b;
-        ea__chunk(jb, c, &q, &a, &b);
+    int q = 0, a, b;
+    int more = ea__claim(jb, &q, &a, &b);
+    while (more) {
+        int qn = q, na, nb;
+        int more_n = ea__claim(jb, &qn, &na, &nb);
         const ea__prob *pr = &jb->pr[q];
         ea__mm mine = pr->p;
         if (jb->inline_prep && pr->prep) { /* this thread's own copy; the same x again (gate, up) is kept */
@@ -419,16 +433,16 @@ static void ea__task_rows(void *arg, int task, int thread) {
         }
         s.pf_next = NULL;
         s.pf_bytes = 0;
-        if (cn < jb->n_chunks) { /* the first rows of the chunk this thread computes next */
-            int na, nb;
-            qn = qn > q ? qn : q;
-            ea__chunk(jb, cn, &qn, &na, &nb);
+        if (more_n) { /* the first rows of the chunk this thread computes next */
             const ea__prob *nx = &jb->pr[qn];
             s.pf_next = ea__w_row(&nx->p, na);
             s.pf_bytes = (size_t)(nb - na < 32 ? nb - na : 32) * nx->p.row_bytes;
         }
         pr->fn(&mine, a, b, &s);
-        c = cn;
+        more = more_n;
+        q = qn;
+        a = na;
+        b = nb;
     }
 }
 
@@ -457,20 +471,13 @@ static void ea__run_group(ea_kctx *ctx, ea__prob *pr, int n_pr) {
     ea__job jb = {.ctx = ctx, .pr = pr, .n_pr = n_pr, .inline_prep = 1, .n_tasks = 1};
     for (int q = 0; q < n_pr; q++) jb.inline_prep &= pr[q].p.m <= EA__AMX_TB && pr[q].p.k <= ctx->max_k;
     double work = 0.0;
-    int64_t n_rows = 0;
     for (int q = 0; q < n_pr; q++) {
         pr[q].unit0 = jb.n_units;
         pr[q].n_units = pr[q].prep && !pr[q].shared && !jb.inline_prep ? (pr[q].p.m + EA__AMX_TB - 1) / EA__AMX_TB : 0;
         jb.n_units += pr[q].n_units;
-        n_rows += pr[q].p.n;
+        pr[q].row0 = jb.n_rows;
+        jb.n_rows += pr[q].p.n;
         work += (double)pr[q].p.m * pr[q].p.n * pr[q].p.k;
-    }
-    /* about 8 chunks per thread, of 64..512 rows */
-    int64_t cr = (n_rows / (8 * (int64_t)ctx->n_threads) + 31) & ~(int64_t)31;
-    jb.chunk_rows = cr < 64 ? 64 : cr > 512 ? 512 : (int)cr;
-    for (int q = 0; q < n_pr; q++) {
-        pr[q].chunk0 = jb.n_chunks;
-        jb.n_chunks += (pr[q].p.n + jb.chunk_rows - 1) / jb.chunk_rows;
     }
     int nt = ctx->n_threads;
     if (jb.n_units > 0) {

@@ -447,12 +447,19 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     __m256i *wt = (__m256i *)(s->buf + (size_t)EA__Q8_TOK * 16 * 32); /* block b of the group, reordered */
     uint8_t *wpad = (uint8_t *)(wt + 8);                              /* 8 padded W rows */
     int nl = nb < 16 ? nb : 16;
+    /* groups of 8 rows one stride apart; no division per group (they cost ~5% at m = 1) */
+    size_t stride = p->wp ? ea_q8p_group_bytes((size_t)k, EA_Q8X8_ROWS) : 8 * rb;
+    const uint8_t *wj0 = ea__w_row(p, j0);
+    int full_lines = ea__pf_lines(wj0, 8 * rb, nb);
     for (int jb = j0; jb < j1; jb += 8) {
         int nr = j1 - jb < 8 ? j1 - jb : 8;
-        const uint8_t *w = ea__w_row(p, jb);
-        size_t pf_bytes;
-        const uint8_t *pf = ea__pf_after(p, s, jb, j1, 8, &pf_bytes);
-        int pf_lines = ea__pf_lines(pf, pf_bytes, nb);
+        const uint8_t *w = wj0 + (size_t)((jb - j0) / 8) * stride, *pf = w + stride;
+        int pf_lines = full_lines;
+        if (jb + 16 > j1) { /* the next block is short, or another chunk's */
+            size_t pf_bytes;
+            pf = ea__pf_after(p, s, jb, j1, 8, &pf_bytes);
+            pf_lines = ea__pf_lines(pf, pf_bytes, nb);
+        }
         if (nr < 8 && !p->wp) {
             memcpy(wpad, w, (size_t)nr * rb);
             memset(wpad + (size_t)nr * rb, 0, (size_t)(8 - nr) * rb);
