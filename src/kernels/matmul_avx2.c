@@ -374,7 +374,7 @@ __attribute__((noinline)) EA__T2 static void ea__q8_group2_decode(const uint8_t 
                                                                   int pf_lines) {
     const __m256i one = _mm256_set1_epi16(1);
     for (int b = 0; b < nb; b++) {
-        for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_T0);
+        for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_NTA);
         const uint8_t *wb = w + (size_t)b * EA_Q8X8_BLOCK;
         const __m256i *xb = (const __m256i *)(xv + (size_t)b * EA__Q8_XV_BLOCK);
         __m256i s = _mm256_load_si256(xb + 2);
