@@ -446,7 +446,9 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     __m256 *acc = (__m256 *)s->buf;                                   /* [token][lane] */
     __m256i *wt = (__m256i *)(s->buf + (size_t)EA__Q8_TOK * 16 * 32); /* block b of the group, reordered */
     uint8_t *wpad = (uint8_t *)(wt + 8);                              /* 8 padded W rows */
-    int nl = nb < 16 ? nb : 16;
+    /* lanes no block reaches (k < 512) hold +0 for the tree, as in the scalar twin */
+    for (int t = 0; t < (m < EA__Q8_TOK ? m : EA__Q8_TOK); t++)
+        for (int q = nb < 16 ? nb : 16; q < 16; q++) acc[t * 16 + q] = _mm256_setzero_ps();
     /* groups of 8 rows one stride apart; no division per group (they cost ~5% at m = 1) */
     size_t stride = p->wp ? ea_q8p_group_bytes((size_t)k, EA_Q8X8_ROWS) : 8 * rb;
     const uint8_t *wj0 = ea__w_row(p, j0);
@@ -472,11 +474,11 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
             if (p->xv) ea__q8_group2_decode(w, nb, p->xv, xd, acc, pf, pf_lines);
             else if (p->wp) ea__q8_group2_packed(w, nb, xq, k, xd, nt, acc, pf, i0 == 0 ? pf_lines : 0);
             else ea__q8_group2(w, rb, nb, xq, k, xd, nt, wt, acc, pf, i0 == 0 ? pf_lines : 0);
-            for (int t = 0; t < nt; t++) { /* canonical tree over the lanes (unused lanes: +0) */
-                const __m256 *a = acc + t * 16, z = _mm256_setzero_ps();
+            for (int t = 0; t < nt; t++) { /* canonical tree over the lanes */
+                const __m256 *a = acc + t * 16;
                 __m256 s8[8], s4[4];
 #pragma GCC unroll 8
-                for (int q = 0; q < 8; q++) s8[q] = _mm256_add_ps(q < nl ? a[q] : z, q + 8 < nl ? a[q + 8] : z);
+                for (int q = 0; q < 8; q++) s8[q] = _mm256_add_ps(a[q], a[q + 8]);
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++) s4[q] = _mm256_add_ps(s8[q], s8[q + 4]);
                 __m256 y = _mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3]));
