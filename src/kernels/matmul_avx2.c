@@ -15,7 +15,9 @@
  * with the |w| * (x * sign w) vpmaddubsw trick, then lane b%16 of every (j, i)
  * takes fma(isum, dw*dx, acc) as in matmul_scalar.c. It reads the matrix's
  * Q8_0x8 copy (tensor/dtype.h) when the loader made one, else reorders each
- * block of 8 rows itself.
+ * block of 8 rows itself. Decode (one token, on the copy) has its own loop:
+ * x laid out once per product so that a run needs neither |w| nor sign
+ * (ea__avx2_q8_xv), and W prefetched non-temporally.
  */
 #include <immintrin.h>
 #include <string.h>
