@@ -380,11 +380,13 @@ __attribute__((noinline)) EA__T2 static void ea__q8_group2_decode(const uint8_t 
         const uint8_t *wb = w + (size_t)b * EA_Q8X8_BLOCK;
         const __m256i *xb = (const __m256i *)(xv + (size_t)b * EA__Q8_XV_BLOCK);
         __m256i s = _mm256_load_si256(xb + 2);
-        const int32_t *xa = (const int32_t *)xb, *xm = (const int32_t *)(xb + 1);
 #pragma GCC unroll 8
         for (int r = 0; r < 8; r++) {
+            int32_t xa, xm; /* dword r of |x| and of the masks */
+            memcpy(&xa, (const uint8_t *)xb + 4 * r, 4);
+            memcpy(&xm, (const uint8_t *)xb + 32 + 4 * r, 4);
             __m256i wr = _mm256_loadu_si256((const __m256i *)(wb + 16) + r);
-            __m256i p16 = _mm256_maddubs_epi16(_mm256_set1_epi32(xa[r]), _mm256_xor_si256(wr, _mm256_set1_epi32(xm[r])));
+            __m256i p16 = _mm256_maddubs_epi16(_mm256_set1_epi32(xa), _mm256_xor_si256(wr, _mm256_set1_epi32(xm)));
             s = _mm256_add_epi32(s, _mm256_madd_epi16(p16, one));
         }
         __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)), _mm256_set1_ps(xd[b]));
