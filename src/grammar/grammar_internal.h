@@ -131,5 +131,12 @@ int ea__hexval(int c);
 int ea__gb_literals_rule(ea_gbuild *b, const char *const *texts, const size_t *lens, int n, const char *name);
 /* Append the elements of a to s. */
 void ea__gseq_append(ea_gseq *s, const ea_gseq *a);
+/* ea_gb_json_schema_rule for schema, a node inside the document root ($refs
+ * resolve in root; root_path names root, path names schema). */
+ea_status ea__gb_json_subschema_rule(ea_gbuild *b, const json_t *root, const char *root_path, const json_t *schema,
+                                     const char *path, const ea_json_grammar_opts *opts, int *rule, char *err_path,
+                                     size_t n_path, char *err, size_t n_err);
+/* The regex (unanchored) of a JSON Schema string format ("date", "uuid", ...), or NULL. */
+const char *ea__json_format_regex(const char *name);
 /* A new rule whose only alternative is seq; returns the rule id. */
 int ea__gb_rule_of(ea_gbuild *b, const ea_gseq *seq, const char *name);

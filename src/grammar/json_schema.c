@@ -254,6 +254,12 @@ static const char *const FORMATS[][2] = {
     {"ipv4", "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"},
 };
 
+const char *ea__json_format_regex(const char *name) {
+    for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++)
+        if (strcmp(name, FORMATS[i][0]) == 0) return FORMATS[i][1];
+    return NULL;
+}
+
 static int string_rule(jc *c, const json_t *s, const char *path) {
     char p[PATH_MAX_LEN + 64];
     json_t *fmt = json_object_get(s, "format"), *pat = json_object_get(s, "pattern");
@@ -262,8 +268,7 @@ static int string_rule(jc *c, const json_t *s, const char *path) {
     if (fmt) {
         snprintf(p, sizeof p, "%s.format", path);
         if (!json_is_string(fmt)) return jfail(c, p, "'format' must be a string");
-        for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0] && !re; i++)
-            if (strcmp(json_string_value(fmt), FORMATS[i][0]) == 0) re = FORMATS[i][1];
+        re = ea__json_format_regex(json_string_value(fmt));
         if (!re)
             return jfail(c, p, "format '%s' is not supported (date, time, date-time, uuid, email, ipv4 are)",
                          json_string_value(fmt));
@@ -767,17 +772,24 @@ static void jc_init(jc *c, ea_gbuild *b, const json_t *root, const char *path, c
     for (int i = 0; i < 16; i++) c->r_any[i] = c->r_obj[i] = c->r_arr[i] = -1;
 }
 
-ea_status ea_gb_json_schema_rule(ea_gbuild *b, const json_t *schema, const char *path,
-                                 const ea_json_grammar_opts *opts, int *rule, char *err_path, size_t n_path,
-                                 char *err, size_t n_err) {
+ea_status ea__gb_json_subschema_rule(ea_gbuild *b, const json_t *root, const char *root_path, const json_t *schema,
+                                     const char *path, const ea_json_grammar_opts *opts, int *rule, char *err_path,
+                                     size_t n_path, char *err, size_t n_err) {
     jc c;
-    jc_init(&c, b, schema, path, opts);
+    jc_init(&c, b, root, root_path, opts);
     c.err_path = err_path, c.n_path = n_path, c.err = err, c.n_err = n_err;
-    int r = gen(&c, schema, c.root_path);
+    int r = gen(&c, schema, path);
     ea_free(c.memo);
     if (r < 0) return ea_err(EA_ERR_INVALID_ARG, "json schema: %s", err ? err : "invalid");
     *rule = r;
     return EA_OK;
+}
+
+ea_status ea_gb_json_schema_rule(ea_gbuild *b, const json_t *schema, const char *path,
+                                 const ea_json_grammar_opts *opts, int *rule, char *err_path, size_t n_path,
+                                 char *err, size_t n_err) {
+    return ea__gb_json_subschema_rule(b, schema, path ? path : "", schema, path ? path : "", opts, rule, err_path,
+                                      n_path, err, n_err);
 }
 
 ea_status ea_grammar_from_json_schema(const json_t *schema, const char *path, const ea_json_grammar_opts *opts,
@@ -811,85 +823,3 @@ ea_status ea_grammar_json_object(const ea_json_grammar_opts *opts, ea_grammar **
     return st;
 }
 
-/* Append text (may be NULL) literally. */
-static void lit_text(ea_gseq *q, ea_gbuild *b, const char *text) {
-    if (text && *text) ea_gseq_lit(q, b, text, strlen(text));
-}
-
-ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, const ea_tool_call_syntax *syntax,
-                                ea_grammar **out, char *err_path, size_t n_path, char *err, size_t n_err) {
-    static const ea_tool_call_syntax bare = {.call_open = "{\"name\":", .name_args = ",\"arguments\":",
-                                             .call_close = "}", .name_json = 1};
-    const ea_tool_call_syntax *sy = syntax ? syntax : &bare;
-    *out = NULL;
-    size_t n = json_is_array(tools) ? json_array_size(tools) : 0;
-    if (n == 0) {
-        if (err_path && n_path) snprintf(err_path, n_path, "%s", path);
-        if (err && n_err) snprintf(err, n_err, "'%s' must be a non-empty array of functions", path);
-        return ea_err(EA_ERR_INVALID_ARG, "tools: empty");
-    }
-    ea_gbuild *b;
-    EA_TRY(ea_gb_create(&b));
-    int call = ea_gb_rule(b, path);
-    ea_gseq q = {0};
-    ea_status st = EA_OK;
-    for (size_t i = 0; i < n && st == EA_OK; i++) {
-        char p[PATH_MAX_LEN];
-        json_t *f = json_object_get(json_array_get(tools, i), "function");
-        json_t *name = json_object_get(f, "name"), *params = json_object_get(f, "parameters");
-        snprintf(p, sizeof p, "%.200s[%zu].function.name", path, i);
-        if (!json_is_string(name)) {
-            if (err_path && n_path) snprintf(err_path, n_path, "%s", p);
-            if (err && n_err) snprintf(err, n_err, "'%s' must be a string", p);
-            st = ea_err(EA_ERR_INVALID_ARG, "tools: no function name");
-            break;
-        }
-        snprintf(p, sizeof p, "%.200s[%zu].function.parameters", path, i);
-        int args;
-        json_t *any = NULL;
-        if (!params || json_is_null(params)) /* OpenAI: no parameters is an empty parameter list */
-            params = any = json_pack("{s:s,s:{},s:b}", "type", "object", "properties", "additionalProperties", 0);
-        st = ea_gb_json_schema_rule(b, params, p, NULL, &args, err_path, n_path, err, n_err);
-        json_decref(any);
-        if (st != EA_OK) break;
-        char *quoted = sy->name_json ? json_dumps(name, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-        if (sy->name_json && !quoted) {
-            st = ea_err(EA_ERR_NOMEM, "tools");
-            break;
-        }
-        ea_gseq_clear(&q);
-        lit_text(&q, b, sy->call_open);
-        lit_text(&q, b, quoted ? quoted : json_string_value(name));
-        free(quoted);
-        lit_text(&q, b, sy->name_args);
-        ea_gseq_ref(&q, args);
-        lit_text(&q, b, sy->call_close);
-        st = ea_gb_alt(b, call, &q);
-    }
-    int root = -1;
-    if (st == EA_OK) { /* root ::= begin call more end;  more ::= "" | sep call more */
-        int more = -1;
-        if (sy->many) {
-            more = ea_gb_rule(b, "more calls");
-            ea_gseq_clear(&q);
-            st = ea_gb_alt(b, more, &q);
-            lit_text(&q, b, sy->sep);
-            ea_gseq_ref(&q, call);
-            ea_gseq_ref(&q, more);
-            if (st == EA_OK) st = ea_gb_alt(b, more, &q);
-        }
-        root = ea_gb_rule(b, "tool calls");
-        ea_gseq_clear(&q);
-        lit_text(&q, b, sy->begin);
-        ea_gseq_ref(&q, call);
-        if (more >= 0) ea_gseq_ref(&q, more);
-        lit_text(&q, b, sy->end);
-        if (st == EA_OK) st = ea_gb_alt(b, root, &q);
-    }
-    ea_gseq_deinit(&q);
-    if (st != EA_OK) {
-        ea_gb_destroy(b);
-        return st;
-    }
-    return ea_gb_finish(b, root, out, err, n_err);
-}

@@ -139,11 +139,30 @@ static int null_contents_to_empty(json_t *messages) {
     return any;
 }
 
+/* The assistant calls' arguments (JSON text, as OpenAI sends them) parsed into
+ * objects where they are JSON objects. */
+static void arguments_to_objects(json_t *messages) {
+    size_t i, k;
+    json_t *m, *c;
+    json_array_foreach(messages, i, m) {
+        json_array_foreach(json_object_get(m, "tool_calls"), k, c) {
+            json_t *f = json_object_get(c, "function"), *a = json_object_get(f, "arguments");
+            json_t *o = json_is_string(a) ? json_loadb(json_string_value(a), json_string_length(a), 0, NULL) : NULL;
+            if (json_is_object(o)) json_object_set_new(f, "arguments", o);
+            else json_decref(o);
+        }
+    }
+}
+
 /* The chat prompt: the template over messages, tools and chat_template_kwargs. A
  * template that cannot take a null content (Qwen3's tests '</think>' in it) gets ""
- * instead, as vLLM passes. continue_final_message cuts the text after the last
- * message's content (transformers' rule: its last occurrence, whitespace-trimmed). */
+ * instead, as vLLM passes. A template that writes each argument of a call
+ * (Qwen3.5's <parameter=...> blocks) iterates them as a mapping: it gets them
+ * parsed, as vLLM gives every template (the others get the client's text).
+ * continue_final_message cuts the text after the last message's content
+ * (transformers' rule: its last occurrence, whitespace-trimmed). */
 static int render_prompt(ea_oai_request *r, const ea_text_ops *ops, ea_oai_error *e) {
+    if (ops->tool_format == EA_TOOL_FMT_QWEN3_XML) arguments_to_objects(r->messages);
     ea_status s = ops->render_chat(ops->ctx, r->messages, r->template_vars, r->add_generation_prompt, &r->prompt_text);
     if (s != EA_OK && s != EA_ERR_NOMEM && null_contents_to_empty(r->messages)) {
         ea_free(r->prompt_text);

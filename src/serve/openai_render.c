@@ -117,11 +117,14 @@ void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *m
         return;
     }
     ea_reasoning_mode rmode = ops && r->kind == EA_OAI_CHAT ? ops->reasoning : EA_REASONING_NONE;
-    if (rmode == EA_REASONING_DEEPSEEK_R1 && o->parse_tools &&
-        (r->tool_choice == EA_TOOL_CHOICE_REQUIRED || r->tool_choice == EA_TOOL_CHOICE_NAMED))
-        rmode = EA_REASONING_QWEN3; /* the grammar forces a call at once: no think block was opened to close */
-    for (int c = 0; c < o->n_ch; c++)
+    /* the grammar of a forced call writes it at once: no think block is open, whatever the prompt ends with */
+    int forced = o->parse_tools && (r->tool_choice == EA_TOOL_CHOICE_REQUIRED || r->tool_choice == EA_TOOL_CHOICE_NAMED);
+    int open_think = ea_prompt_opens_think(r->prompt_text);
+    for (int c = 0; c < o->n_ch; c++) {
         ea_chat_split_init(&o->ch[c].split, rmode, o->parse_tools ? ops->tool_format : EA_TOOL_FMT_NONE);
+        ea_chat_split_set_tools(&o->ch[c].split, r->tools);
+        if (forced || open_think) ea_chat_split_think_open(&o->ch[c].split, !forced);
+    }
     if (r->echo && (o->echo = ea_calloc((size_t)(o->n_ch / o->n), sizeof *o->echo)))
         for (int p = 0; p < o->n_ch / o->n; p++) o->echo[p] = echo_text(r, ops, p);
     o->prompt_lp = o->echo && r->params.prompt_logprobs;

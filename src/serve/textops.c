@@ -28,6 +28,7 @@ struct ea_serve_text {
     ea_chat_config cfg;      /* owns */
     ea_chat_template *tpl;   /* owns; NULL: the model has no chat template */
     ea_chat_template *tool_tpl; /* owns: the "tool_use" template of a list, used when tools are given; NULL: tpl */
+    char *tool_src;          /* owns: tool_tpl's source; NULL: cfg.template_src */
     char tpl_error[256];     /* why tpl is NULL */
     int vocab;
 };
@@ -99,6 +100,7 @@ ea_status ea_serve_text_load(const char *model_path, int vocab, ea_serve_text **
             (tc.template_len != t->cfg.template_len || memcmp(tc.template_src, t->cfg.template_src, tc.template_len)) &&
             ea_chat_template_create(tc.template_src, tc.template_len, &t->tool_tpl) != EA_OK)
             t->tool_tpl = NULL;
+        if (t->tool_tpl) t->tool_src = ea_strndup(tc.template_src, tc.template_len);
         ea_chat_config_deinit(&tc);
     }
     *ops = (ea_text_ops){.ctx = t, .encode = t_encode, .decode = t_decode, .render_chat = t_render,
@@ -109,10 +111,15 @@ ea_status ea_serve_text_load(const char *model_path, int vocab, ea_serve_text **
 
 const struct ea_tokenizer *ea_serve_text_tokenizer(const ea_serve_text *t) { return t->tok; }
 
+ea_tool_format ea_serve_text_tool_format(const ea_serve_text *t, const char *model_type) {
+    return ea_tool_format_for_model(t->tool_src ? t->tool_src : t->tpl ? t->cfg.template_src : NULL, model_type);
+}
+
 void ea_serve_text_destroy(ea_serve_text *t) {
     if (!t) return;
     ea_chat_template_destroy(t->tpl);
     ea_chat_template_destroy(t->tool_tpl);
+    ea_free(t->tool_src);
     ea_chat_config_deinit(&t->cfg);
     ea_tokenizer_destroy(t->tok);
     ea_free(t);

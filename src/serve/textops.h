@@ -22,6 +22,9 @@ struct ea_tokenizer;
 
 ea_status ea_serve_text_load(const char *model_path, int vocab, ea_serve_text **out, ea_text_ops *ops);
 const struct ea_tokenizer *ea_serve_text_tokenizer(const ea_serve_text *t);
+/* How the chat template used with tools renders an assistant's calls
+ * (ea_tool_format_for_model: the template's text, else model_type). */
+ea_tool_format ea_serve_text_tool_format(const ea_serve_text *t, const char *model_type);
 void ea_serve_text_destroy(ea_serve_text *t);
 
 #endif

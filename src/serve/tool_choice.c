@@ -130,10 +130,16 @@ static const ea_tool_call_syntax deepseek_v3_calls = {
     .call_open = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>", .name_args = "\n```json\n",
     .call_close = "\n```<｜tool▁call▁end｜>", .name_json = 0};
 
+static const ea_tool_call_syntax qwen3_xml_calls = {
+    .call_open = "<tool_call>\n<function=", .name_args = ">\n", .call_close = "</function>\n</tool_call>", .sep = "\n",
+    .xml_params = 1};
+
 /* The grammar for tools and a forcing choice (REQUIRED or NAMED with name), in fmt. */
 static int calls_grammar(const json_t *tools, ea_tool_choice choice, const char *name, int parallel,
                          ea_tool_format fmt, ea_grammar **out, ea_oai_error *e) {
-    ea_tool_call_syntax sy = fmt == EA_TOOL_FMT_QWEN3 ? qwen3_calls : deepseek_v3_calls;
+    ea_tool_call_syntax sy = fmt == EA_TOOL_FMT_QWEN3       ? qwen3_calls
+                             : fmt == EA_TOOL_FMT_QWEN3_XML ? qwen3_xml_calls
+                                                            : deepseek_v3_calls;
     sy.many = choice == EA_TOOL_CHOICE_REQUIRED && parallel;
     const json_t *use = tools;
     json_t *one = NULL;
@@ -203,7 +209,7 @@ ea_status ea_tool_choice_compile(const json_t *src, ea_grammar **g) {
     ea_oai_error e;
     if (json_unpack((json_t *)src, "{s:i,s:i,s?o,s:b,s:o}", "format", &fmt, "choice", &choice, "name", &name, "parallel",
                     &parallel, "tools", &tools) != 0 ||
-        (fmt != EA_TOOL_FMT_QWEN3 && fmt != EA_TOOL_FMT_DEEPSEEK_V3) ||
+        (fmt != EA_TOOL_FMT_QWEN3 && fmt != EA_TOOL_FMT_DEEPSEEK_V3 && fmt != EA_TOOL_FMT_QWEN3_XML) ||
         (choice != EA_TOOL_CHOICE_REQUIRED && choice != EA_TOOL_CHOICE_NAMED) ||
         (choice == EA_TOOL_CHOICE_NAMED && (!json_is_string(name) || !has_tool(tools, json_string_value(name)))) ||
         !json_is_array(tools) || check_tools(tools, &e))

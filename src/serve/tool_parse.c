@@ -29,15 +29,28 @@ static const markers deepseek_markers = {"<｜tool▁calls▁begin｜>", "<｜to
 #define THINK_CLOSE "</think>"
 
 static const markers *markers_of(ea_tool_format f) {
-    return f == EA_TOOL_FMT_QWEN3 ? &qwen3_markers : f == EA_TOOL_FMT_DEEPSEEK_V3 ? &deepseek_markers : NULL;
+    return f == EA_TOOL_FMT_QWEN3 || f == EA_TOOL_FMT_QWEN3_XML ? &qwen3_markers
+           : f == EA_TOOL_FMT_DEEPSEEK_V3                       ? &deepseek_markers
+                                                                : NULL;
 }
 
-ea_tool_format ea_tool_format_for_model_type(const char *t) {
+ea_tool_format ea_tool_format_for_model(const char *tpl, const char *t) {
+    if (tpl && strstr(tpl, "<tool_call>")) return strstr(tpl, "<function=") ? EA_TOOL_FMT_QWEN3_XML : EA_TOOL_FMT_QWEN3;
+    if (tpl && strstr(tpl, "tool▁calls▁begin")) return EA_TOOL_FMT_DEEPSEEK_V3;
     if (!t) return EA_TOOL_FMT_NONE;
-    if (!strcmp(t, "qwen3_moe") || !strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3_next") || !strcmp(t, "qwen3_5_moe"))
-        return EA_TOOL_FMT_QWEN3;
+    if (!strcmp(t, "qwen3_5_moe")) return EA_TOOL_FMT_QWEN3_XML; /* Qwen3.5's published template */
+    if (!strcmp(t, "qwen3_moe") || !strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3_next")) return EA_TOOL_FMT_QWEN3;
     if (!strcmp(t, "deepseek_v3") || !strcmp(t, "deepseek_v2")) return EA_TOOL_FMT_DEEPSEEK_V3;
     return EA_TOOL_FMT_NONE;
+}
+
+int ea_tool_format_parse(const char *name) {
+    if (!strcmp(name, "auto")) return -2;
+    if (!strcmp(name, "none")) return EA_TOOL_FMT_NONE;
+    if (!strcmp(name, "hermes")) return EA_TOOL_FMT_QWEN3;
+    if (!strcmp(name, "qwen3_coder")) return EA_TOOL_FMT_QWEN3_XML;
+    if (!strcmp(name, "deepseek_v3")) return EA_TOOL_FMT_DEEPSEEK_V3;
+    return -1;
 }
 
 int ea_reasoning_mode_parse(const char *name) {
@@ -45,6 +58,12 @@ int ea_reasoning_mode_parse(const char *name) {
     if (!strcmp(name, "qwen3")) return EA_REASONING_QWEN3;
     if (!strcmp(name, "deepseek_r1")) return EA_REASONING_DEEPSEEK_R1;
     return -1;
+}
+
+int ea_prompt_opens_think(const char *prompt) {
+    size_t n = prompt ? strlen(prompt) : 0, k = strlen(THINK_OPEN);
+    while (n && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\t' || prompt[n - 1] == '\r')) n--;
+    return n >= k && memcmp(prompt + n - k, THINK_OPEN, k) == 0;
 }
 
 /* ---- byte helpers ----------------------------------------------------------------- */
@@ -143,8 +162,101 @@ static json_t *parse_deepseek(const char *body, size_t n) {
     return make_call(rest, (size_t)nl, args, an);
 }
 
-int ea_tool_parse_call(ea_tool_format fmt, const char *body, size_t n, json_t **call) {
-    *call = fmt == EA_TOOL_FMT_QWEN3 ? parse_qwen3(body, n) : fmt == EA_TOOL_FMT_DEEPSEEK_V3 ? parse_deepseek(body, n) : NULL;
+/* The schema of parameter key of function name in tools, or NULL. */
+static const json_t *param_schema(const json_t *tools, const char *name, size_t name_len, const char *key) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *f = json_object_get(t, "function"), *fn = json_object_get(f, "name");
+        if (json_is_string(fn) && json_string_length(fn) == name_len && !memcmp(json_string_value(fn), name, name_len))
+            return json_object_get(json_object_get(json_object_get(f, "parameters"), "properties"), key);
+    }
+    return NULL;
+}
+
+/* Does schema s take only strings (type "string", or an enum / const of strings)? */
+static int string_schema(const json_t *s) {
+    json_t *ty = json_object_get(s, "type"), *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
+    if (ty) return json_is_string(ty) && !strcmp(json_string_value(ty), "string");
+    if (cn) return json_is_string(cn);
+    if (!json_is_array(en) || !json_array_size(en)) return 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(en, i, v) if (!json_is_string(v)) return 0;
+    return 1;
+}
+
+/* A raw parameter value as JSON: see tool_parse.h (EA_TOOL_FMT_QWEN3_XML). */
+static json_t *xml_value(const json_t *schema, const char *v, size_t n) {
+    if (!schema || string_schema(schema)) return json_stringn(v, n);
+    static const char *const py[] = {"True", "False", "None"};
+    for (int i = 0; i < 3; i++)
+        if (n == strlen(py[i]) && !memcmp(v, py[i], n)) return i == 0 ? json_true() : i == 1 ? json_false() : json_null();
+    json_error_t je;
+    json_t *j = json_loadb(v, n, JSON_DECODE_ANY, &je);
+    return j ? j : json_stringn(v, n);
+}
+
+/* <function=NAME>\n(<parameter=KEY>\nVALUE\n</parameter>\n)*</function>; a call cut
+ * short at the end of the output may lack its closing tags. */
+static json_t *parse_qwen3_xml(const char *body, size_t n, const json_t *tools) {
+    static const char FN[] = "<function=", FN_END[] = "</function>", PAR[] = "<parameter=", PAR_END[] = "</parameter>";
+    trim(&body, &n);
+    if (n < strlen(FN) || memcmp(body, FN, strlen(FN)) != 0) return NULL;
+    const char *name = body + strlen(FN);
+    size_t rn = n - strlen(FN);
+    long gt = find(name, rn, ">");
+    if (gt <= 0 || find(name, (size_t)gt, "\n") >= 0 || find(name, (size_t)gt, "<") >= 0) return NULL;
+    const char *in = name + gt + 1;
+    size_t in_n = rn - (size_t)gt - 1;
+    long fe = find(in, in_n, FN_END);
+    if (fe >= 0) {
+        const char *after = in + fe + strlen(FN_END);
+        size_t an = in_n - (size_t)fe - strlen(FN_END);
+        trim(&after, &an);
+        if (an) return NULL;
+        in_n = (size_t)fe;
+    }
+    json_t *args = json_object();
+    while (args) {
+        trim(&in, &in_n);
+        if (!in_n) break;
+        long kg;
+        if (in_n < strlen(PAR) || memcmp(in, PAR, strlen(PAR)) != 0 ||
+            (kg = find(in + strlen(PAR), in_n - strlen(PAR), ">")) <= 0 ||
+            find(in + strlen(PAR), (size_t)kg, "\n") >= 0) {
+            json_decref(args);
+            return NULL;
+        }
+        char key[256];
+        if ((size_t)kg >= sizeof key) {
+            json_decref(args);
+            return NULL;
+        }
+        memcpy(key, in + strlen(PAR), (size_t)kg);
+        key[kg] = 0;
+        const char *v = in + strlen(PAR) + kg + 1;
+        size_t vn = in_n - strlen(PAR) - (size_t)kg - 1;
+        long pe = find(v, vn, PAR_END);
+        size_t take = pe >= 0 ? (size_t)pe : vn, used = pe >= 0 ? (size_t)pe + strlen(PAR_END) : vn;
+        in = v + used, in_n = vn - used;
+        if (take && v[0] == '\n') v++, take--;
+        if (take && v[take - 1] == '\n') take--;
+        json_t *val = xml_value(param_schema(tools, name, (size_t)gt, key), v, take);
+        if (!val || json_object_set_new(args, key, val)) json_decref(args), args = NULL;
+    }
+    char *txt = args ? json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(args);
+    json_t *call = txt ? json_pack("{s:s%,s:s}", "name", name, (size_t)gt, "arguments", txt) : NULL;
+    free(txt);
+    return call;
+}
+
+int ea_tool_parse_call(ea_tool_format fmt, const json_t *tools, const char *body, size_t n, json_t **call) {
+    *call = fmt == EA_TOOL_FMT_QWEN3         ? parse_qwen3(body, n)
+            : fmt == EA_TOOL_FMT_QWEN3_XML   ? parse_qwen3_xml(body, n, tools)
+            : fmt == EA_TOOL_FMT_DEEPSEEK_V3 ? parse_deepseek(body, n)
+                                             : NULL;
     return *call ? 0 : -1;
 }
 
@@ -156,7 +268,7 @@ enum { T_TEXT = 0, T_BLOCK = 1, T_CALL = 2 };
 static void end_call(ea_chat_split *sp, const markers *m, size_t body_len, int terminated, ea_chat_delta *d) {
     json_t *call;
     sp->after_call = 0;
-    if (ea_tool_parse_call(sp->fmt, sp->thold.data, body_len, &call) == 0) {
+    if (ea_tool_parse_call(sp->fmt, sp->tools, sp->thold.data, body_len, &call) == 0) {
         json_array_append_new(d->calls, call);
         sp->n_calls++;
         sp->after_call = 1;
@@ -302,7 +414,19 @@ void ea_chat_split_init(ea_chat_split *sp, ea_reasoning_mode rmode, ea_tool_form
     sp->rstate = rmode == EA_REASONING_NONE ? R_CONTENT : R_START;
 }
 
+void ea_chat_split_set_tools(ea_chat_split *sp, const json_t *tools) {
+    json_decref(sp->tools);
+    sp->tools = json_incref((json_t *)tools);
+}
+
+void ea_chat_split_think_open(ea_chat_split *sp, int open) {
+    if (sp->rmode == EA_REASONING_NONE) return;
+    if (open) sp->rstate = R_THINK;
+    else if (sp->rmode == EA_REASONING_DEEPSEEK_R1) sp->rmode = EA_REASONING_QWEN3;
+}
+
 void ea_chat_split_deinit(ea_chat_split *sp) {
+    json_decref(sp->tools);
     ea_sbuf_deinit(&sp->rhold);
     ea_sbuf_deinit(&sp->thold);
     memset(sp, 0, sizeof *sp);

@@ -13,6 +13,16 @@
  *          <tool_call>...</tool_call>                      (any number)
  *     an unterminated last call whose JSON parses counts (vLLM's regex does too)
  *
+ *   EA_TOOL_FMT_QWEN3_XML (Qwen3.5's and Qwen3-Coder's templates; vLLM's qwen3_coder parser):
+ *     text <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n...
+ *          </function>\n</tool_call>                     (any number)
+ *     VALUE is raw text (one newline at each end is the format's, not the
+ *     value's). It becomes a JSON string when the function's parameters schema
+ *     (ea_chat_split_set_tools) types KEY as a string, or KEY is not in the
+ *     schema; otherwise it is read as JSON (the template writes numbers,
+ *     objects and arrays as JSON, and Python's True/False/None, which are read
+ *     as true/false/null), and kept as a string when it is not JSON.
+ *
  *   EA_TOOL_FMT_DEEPSEEK_V3 (DeepSeek-V3's chat template; vLLM's deepseek_v3 parser):
  *     text <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n
  *          ```json\n{...}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>...<｜tool▁call▁end｜>
@@ -32,6 +42,9 @@
  *     is dropped), then content.
  *   An unterminated think block is all reasoning, in both modes (vLLM's
  *   streaming behaviour; its non-streaming qwen3 parser would call it content).
+ *   ea_chat_split_think_open: a prompt that ends inside an open think block
+ *   (Qwen3.5's and Qwen3-2507-Thinking's templates end with "<think>\n")
+ *   makes the output reasoning up to </think> in either mode, as R1's does.
  *
  * Holding back: text that may be the start of a marker is kept until the next
  * delta decides, so a marker split over tokens is still seen.
@@ -53,17 +66,26 @@
 
 #include "base/sbuf.h"
 
-typedef enum { EA_TOOL_FMT_NONE = 0, EA_TOOL_FMT_QWEN3, EA_TOOL_FMT_DEEPSEEK_V3 } ea_tool_format;
+typedef enum { EA_TOOL_FMT_NONE = 0, EA_TOOL_FMT_QWEN3, EA_TOOL_FMT_DEEPSEEK_V3, EA_TOOL_FMT_QWEN3_XML } ea_tool_format;
 typedef enum { EA_REASONING_NONE = 0, EA_REASONING_QWEN3, EA_REASONING_DEEPSEEK_R1 } ea_reasoning_mode;
 
-/* The format a model family's chat template teaches (HF model_type); NONE when we have no parser for it. */
-ea_tool_format ea_tool_format_for_model_type(const char *model_type);
+/* The format a chat template teaches: read from the template's text (how it
+ * renders an assistant's tool_calls), else the family's (HF model_type; a
+ * template may be NULL); NONE when we have no parser for it. */
+ea_tool_format ea_tool_format_for_model(const char *chat_template, const char *model_type);
+/* `--tool-call-parser` names, as vLLM's: "hermes" (QWEN3), "qwen3_coder"
+ * (QWEN3_XML), "deepseek_v3", "none"; "auto" -> -2 (ea_tool_format_for_model
+ * decides); -1 for another name. */
+int ea_tool_format_parse(const char *name);
+/* 1 if a rendered prompt ends inside an open think block ("<think>" then only whitespace). */
+int ea_prompt_opens_think(const char *prompt);
 /* "qwen3" / "deepseek_r1" / "none" -> mode; -1 for another name. */
 int ea_reasoning_mode_parse(const char *name);
 
-/* Parse one call's body (the text between its markers). OUT: *call, a new
+/* Parse one call's body (the text between its markers); tools (OpenAI's
+ * array; NULL ok) types the values of QWEN3_XML calls. OUT: *call, a new
  * {"name": string, "arguments": string (JSON text)} object. 0, or -1 when the body is malformed. */
-int ea_tool_parse_call(ea_tool_format fmt, const char *body, size_t n, json_t **call);
+int ea_tool_parse_call(ea_tool_format fmt, const json_t *tools, const char *body, size_t n, json_t **call);
 
 typedef struct {
     ea_sbuf content;    /* plain text for message.content */
@@ -78,11 +100,19 @@ typedef struct {
     int tstate;         /* tools: 0 text, 1 inside a calls block (DeepSeek), 2 inside a call */
     int n_calls;        /* calls found so far */
     int after_call;     /* only whitespace since the last call ended */
+    json_t *tools;      /* a reference to the request's tools (QWEN3_XML values), or NULL */
     ea_sbuf rhold;      /* reasoning machine: undecided text */
     ea_sbuf thold;      /* tool machine: undecided text (or the body of the open call) */
 } ea_chat_split;
 
 void ea_chat_split_init(ea_chat_split *sp, ea_reasoning_mode rmode, ea_tool_format fmt);
+/* The request's tools, for QWEN3_XML's typed values (sp keeps a reference: a
+ * stream outlives its request). */
+void ea_chat_split_set_tools(ea_chat_split *sp, const json_t *tools);
+/* Before the first feed: open 1, the prompt left a think block open (output
+ * is reasoning up to </think>, any mode but NONE); open 0, no block is open
+ * (R1 mode then reads like qwen3: a forced tool call starts at once). */
+void ea_chat_split_think_open(ea_chat_split *sp, int open);
 void ea_chat_split_deinit(ea_chat_split *sp);
 /* Feed n bytes; d is reset, then holds what this delta decided. */
 void ea_chat_split_feed(ea_chat_split *sp, const char *text, size_t n, ea_chat_delta *d);

@@ -4,6 +4,14 @@
  * byte (JSON escapes turned into C escapes): changing a single space changes
  * the prompt the model sees. Invariant: every string here parses and renders
  * with src/tokenizer/chat_template.c (tests/unit/test_chat_template.c).
+ *
+ * One exception, marked below: "qwen3_5_moe" is ours, not Qwen3.5's published
+ * template (its tokenizer files are in no package we can fetch). It writes
+ * Qwen3.5's layout exactly where the server depends on it — ChatML turns, a
+ * generation prompt that opens <think>, tool results as <tool_response> user
+ * turns, and tool calls as <tool_call>\n<function=NAME>\n<parameter=KEY>\n
+ * VALUE\n</parameter>\n...</function>\n</tool_call> — with our own wording of
+ * the tool instructions, and JSON (not Python's str) for non-string values.
  */
 #include "tokenizer/builtin_templates.h"
 
@@ -47,10 +55,76 @@ static const char ea__olmoe_template[] =
     "{% else %}{{ '<|assistant|>\\n'  + message['content'] + eos_token }}{% endif %}{% endif %}"
     "{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}{% endfor %}";
 
+/* Ours, in Qwen3.5's format (see the top of this file); a test model's template. */
+static const char ea__qwen3_5_template[] =
+    "{%- if tools %}\n"
+    "    {{- '<|im_start|>system\\n# Tools\\n\\nThese functions can be called:\\n\\n<tools>' }}\n"
+    "    {%- for tool in tools %}\n"
+    "        {{- '\\n' + (tool | tojson) }}\n"
+    "    {%- endfor %}\n"
+    "    {{- '\\n</tools>\\n\\nTo call functions, end the reply with one block per call, in exactly this form:\\n\\n<tool_call>\\n<function=NAME>\\n<parameter=PARAMETER>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>\\n\\nGive every required parameter; a value may span lines.' }}\n"
+    "    {%- if messages and messages[0].role == 'system' %}\n"
+    "        {{- '\\n\\n' + messages[0].content }}\n"
+    "    {%- endif %}\n"
+    "    {{- '<|im_end|>\\n' }}\n"
+    "{%- elif messages and messages[0].role == 'system' %}\n"
+    "    {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n"
+    "{%- endif %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- set content = message.content if message.content is string else '' %}\n"
+    "    {%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}\n"
+    "    {%- elif message.role == 'assistant' %}\n"
+    "        {%- if '</think>' in content %}\n"
+    "            {%- set content = content.split('</think>')[-1].lstrip('\\n') %}\n"
+    "        {%- endif %}\n"
+    "        {{- '<|im_start|>assistant\\n' + content }}\n"
+    "        {%- for call in message.tool_calls or [] %}\n"
+    "            {%- set fn = call.function if call.function is defined else call %}\n"
+    "            {%- if not loop.first %}\n"
+    "                {{- '\\n' }}\n"
+    "            {%- elif content | trim %}\n"
+    "                {{- '\\n\\n' }}\n"
+    "            {%- endif %}\n"
+    "            {{- '<tool_call>\\n<function=' + fn.name + '>\\n' }}\n"
+    "            {%- if fn.arguments is mapping %}\n"
+    "                {%- for key, value in fn.arguments | items %}\n"
+    "                    {{- '<parameter=' + key + '>\\n' }}\n"
+    "                    {%- if value is string %}\n"
+    "                        {{- value }}\n"
+    "                    {%- else %}\n"
+    "                        {{- value | tojson }}\n"
+    "                    {%- endif %}\n"
+    "                    {{- '\\n</parameter>\\n' }}\n"
+    "                {%- endfor %}\n"
+    "            {%- endif %}\n"
+    "            {{- '</function>\\n</tool_call>' }}\n"
+    "        {%- endfor %}\n"
+    "        {{- '<|im_end|>\\n' }}\n"
+    "    {%- elif message.role == 'tool' %}\n"
+    "        {%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}\n"
+    "            {{- '<|im_start|>user' }}\n"
+    "        {%- endif %}\n"
+    "        {{- '\\n<tool_response>\\n' + content + '\\n</tool_response>' }}\n"
+    "        {%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}\n"
+    "            {{- '<|im_end|>\\n' }}\n"
+    "        {%- endif %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"
+    "    {%- else %}\n"
+    "        {{- '<think>\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}\n";
+
 const char *ea_builtin_chat_template(const char *family) {
     if (!family) return NULL;
     if (strcmp(family, "mixtral") == 0) return ea__mixtral_template;
     if (strcmp(family, "olmoe") == 0) return ea__olmoe_template;
+    if (strcmp(family, "qwen3_5_moe") == 0) return ea__qwen3_5_template;
     return NULL;
 }
 
@@ -60,6 +134,10 @@ int ea_builtin_special_tokens(const char *family, const char **bos, const char *
     if (strcmp(family, "mixtral") == 0) {
         *bos = "<s>";
         *eos = "</s>";
+        return 0;
+    }
+    if (strcmp(family, "qwen3_5_moe") == 0) { /* Qwen's: no BOS */
+        *eos = "<|im_end|>";
         return 0;
     }
     if (strcmp(family, "olmoe") == 0) { /* GPT-NeoX-style vocabulary: one token for both */

@@ -6,8 +6,10 @@
  *   const char *t = ea_builtin_chat_template("mixtral");
  *
  * Families: "mixtral" (Mixtral-8x7B-Instruct-v0.1) and "olmoe"
- * (OLMoE-1B-7B-0924-Instruct). Qwen3 and DeepSeek-V3 templates are not here:
- * they ship inside the npm tokenizer packages (tokenizer_config.json).
+ * (OLMoE-1B-7B-0924-Instruct), as published; "qwen3_5_moe", ours in
+ * Qwen3.5's format (XML tool calls; builtin_templates.c says what holds).
+ * Qwen3 and DeepSeek-V3 templates are not here: they ship inside the npm
+ * tokenizer packages (tokenizer_config.json).
  * Returns a static NUL-terminated string, or NULL for an unknown family.
  */
 #ifndef EA_BUILTIN_TEMPLATES_H

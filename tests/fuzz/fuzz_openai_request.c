@@ -10,7 +10,7 @@
  * of exactly its length: the parser takes a length, not a C string):
  *   bit 0     0 completions, 1 chat
  *   bits 1-2  the model family: 0 no tool parser, 1 Qwen3 with the reasoning
- *             parser and the test hooks on, 2 DeepSeek-V3, 3 Qwen3
+ *             parser and the test hooks on, 2 DeepSeek-V3, 3 Qwen3.5 (XML calls)
  *   bits 3-4  ctx_len 24, 512, 4096, 100000
  *   bit 5     kv_tokens 0 (no bound) or 300
  *   bit 6     instead: the body to /tokenize and to /detokenize (ea_oai_tokenize,
@@ -107,7 +107,7 @@ static const ea_text_ops OPS[4] = {
     {NULL, f_encode, f_decode, f_render, 512, f_has_token},
     {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_QWEN3, EA_REASONING_QWEN3, 1},
     {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_DEEPSEEK_V3},
-    {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_QWEN3},
+    {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_QWEN3_XML},
 };
 
 static int is_token(int32_t id) { return id >= 0 && id < 500; }

@@ -2,7 +2,9 @@
  * fuzz_tool_parse.c — fuzz target for serve/tool_parse.c, the split of a
  * model's output into reasoning, content and tool calls. The first byte picks
  * the reasoning mode (bits 0-1), the tool format (bits 2-3) and the size of
- * the deltas (bits 4-7, 0 = the whole text); the rest is the output text.
+ * the deltas (bits 4-7, 0 = the whole text; an odd size also starts inside a
+ * think block the prompt opened); the rest is the output text. XML calls are
+ * typed by a fixed set of tools.
  *
  * Asserted: no crash, leak or UB (sanitizers); the split is the same whether
  * the text comes whole or in deltas (streams and non-streaming answers agree);
@@ -30,12 +32,19 @@ static void take(split *out, const ea_chat_delta *d) {
 }
 
 /* Feed t[0..n) in deltas of `chunk` bytes, then finish. */
-static void split_run(ea_reasoning_mode rm, ea_tool_format f, const char *t, size_t n, size_t chunk, split *out) {
+static const char TOOLS[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":"
+    "{\"s\":{\"type\":\"string\"},\"n\":{\"type\":\"number\"},\"o\":{\"type\":\"object\"},\"b\":{\"type\":\"boolean\"}}}}}]";
+
+static void split_run(ea_reasoning_mode rm, ea_tool_format f, int open, const json_t *tools, const char *t, size_t n,
+                      size_t chunk, split *out) {
     ea_chat_split sp;
     ea_chat_delta d = {0};
     memset(out, 0, sizeof *out);
     out->calls = json_array();
     ea_chat_split_init(&sp, rm, f);
+    ea_chat_split_set_tools(&sp, tools);
+    if (open) ea_chat_split_think_open(&sp, 1);
     for (size_t i = 0; i < n; i += chunk) {
         ea_chat_split_feed(&sp, t + i, chunk < n - i ? chunk : n - i, &d);
         take(out, &d);
@@ -59,13 +68,16 @@ static void split_free(split *s) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1 || size > 1 << 14) return 0;
     ea_reasoning_mode rm = (ea_reasoning_mode)(data[0] & 3) % 3;
-    ea_tool_format f = (ea_tool_format)((data[0] >> 2) & 3) % 3;
+    ea_tool_format f = (ea_tool_format)((data[0] >> 2) & 3); /* NONE, QWEN3, DEEPSEEK_V3, QWEN3_XML */
     size_t chunk = data[0] >> 4;
+    int open = (int)(chunk & 1);
     const char *t = (const char *)data + 1;
     size_t n = size - 1;
+    static json_t *tools;
+    if (!tools) tools = json_loads(TOOLS, 0, NULL); /* kept for the process: the leak checker ignores statics */
     split whole, parts;
-    split_run(rm, f, t, n, n ? n : 1, &whole);
-    split_run(rm, f, t, n, chunk ? chunk : 1, &parts);
+    split_run(rm, f, open, tools, t, n, n ? n : 1, &whole);
+    split_run(rm, f, open, tools, t, n, chunk ? chunk : 1, &parts);
     if (!same_buf(&whole.content, &parts.content) || !same_buf(&whole.reasoning, &parts.reasoning) ||
         !json_equal(whole.calls, parts.calls))
         abort();
@@ -75,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         json_t *name = json_object_get(c, "name"), *args = json_object_get(c, "arguments");
         if (!json_is_string(name) || json_string_length(name) == 0 || !json_is_string(args)) abort();
         json_error_t je;
-        json_t *a = json_loads(json_string_value(args), 0, &je);
+        json_t *a = json_loads(json_string_value(args), JSON_ALLOW_NUL, &je); /* raw XML values may hold NUL */
         if (!json_is_object(a)) abort();
         json_decref(a);
     }

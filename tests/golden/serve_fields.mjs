@@ -2,8 +2,9 @@
 // what it should, through the official `openai` npm client against a running
 // `eaas serve` (started by test_serve_fields.sh with EAAS_TEST_HOOKS=1 and
 // --reasoning-parser qwen3 on a tiny qwen3_moe model).
-// Usage: node serve_fields.mjs BASE_URL MODEL [deepseek]
-// (with "deepseek": only the DeepSeek-V3 tool-call checks, for a deepseek_v3 model).
+// Usage: node serve_fields.mjs BASE_URL MODEL [deepseek|qwen3_5]
+// (with "deepseek": only the DeepSeek-V3 tool-call checks, for a deepseek_v3 model;
+// with "qwen3_5": only the checks of Qwen3.5's XML calls and opened think block).
 // Prints one line per check and "N passed, N failed"; exits non-zero on any failure.
 import { createRequire } from 'module';
 import { check, assert, eq, summary } from './check_lib.mjs';
@@ -120,6 +121,59 @@ if (mode === 'deepseek') {
       `rendered: ${JSON.stringify(text)}`);
     const r = await client.chat.completions.create({ ...greedy, messages: hist, tools: TOOLS });
     eq(r.usage.prompt_tokens, t.count, 'the chat prompt is the one rendered');
+  });
+  summary();
+}
+
+// ---------------------------------------------------------------- Qwen3.5 (XML calls)
+if (mode === 'qwen3_5') {
+  const X = (name, params) => `<tool_call>\n<function=${name}>\n` +
+    Object.entries(params).map(([k, v]) => `<parameter=${k}>\n${v}\n</parameter>\n`).join('') + '</function>\n</tool_call>';
+  const SAID = 'the user wants the weather\n</think>\n\nI will look.\n\n' + X('get_weather', { city: 'Paris', unit: 'C' }) + '\n' +
+    X('book_table', { people: 4, date: '2026-12-01', vip: 'True', tags: '["window", "bar"]' }) + '<|im_end|>';
+  const said = { ...greedy, ignore_eos: false, max_tokens: 200, messages: USER, tools: TOOLS3, eaas_test_forced_text: SAID };
+  await check('qwen3_5: <function=...> calls parsed, values typed by the schema (ajv), thinking the prompt opened is reasoning', async () => {
+    const r = await client.chat.completions.create(said);
+    const m = r.choices[0].message;
+    eq(r.choices[0].finish_reason, 'tool_calls', 'finish_reason');
+    eq(m.reasoning_content, 'the user wants the weather\n', 'reasoning_content');
+    eq((m.content || '').trim(), 'I will look.', 'content before the calls');
+    eq(JSON.stringify(validCalls(m.tool_calls, TOOLS3, 'auto')), JSON.stringify([['get_weather', '{"city":"Paris","unit":"C"}'],
+      ['book_table', '{"people":4,"date":"2026-12-01","vip":true,"tags":["window","bar"]}']]), 'calls');
+    const f = await client.beta.chat.completions.stream(said).finalChatCompletion();
+    eq(f.choices[0].finish_reason, 'tool_calls', 'streamed finish');
+    eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, 'streamed')), JSON.stringify(validCalls(m.tool_calls, TOOLS3, 'auto')),
+      'assembled calls');
+  });
+  await check('qwen3_5: tool_choice required writes <parameter=...> blocks; calls validate (ajv), stream helper agrees', async () => {
+    for (let seed = 1; seed <= 4; seed++) {
+      const r = await client.chat.completions.create(req3({ seed }));
+      eq(r.choices[0].finish_reason, 'tool_calls', `seed ${seed}: finish_reason (content ${JSON.stringify(r.choices[0].message.content)})`);
+      const got = validCalls(r.choices[0].message.tool_calls, TOOLS3, `seed ${seed}`);
+      const f = await client.beta.chat.completions.stream(req3({ seed })).finalChatCompletion();
+      eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got), `seed ${seed}: assembled`);
+    }
+    const r = await client.chat.completions.create(req3({ seed: 9, tool_choice: { type: 'function', function: { name: 'book_table' } } }));
+    eq(r.choices[0].message.tool_calls.map((c) => c.function.name).join(), 'book_table', 'named');
+    validCalls(r.choices[0].message.tool_calls, TOOLS3, 'named');
+  });
+  await check('qwen3_5: an assistant call (arguments as JSON text) is rendered as parameter blocks, the result as a tool_response', async () => {
+    const hist = [...USER, { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+      function: { name: 'book_table', arguments: '{"people": 2, "date": "2026-12-24", "tags": ["quiet"]}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: 'booked' }];
+    const t = await tokenize({ messages: hist, tools: TOOLS3 });
+    const text = await detok(t.tokens);
+    assert(text.includes('<tool_call>\n<function=book_table>\n<parameter=people>\n2\n</parameter>\n<parameter=date>\n2026-12-24\n' +
+      '</parameter>\n<parameter=tags>\n["quiet"]\n</parameter>\n</function>\n</tool_call><|im_end|>') &&
+      text.includes('<tool_response>\nbooked\n</tool_response>'), `rendered: ${JSON.stringify(text)}`);
+    const r = await client.chat.completions.create({ ...greedy, messages: hist, tools: TOOLS3 });
+    eq(r.usage.prompt_tokens, t.count, 'the chat prompt is the one rendered');
+  });
+  await check('qwen3_5: enable_thinking false closes the think block in the prompt: the output is all content', async () => {
+    const r = await client.chat.completions.create({ ...greedy, ignore_eos: false, max_tokens: 40, messages: USER,
+      chat_template_kwargs: { enable_thinking: false }, eaas_test_forced_text: 'No thinking here.<|im_end|>' });
+    eq(r.choices[0].message.content, 'No thinking here.', 'content');
+    assert(!r.choices[0].message.reasoning_content, `no reasoning: ${JSON.stringify(r.choices[0].message.reasoning_content)}`);
   });
   summary();
 }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # test_chat_template_js.sh — eaas chat-template renders byte-identical prompts to
-# @huggingface/jinja for the Qwen3, DeepSeek-V3, Mixtral and OLMoE templates on
+# @huggingface/jinja for the Qwen3, DeepSeek-V3, Mixtral and OLMoE templates (and
+# our template in Qwen3.5's format) on
 # every conversation in tests/data/conversations (with and without the
 # generation prompt); where the reference throws (e.g. Mixtral's role
 # alternation), eaas must fail too. Each template needs >= 30 conversations that
@@ -20,19 +21,19 @@ for d in "$QWEN" "$DSV3"; do
 done
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-for fam in mixtral olmoe; do
+for fam in mixtral olmoe qwen3_5_moe; do
   mkdir -p "$TMP/$fam"
   "$BIN" chat-template --builtin "$fam" --print-config > "$TMP/$fam/tokenizer_config.json"
 done
 set +e
 node "$SRC/tests/golden/chat_ref.mjs" compare "$BIN" 30 \
-  qwen3="$QWEN" deepseek_v3="$DSV3" mixtral="$TMP/mixtral" olmoe="$TMP/olmoe" -- \
+  qwen3="$QWEN" deepseek_v3="$DSV3" mixtral="$TMP/mixtral" olmoe="$TMP/olmoe" qwen3_5="$TMP/qwen3_5_moe" -- \
   "$SRC"/tests/data/conversations/*.json
 rc=$?
 set -e
 
 gguf_same=0 gguf_diff=0
-for fam in qwen3_moe deepseek_v3 mixtral olmoe; do
+for fam in qwen3_moe deepseek_v3 mixtral olmoe qwen3_5_moe; do
   if ! "$BIN" make-model --family $fam --preset tiny --format hf --out "$TMP/$fam-hf" --npm-cache "$CACHE/npm" >/dev/null 2>"$TMP/err" ||
      ! "$BIN" make-model --family $fam --preset tiny --format gguf --out "$TMP/$fam.gguf" --npm-cache "$CACHE/npm" >/dev/null 2>>"$TMP/err"; then
     echo "make-model $fam failed: $(cat "$TMP/err")"; gguf_diff=$((gguf_diff + 1)); continue

@@ -4,7 +4,8 @@
 # continue_final_message, tools / tool_choice, reasoning) through the official
 # `openai` npm client (serve_fields.mjs) against `eaas serve` on tiny random
 # models: a qwen3_moe with --reasoning-parser qwen3, then a deepseek_v3 for
-# its tool-call format. Both run with EAAS_TEST_HOOKS=1 so a request can make
+# its tool-call format, then a qwen3_5_moe for Qwen3.5's XML calls and the
+# think block its generation prompt opens. Both run with EAAS_TEST_HOOKS=1 so a request can make
 # the random model "say" a tool call (eaas_test_forced_text). The server is
 # killed by its PID on any exit.
 set -uo pipefail
@@ -34,6 +35,11 @@ stop_server
 "$EAAS_BIN" make-model --family deepseek_v3 --preset tiny --seed 1 --format hf --out "$tmp/ds" >/dev/null
 EAAS_TEST_HOOKS=1 start_server "$tmp/log2" --model "$tmp/ds" --served-model-name tiny --threads 2 || exit 1
 run_node "deepseek_v3 tool calls" "$tmp/ds" deepseek
+stop_server
+
+"$EAAS_BIN" make-model --family qwen3_5_moe --preset tiny --seed 1 --format hf --out "$tmp/q35" >/dev/null
+EAAS_TEST_HOOKS=1 start_server "$tmp/log4" --model "$tmp/q35" --served-model-name tiny --threads 2 --reasoning-parser qwen3 || exit 1
+run_node "qwen3_5_moe XML tool calls" "$tmp/q35" qwen3_5
 stop_server
 
 # without EAAS_TEST_HOOKS the hook's field is refused like any unknown field

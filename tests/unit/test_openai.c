@@ -39,7 +39,8 @@ static ea_status f_decode(void *ctx, const int32_t *ids, int n, char **text, siz
     return EA_OK;
 }
 
-/* "<role>content" per message, "<assistant>" as the generation prompt; with template
+/* "<role>content" per message (then "<call NAME object|text>" per tool call, by how
+ * its arguments came), "<assistant>" as the generation prompt; with template
  * variables: "<tools:N>" first when tools are given, "<nothink>" last when
  * enable_thinking is false. A null content is an error (as in Qwen3's template). */
 static ea_status f_render(void *ctx, const json_t *msgs, const json_t *vars, int agp, char **text) {
@@ -56,6 +57,13 @@ static ea_status f_render(void *ctx, const json_t *msgs, const json_t *vars, int
         }
         ea_sbuf_printf(&b, "<%s>%s", json_string_value(json_object_get(m, "role")),
                        json_string_value(json_object_get(m, "content")));
+        size_t k;
+        json_t *c;
+        json_array_foreach(json_object_get(m, "tool_calls"), k, c) {
+            json_t *f = json_object_get(c, "function"), *a = json_object_get(f, "arguments");
+            ea_sbuf_printf(&b, "<call %s %s>", json_string_value(json_object_get(f, "name")),
+                           json_is_object(a) ? "object" : json_is_string(a) ? "text" : "other");
+        }
     }
     if (agp) ea_sbuf_puts(&b, "<assistant>");
     if (json_is_false(json_object_get(vars, "enable_thinking"))) ea_sbuf_puts(&b, "<nothink>");
@@ -76,6 +84,8 @@ static const ea_text_ops OPS_Q = {NULL, f_encode, f_decode, f_render, 512, f_has
 
 /* ... and a DeepSeek-V3-like one */
 static const ea_text_ops OPS_D = {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_DEEPSEEK_V3};
+/* ... and a Qwen3.5-like one (XML calls) */
+static const ea_text_ops OPS_X = {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_QWEN3_XML};
 
 static int parse(ea_oai_kind k, const char *body, ea_oai_request *r, ea_oai_error *e) {
     return ea_oai_parse(k, body, strlen(body), r, e);
@@ -808,6 +818,43 @@ TEST(tool_choice_constrains_to_the_family_format) {
                          "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"), 1);
     CHECK_EQ(in_language(r.params.grammar, F1), 0);
     ea_oai_request_deinit(&r);
+    /* Qwen3.5: <function=NAME> with a <parameter=KEY> block per property, strings raw */
+#define X_CALL(name, params) "<tool_call>\n<function=" name ">\n" params "</function>\n</tool_call>"
+#define X_PAR(k, v) "<parameter=" k ">\n" v "\n</parameter>\n"
+    CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{"
+                   "\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"s\":{\"type\":\"string\"},"
+                   "\"u\":{\"enum\":[\"C\",\"F\"]},\"o\":{\"$ref\":\"#/$defs/pt\"},\"d\":{\"type\":\"string\",\"format\":\"date\"}},"
+                   "\"required\":[\"a\",\"s\"],\"$defs\":{\"pt\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"}},"
+                   "\"required\":[\"x\"]}}}}},{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],"
+                   "\"tool_choice\":\"required\"}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_X, 400, 0, 7, &e), 0);
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("a", "12") X_PAR("s", "two\nlines, 5 < 6"))), 1);
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("a", "-3") X_PAR("s", "") X_PAR("u", "F")
+                                                       X_PAR("o", "{\"x\":1.5}") X_PAR("d", "2026-11-26"))
+                                           "\n" X_CALL("g", "")), 1);
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("a", "1"))), 0);                          /* s is required */
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("a", "\"1\"") X_PAR("s", "x"))), 0);      /* a is an integer */
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("a", "1") X_PAR("s", "a</b"))), 0);        /* no "</" in raw text */
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("a", "1") X_PAR("s", "x") X_PAR("u", "K"))), 0); /* enum */
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("s", "x") X_PAR("a", "1"))), 0);          /* schema order */
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("g", X_PAR("z", "1"))), 0);                          /* g has none */
+    CHECK_EQ(in_language(r.params.grammar, F1), 0);
+    {
+        ea_grammar *g2 = NULL;
+        CHECK_EQ(ea_oai_constraint_compile(r.params.grammar_src, (size_t)r.params.n_grammar_src, &g2), EA_OK);
+        CHECK_EQ(in_language(g2, X_CALL("g", "")), 1);
+        ea_grammar_destroy(g2);
+    }
+    ea_oai_request_deinit(&r);
+    /* a parameters schema that is no object of properties cannot be written as parameter blocks */
+    CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{"
+                   "\"anyOf\":[{\"type\":\"object\"}]}}}],\"tool_choice\":\"required\"}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_X, 400, 0, 7, &e), -1);
+    CHECK_EQ(e.status, 400);
+    CHECK_STREQ(e.param, "tools[0].function.parameters.anyOf");
+    ea_oai_request_deinit(&r);
+#undef X_CALL
+#undef X_PAR
     /* refused: another constraint on the same output; a schema the engine cannot compile (named by path) */
     CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS TOOLS_FG ",\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}", &r, &e), 0);
     CHECK_EQ(ea_oai_prepare(&r, &OPS_Q, 400, 0, 7, &e), -1);
@@ -848,7 +895,15 @@ TEST(chat_template_options) {
                    "{\"role\":\"tool\",\"content\":\"42\"}]}", &r, &e), 0);
     CHECK(json_is_null(json_object_get(json_array_get(r.messages, 1), "content")));
     CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
-    CHECK_STREQ(r.prompt_text, "<user>hi<assistant><tool>42<assistant>");
+    CHECK_STREQ(r.prompt_text, "<user>hi<assistant><call f text><tool>42<assistant>");
+    ea_oai_request_deinit(&r);
+    /* a template of XML calls (Qwen3.5) iterates the arguments: it gets them parsed (not JSON: left as text) */
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"\","
+                   "\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}},"
+                   "{\"id\":\"d\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"[1\"}}]},"
+                   "{\"role\":\"tool\",\"content\":\"42\"}],\"tools\":[" TOOL_F "]}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_X, 100, 0, 7, &e), 0);
+    CHECK_STREQ(r.prompt_text, "<tools:1><user>hi<assistant><call f object><call g text><tool>42<assistant>");
     ea_oai_request_deinit(&r);
 }
 

@@ -2,8 +2,10 @@
  * test_tool_parse.c — serve/tool_parse.c on recorded model outputs: Qwen3's
  * <tool_call> blocks and DeepSeek-V3's tool-call tokens (as their chat
  * templates write them), malformed calls (content, never an error), thinking
- * split for --reasoning-parser qwen3 / deepseek_r1, and the same split
- * whatever the deltas (whole text, byte by byte, odd chunk sizes).
+ * split for --reasoning-parser qwen3 / deepseek_r1 (and a prompt that left a
+ * think block open), Qwen3.5's XML calls with values typed by the tools'
+ * schemas, and the same split whatever the deltas (whole text, byte by byte,
+ * odd chunk sizes).
  */
 #include "harness.h"
 #include "serve/tool_parse.h"
@@ -25,8 +27,10 @@ static void take(result *r, const ea_chat_delta *d) {
     json_array_extend(r->calls, d->calls);
 }
 
-/* Feed text in chunks of `chunk` bytes (0: all at once). */
-static void run(ea_reasoning_mode rm, ea_tool_format f, const char *text, size_t chunk, result *r) {
+/* Feed text in chunks of `chunk` bytes (0: all at once); tools types XML values;
+ * open >= 0: ea_chat_split_think_open(open) first. */
+static void run_with(ea_reasoning_mode rm, ea_tool_format f, const json_t *tools, int open, const char *text,
+                     size_t chunk, result *r) {
     memset(r, 0, sizeof *r);
     r->calls = json_array();
     ea_sbuf_puts(&r->content, "");
@@ -34,6 +38,8 @@ static void run(ea_reasoning_mode rm, ea_tool_format f, const char *text, size_t
     ea_chat_split sp;
     ea_chat_delta d = {0};
     ea_chat_split_init(&sp, rm, f);
+    ea_chat_split_set_tools(&sp, tools);
+    if (open >= 0) ea_chat_split_think_open(&sp, open);
     size_t n = strlen(text);
     for (size_t i = 0; i < n;) {
         size_t k = chunk == 0 || chunk > n - i ? n - i : chunk;
@@ -45,6 +51,10 @@ static void run(ea_reasoning_mode rm, ea_tool_format f, const char *text, size_t
     take(r, &d);
     ea_chat_delta_deinit(&d);
     ea_chat_split_deinit(&sp);
+}
+
+static void run(ea_reasoning_mode rm, ea_tool_format f, const char *text, size_t chunk, result *r) {
+    run_with(rm, f, NULL, -1, text, chunk, r);
 }
 
 static int call_is(const json_t *calls, size_t i, const char *name, const char *args) {
@@ -218,10 +228,116 @@ TEST(reasoning_then_tool_call) {
     }
 }
 
+/* The tools of the XML tests: each parameter's type decides how its raw text is read. */
+static const char XML_TOOLS[] =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
+    "\"properties\": {\"city\": {\"type\": \"string\"}, \"zip\": {\"type\": \"string\"}, \"days\": {\"type\": "
+    "\"integer\"}, \"units\": {\"type\": \"object\"}, \"hourly\": {\"type\": \"boolean\"}, \"unit\": {\"enum\": "
+    "[\"C\", \"F\"]}, \"when\": {\"type\": [\"string\", \"null\"]}}}}}]";
+
+/* Qwen3.5 writes <function=NAME> and <parameter=KEY> blocks: values are raw text, read by the schema's type. */
+TEST(qwen3_xml_calls) {
+    json_error_t je;
+    json_t *tools = json_loads(XML_TOOLS, 0, &je);
+    CHECK(tools != NULL);
+    const char *t = "I'll check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Francisco\n</parameter>\n"
+                    "<parameter=zip>\n01234\n</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=units>\n"
+                    "{\"temp\": \"C\", \"wind\": [1, 2]}\n</parameter>\n<parameter=hourly>\nTrue\n</parameter>\n"
+                    "<parameter=unit>\nF\n</parameter>\n<parameter=when>\nnull\n</parameter>\n<parameter=note>\nline 1\n"
+                    "line 2 has 5 < 6\n\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n"
+                    "<parameter=days>\nsoon\n</parameter>\n</function>\n</tool_call>";
+    for (size_t c = 0; c < NCHUNKS; c++) {
+        result r;
+        run_with(EA_REASONING_NONE, EA_TOOL_FMT_QWEN3_XML, tools, -1, t, chunks[c], &r);
+        CHECK_STREQ(r.content.data, "I'll check.\n\n");
+        CHECK_EQ(json_array_size(r.calls), 2);
+        CHECK(call_is(r.calls, 0, "get_weather",
+                      "{\"city\":\"San Francisco\",\"zip\":\"01234\",\"days\":3,\"units\":{\"temp\":\"C\",\"wind\":[1,2]},"
+                      "\"hourly\":true,\"unit\":\"F\",\"when\":null,\"note\":\"line 1\\nline 2 has 5 < 6\\n\"}"));
+        CHECK(call_is(r.calls, 1, "get_weather", "{\"days\":\"soon\"}")); /* not JSON: kept as text */
+        result_deinit(&r);
+    }
+    /* without the tools every value is a string (vLLM's qwen3_coder reads unknown parameters so) */
+    result r;
+    run(EA_REASONING_NONE, EA_TOOL_FMT_QWEN3_XML,
+        "<tool_call>\n<function=f>\n<parameter=n>\n7\n</parameter>\n</function>\n</tool_call>", 0, &r);
+    CHECK(call_is(r.calls, 0, "f", "{\"n\":\"7\"}"));
+    result_deinit(&r);
+    /* a call cut off at the end of the output counts; no parameters is {} */
+    run(EA_REASONING_NONE, EA_TOOL_FMT_QWEN3_XML, "<tool_call>\n<function=f>\n<parameter=n>\n7\n</parameter>\n", 0, &r);
+    CHECK(call_is(r.calls, 0, "f", "{\"n\":\"7\"}"));
+    result_deinit(&r);
+    run(EA_REASONING_NONE, EA_TOOL_FMT_QWEN3_XML, "<tool_call>\n<function=now>\n</function>\n</tool_call>", 0, &r);
+    CHECK(call_is(r.calls, 0, "now", "{}"));
+    result_deinit(&r);
+    json_decref(tools);
+}
+
+/* XML calls that do not parse come back as content, as written. */
+TEST(qwen3_xml_malformed_is_content) {
+    static const char *const bad[] = {
+        "<tool_call>\n<function=f>\nnot a parameter\n</function>\n</tool_call>",
+        "<tool_call>\n<function=a\nb>\n</function>\n</tool_call>",                  /* a newline in the name */
+        "<tool_call>\n<function=>\n</function>\n</tool_call>",                       /* no name */
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",           /* hermes JSON */
+        "<tool_call>\n<function=f>\n</function>\ntrailing\n</tool_call>",            /* text after </function> */
+        "<tool_call>\n<function=f>\n<parameter=>\n1\n</parameter>\n</function>\n</tool_call>", /* no key */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (size_t c = 0; c < NCHUNKS; c++) {
+            result r;
+            run(EA_REASONING_NONE, EA_TOOL_FMT_QWEN3_XML, bad[i], chunks[c], &r);
+            if (json_array_size(r.calls) != 0 || strcmp(r.content.data, bad[i])) {
+                result_deinit(&r);
+                FAIL_("case %zu, chunks of %zu: not returned as content", i, chunks[c]);
+            }
+            result_deinit(&r);
+        }
+}
+
+/* Qwen3.5's prompt ends with "<think>\n": the output is reasoning up to </think>;
+ * a forced call (think_open 0) is read from the start, in R1 mode too. */
+TEST(think_opened_by_prompt) {
+    const char *t = "the user wants weather\n</think>\n\n<tool_call>\n<function=w>\n</function>\n</tool_call>";
+    for (size_t c = 0; c < NCHUNKS; c++) {
+        result r;
+        run_with(EA_REASONING_QWEN3, EA_TOOL_FMT_QWEN3_XML, NULL, 1, t, chunks[c], &r);
+        CHECK_STREQ(r.reasoning.data, "the user wants weather\n");
+        CHECK_STREQ(r.content.data, "\n\n");
+        CHECK(call_is(r.calls, 0, "w", "{}"));
+        result_deinit(&r);
+        run_with(EA_REASONING_DEEPSEEK_R1, EA_TOOL_FMT_QWEN3_XML, NULL, 0,
+                 "<tool_call>\n<function=w>\n</function>\n</tool_call>", chunks[c], &r);
+        CHECK_STREQ(r.reasoning.data, "");
+        CHECK(call_is(r.calls, 0, "w", "{}"));
+        result_deinit(&r);
+        run_with(EA_REASONING_NONE, EA_TOOL_FMT_NONE, NULL, 1, "a</think>b", chunks[c], &r); /* no parser: no split */
+        CHECK_STREQ(r.content.data, "a</think>b");
+        result_deinit(&r);
+    }
+    CHECK(ea_prompt_opens_think("<|im_start|>assistant\n<think>\n"));
+    CHECK(!ea_prompt_opens_think("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    CHECK(!ea_prompt_opens_think("<|im_start|>user\n<think>\nhi<|im_end|>\n<|im_start|>assistant\n"));
+    CHECK(!ea_prompt_opens_think(NULL));
+}
+
 TEST(names) {
-    CHECK_EQ(ea_tool_format_for_model_type("qwen3_moe"), EA_TOOL_FMT_QWEN3);
-    CHECK_EQ(ea_tool_format_for_model_type("deepseek_v3"), EA_TOOL_FMT_DEEPSEEK_V3);
-    CHECK_EQ(ea_tool_format_for_model_type("mixtral"), EA_TOOL_FMT_NONE);
+    CHECK_EQ(ea_tool_format_for_model(NULL, "qwen3_moe"), EA_TOOL_FMT_QWEN3);
+    CHECK_EQ(ea_tool_format_for_model(NULL, "qwen3_5_moe"), EA_TOOL_FMT_QWEN3_XML);
+    CHECK_EQ(ea_tool_format_for_model(NULL, "deepseek_v3"), EA_TOOL_FMT_DEEPSEEK_V3);
+    CHECK_EQ(ea_tool_format_for_model(NULL, "mixtral"), EA_TOOL_FMT_NONE);
+    /* the template's text decides over the family */
+    CHECK_EQ(ea_tool_format_for_model("{{- '<tool_call>\\n<function=' + tc.name + '>' }}", "qwen3_moe"),
+             EA_TOOL_FMT_QWEN3_XML);
+    CHECK_EQ(ea_tool_format_for_model("{{- '<tool_call>\\n{\"name\": \"' }}", "qwen3_5_moe"), EA_TOOL_FMT_QWEN3);
+    CHECK_EQ(ea_tool_format_for_model("{{'<｜tool▁calls▁begin｜>'}}", "mixtral"), EA_TOOL_FMT_DEEPSEEK_V3);
+    CHECK_EQ(ea_tool_format_for_model("{{ messages }}", "qwen3_5_moe"), EA_TOOL_FMT_QWEN3_XML);
+    CHECK_EQ(ea_tool_format_parse("hermes"), EA_TOOL_FMT_QWEN3);
+    CHECK_EQ(ea_tool_format_parse("qwen3_coder"), EA_TOOL_FMT_QWEN3_XML);
+    CHECK_EQ(ea_tool_format_parse("deepseek_v3"), EA_TOOL_FMT_DEEPSEEK_V3);
+    CHECK_EQ(ea_tool_format_parse("none"), EA_TOOL_FMT_NONE);
+    CHECK_EQ(ea_tool_format_parse("auto"), -2);
+    CHECK_EQ(ea_tool_format_parse("mistral"), -1);
     CHECK_EQ(ea_reasoning_mode_parse("qwen3"), EA_REASONING_QWEN3);
     CHECK_EQ(ea_reasoning_mode_parse("deepseek_r1"), EA_REASONING_DEEPSEEK_R1);
     CHECK_EQ(ea_reasoning_mode_parse("none"), EA_REASONING_NONE);
@@ -238,6 +354,9 @@ int main(void) {
     RUN(no_format_passes_everything);
     RUN(reasoning_split);
     RUN(reasoning_then_tool_call);
+    RUN(qwen3_xml_calls);
+    RUN(qwen3_xml_malformed_is_content);
+    RUN(think_opened_by_prompt);
     RUN(names);
     return TEST_SUMMARY();
 }
