@@ -60,6 +60,8 @@ void ea_bus_put_submit(ea_sbuf *b, uint64_t id, const ea_req_params *p) {
     uint32_t ng = p->grammar_src && p->n_grammar_src > 0 ? (uint32_t)p->n_grammar_src : 0;
     ea_sbuf_append(b, &ng, sizeof ng);
     if (ng) ea_sbuf_append(b, p->grammar_src, ng);
+    int32_t gate[2] = {p->grammar_after_think, p->think_end};
+    ea_sbuf_append(b, gate, sizeof gate);
     ea_sbuf_append(b, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
 }
 
@@ -144,6 +146,11 @@ static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
     ev->grammar_src = ng ? (const char *)rd->p : NULL;
     p->n_grammar_src = (int)ng;
     rd->p += ng;
+    int32_t gate[2];
+    if (!get(rd, gate, sizeof gate) || (gate[0] != 0 && gate[0] != 1) || gate[1] < 0)
+        return ea_err(EA_ERR_FORMAT, "control bus: grammar gate of %llu", id);
+    p->grammar_after_think = gate[0];
+    p->think_end = gate[1];
     size_t n = sizeof(int32_t) * (size_t)p->n_prompt;
     if ((size_t)(rd->end - rd->p) < n) return ea_err(EA_ERR_FORMAT, "control bus: prompt of %llu truncated", id);
     ev->prompt = rd->p;

@@ -188,6 +188,27 @@ static int render_prompt(ea_oai_request *r, const ea_text_ops *ops, ea_oai_error
     return 0;
 }
 
+/* Reasoning first, as vLLM orders them: a constrained chat answer whose prompt
+ * left a think block open (or under --reasoning-parser deepseek_r1) thinks
+ * freely, and the grammar applies from the token after the one that closes
+ * the block. Without a one-token "</think>" in the vocabulary the grammar
+ * applies from the first token, as before. */
+static int gate_grammar(ea_oai_request *r, const ea_text_ops *ops, ea_oai_error *e) {
+    if (!r->params.grammar || ops->reasoning == EA_REASONING_NONE ||
+        (ops->reasoning != EA_REASONING_DEEPSEEK_R1 && !ea_prompt_opens_think(r->prompt_text)))
+        return 0;
+    int32_t *ids = NULL;
+    int n = 0;
+    ea_status s = ops->encode(ops->ctx, "</think>", 8, 0, &ids, &n);
+    if (s != EA_OK) return tok_fail(e, s, "messages");
+    if (n == 1) {
+        r->params.grammar_after_think = 1;
+        r->params.think_end = ids[0];
+    }
+    ea_free(ids);
+    return 0;
+}
+
 /* Length checks of one prompt of n tokens; *room gets what is left of the context and cache. */
 static int check_prompt_len(const ea_oai_request *r, int n, int ctx_len, int kv_tokens, int *room, ea_oai_error *e) {
     const char *what = r->kind == EA_OAI_CHAT ? "messages" : "prompt";
@@ -256,6 +277,7 @@ int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, int k
                                "(use tool_choice \"none\" or a qwen3/deepseek family model)");
         if (ea_tool_choice_grammar(r, ops->tool_format, e)) return -1;
         if (render_prompt(r, ops, e)) return -1;
+        if (gate_grammar(r, ops, e)) return -1;
     }
     if (encode_prompt(r, ops, r->prompt_text, &r->prompt_ids, &r->n_prompt, e)) return -1;
     for (int i = 0; i < r->n_more; i++)

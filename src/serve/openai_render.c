@@ -117,8 +117,10 @@ void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *m
         return;
     }
     ea_reasoning_mode rmode = ops && r->kind == EA_OAI_CHAT ? ops->reasoning : EA_REASONING_NONE;
-    /* the grammar of a forced call writes it at once: no think block is open, whatever the prompt ends with */
-    int forced = o->parse_tools && (r->tool_choice == EA_TOOL_CHOICE_REQUIRED || r->tool_choice == EA_TOOL_CHOICE_NAMED);
+    /* the grammar of a forced call writes it at once, unless it waits for the think block to close
+     * (grammar_after_think): then no think block is open, whatever the prompt ends with */
+    int forced = o->parse_tools && (r->tool_choice == EA_TOOL_CHOICE_REQUIRED || r->tool_choice == EA_TOOL_CHOICE_NAMED) &&
+                 !r->params.grammar_after_think;
     int open_think = ea_prompt_opens_think(r->prompt_text);
     for (int c = 0; c < o->n_ch; c++) {
         ea_chat_split_init(&o->ch[c].split, rmode, o->parse_tools ? ops->tool_format : EA_TOOL_FMT_NONE);
@@ -309,9 +311,12 @@ static json_t *envelope(const ea_oai_output *o, const char *object) {
                      o->model);
 }
 
-/* A choice that called tools finishes with "tool_calls" (vLLM: whenever calls were parsed). */
+/* A choice that called tools finishes with "tool_calls", unless max_tokens cut it
+ * ("length": what followed the calls may be a call cut short; vLLM says
+ * "tool_calls" whenever calls were parsed, OpenAI "length"). */
 static json_t *finish_json(const ea_oai_choice *ch) {
-    if (json_array_size(ch->calls) > 0 && ch->done.finish != EA_FINISH_CANCELLED) return json_string("tool_calls");
+    if (json_array_size(ch->calls) > 0 && ch->done.finish != EA_FINISH_CANCELLED && ch->done.finish != EA_FINISH_LENGTH)
+        return json_string("tool_calls");
     const char *n = ea_oai_finish_name(ch->done.finish);
     return n ? json_string(n) : json_null();
 }

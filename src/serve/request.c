@@ -239,6 +239,7 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
     if (pen) r->out_counts = ea_calloc((size_t)lim->vocab, sizeof(int32_t));
     if (p->sp.repetition_penalty != 1.0f) r->prompt_seen = ea_calloc((size_t)lim->vocab, 1);
     if (p->grammar && ea_gmatcher_create(ea_grammar_ref(p->grammar), &r->gm) != EA_OK) r->gm = NULL;
+    r->grammar_on = !p->grammar_after_think;
     int ok = (!p->grammar || r->gm) && r->tokens && (headless || r->ev) && (!pen || r->out_counts) && (p->sp.repetition_penalty == 1.0f || r->prompt_seen);
     if (ok && p->n_bias > 0 && (ok = (r->bias_copy = ea_malloc(sizeof *r->bias_copy * (size_t)p->n_bias)) != NULL)) {
         memcpy(r->bias_copy, p->bias, sizeof *r->bias_copy * (size_t)p->n_bias);

@@ -41,6 +41,7 @@ struct ea_request {
     uint8_t *prompt_seen;     /* owns: (vocab) when repetition penalty is used */
     ea_rng rng;
     struct ea_gmatcher *gm;   /* owns: the matcher of p.grammar (which holds a reference), NULL without one */
+    int grammar_on;           /* gm masks and takes tokens (after p.think_end under p.grammar_after_think) */
     ea_text_stream text;      /* the output text: UTF-8 assembly and stop-string hold-back */
     int finished;             /* step loop: DONE/ERROR pushed */
     int headless;             /* made from the control bus on a rank without clients */

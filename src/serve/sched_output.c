@@ -70,7 +70,7 @@ static int ea__sample(ea_sched *s, ea_request *r, float *row, ea_event *ev) {
     ev->kind = EA_EV_TOKEN;
     int want_lp = r->p.logprobs || r->p.top_logprobs > 0;
     ea_sampler_mask(s->sampler, row); /* logprobs too only over ids that have a token */
-    if (r->gm && ea__mask_grammar(s, r, row)) return -1;
+    if (r->gm && r->grammar_on && ea__mask_grammar(s, r, row)) return -1;
     if (want_lp) memcpy(s->raw, row, sizeof(float) * (size_t)s->vocab);
     ea__mask_min_tokens(s, r, row);
     ea__apply_logit_bias(r, row);
@@ -132,7 +132,9 @@ void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
         return;
     }
     int eos = ea__is_eos(s, r, ev.token), stopped = 0;
-    if (r->gm && !eos) { /* the grammar takes the token; complete with nothing to follow: stop */
+    if (r->gm && !eos && !r->grammar_on) { /* reasoning first: the grammar starts after the think block */
+        r->grammar_on = ev.token == r->p.think_end;
+    } else if (r->gm && !eos) { /* the grammar takes the token; complete with nothing to follow: stop */
         ea_status st = ea_gstep_accept(s->gstep, r->gm, ev.token);
         if (st != EA_OK) { /* out of memory, or a grammar too ambiguous for the matcher's stack limit */
             char msg[256];

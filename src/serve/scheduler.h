@@ -81,6 +81,11 @@ typedef struct {
                                   it with ea_sched_opts.compile_grammar; a grammar without one is refused
                                   there. NULL: none */
     int n_grammar_src;
+    /* Reasoning first (vLLM's order): with grammar_after_think the grammar applies
+     * only to the tokens after think_end (the token that closes the think block the
+     * prompt opened), and nothing is masked before it. 0: from the first token. */
+    int grammar_after_think;
+    int32_t think_end;
 } ea_req_params;
 
 typedef enum { EA_FINISH_NONE = 0, EA_FINISH_STOP, EA_FINISH_LENGTH, EA_FINISH_CANCELLED } ea_finish;

@@ -198,7 +198,8 @@ static json_t *xml_value(const json_t *schema, const char *v, size_t n) {
 }
 
 /* <function=NAME>\n(<parameter=KEY>\nVALUE\n</parameter>\n)*</function>; a call cut
- * short at the end of the output may lack its closing tags. */
+ * short at the end of the output may lack </function> (and </tool_call>), never a
+ * value its </parameter>. */
 static json_t *parse_qwen3_xml(const char *body, size_t n, const json_t *tools) {
     static const char FN[] = "<function=", FN_END[] = "</function>", PAR[] = "<parameter=", PAR_END[] = "</parameter>";
     trim(&body, &n);
@@ -238,8 +239,12 @@ static json_t *parse_qwen3_xml(const char *body, size_t n, const json_t *tools) 
         const char *v = in + strlen(PAR) + kg + 1;
         size_t vn = in_n - strlen(PAR) - (size_t)kg - 1;
         long pe = find(v, vn, PAR_END);
-        size_t take = pe >= 0 ? (size_t)pe : vn, used = pe >= 0 ? (size_t)pe + strlen(PAR_END) : vn;
-        in = v + used, in_n = vn - used;
+        if (pe < 0) { /* a value cut short is no value */
+            json_decref(args);
+            return NULL;
+        }
+        size_t take = (size_t)pe;
+        in = v + pe + strlen(PAR_END), in_n = vn - (size_t)pe - strlen(PAR_END);
         if (take && v[0] == '\n') v++, take--;
         if (take && v[take - 1] == '\n') take--;
         json_t *val = xml_value(param_schema(tools, name, (size_t)gt, key), v, take);

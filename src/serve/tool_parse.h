@@ -21,7 +21,8 @@
  *     (ea_chat_split_set_tools) types KEY as a string, or KEY is not in the
  *     schema; otherwise it is read as JSON (the template writes numbers,
  *     objects and arrays as JSON, and Python's True/False/None, which are read
- *     as true/false/null), and kept as a string when it is not JSON.
+ *     as true/false/null), and kept as a string when it is not JSON. A call
+ *     cut short counts only if each of its values has its </parameter>.
  *
  *   EA_TOOL_FMT_DEEPSEEK_V3 (DeepSeek-V3's chat template; vLLM's deepseek_v3 parser):
  *     text <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n

@@ -75,6 +75,14 @@ function validCalls(calls, tools, what) {
   }
   return calls.map((c) => [c.function.name, c.function.arguments]);
 }
+/* A forced answer ends "tool_calls", or "length" when max_tokens cut it (then after at least one whole call:
+ * the random model may go on writing calls; the one cut short is no call). */
+function callsFinish(r, what, maxTokens = 300) {
+  const c = r.choices[0];
+  if (c.finish_reason === 'length') eq(r.usage.completion_tokens, maxTokens, `${what}: "length" only at max_tokens`);
+  assert(c.finish_reason === 'tool_calls' || (c.finish_reason === 'length' && c.message.tool_calls && c.message.tool_calls.length >= 1),
+    `${what}: finish_reason ${c.finish_reason} (content ${JSON.stringify(c.message.content)})`);
+}
 const req3 = (extra) => ({ model, temperature: 1.0, max_tokens: 300, ignore_eos: false, messages: USER, tools: TOOLS3, tool_choice: 'required', ...extra });
 
 async function one(prompt, extra) {
@@ -104,7 +112,7 @@ if (mode === 'deepseek') {
   await check('deepseek_v3: tool_choice required writes its marker-token format; calls validate, stream helper agrees', async () => {
     for (let seed = 1; seed <= 4; seed++) {
       const r = await client.chat.completions.create(req3({ seed }));
-      eq(r.choices[0].finish_reason, 'tool_calls', `seed ${seed}: finish_reason (content ${JSON.stringify(r.choices[0].message.content)})`);
+      callsFinish(r, `seed ${seed}`);
       const got = validCalls(r.choices[0].message.tool_calls, TOOLS3, `seed ${seed}`);
       const f = await client.beta.chat.completions.stream(req3({ seed })).finalChatCompletion();
       eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got), `seed ${seed}: assembled`);
@@ -145,17 +153,38 @@ if (mode === 'qwen3_5') {
     eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, 'streamed')), JSON.stringify(validCalls(m.tool_calls, TOOLS3, 'auto')),
       'assembled calls');
   });
+  /* thinking off: the template closes the think block, so the grammar holds from the first token */
+  const nothink = { chat_template_kwargs: { enable_thinking: false } };
   await check('qwen3_5: tool_choice required writes <parameter=...> blocks; calls validate (ajv), stream helper agrees', async () => {
     for (let seed = 1; seed <= 4; seed++) {
-      const r = await client.chat.completions.create(req3({ seed }));
-      eq(r.choices[0].finish_reason, 'tool_calls', `seed ${seed}: finish_reason (content ${JSON.stringify(r.choices[0].message.content)})`);
+      const r = await client.chat.completions.create(req3({ seed, ...nothink }));
+      callsFinish(r, `seed ${seed}`);
       const got = validCalls(r.choices[0].message.tool_calls, TOOLS3, `seed ${seed}`);
-      const f = await client.beta.chat.completions.stream(req3({ seed })).finalChatCompletion();
+      const f = await client.beta.chat.completions.stream(req3({ seed, ...nothink })).finalChatCompletion();
       eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got), `seed ${seed}: assembled`);
     }
-    const r = await client.chat.completions.create(req3({ seed: 9, tool_choice: { type: 'function', function: { name: 'book_table' } } }));
+    const r = await client.chat.completions.create(req3({ seed: 9, ...nothink, tool_choice: { type: 'function', function: { name: 'book_table' } } }));
     eq(r.choices[0].message.tool_calls.map((c) => c.function.name).join(), 'book_table', 'named');
     validCalls(r.choices[0].message.tool_calls, TOOLS3, 'named');
+  });
+  await check('qwen3_5: reasoning first: the think block the prompt opened is free, the grammar starts after </think>', async () => {
+    const think = 'which tool fits? booking, then weather</think>'; /* said first (test hook), against no grammar */
+    for (let seed = 1; seed <= 3; seed++) {
+      const q = req3({ seed, eaas_test_forced_text: think });
+      const r = await client.chat.completions.create(q);
+      const m = r.choices[0].message;
+      callsFinish(r, `seed ${seed}`);
+      eq(m.reasoning_content, 'which tool fits? booking, then weather', `seed ${seed}: reasoning_content`);
+      const got = validCalls(m.tool_calls, TOOLS3, `seed ${seed}`);
+      const f = await client.beta.chat.completions.stream(q).finalChatCompletion();
+      eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got), `seed ${seed}: assembled`);
+    }
+    const schema = { type: 'object', properties: { city: { type: 'string', maxLength: 10 }, days: { type: 'integer', minimum: 1, maximum: 9 } },
+      required: ['city', 'days'], additionalProperties: false };
+    const r = await client.chat.completions.create({ model, seed: 3, temperature: 1.0, max_tokens: 200, messages: USER, eaas_test_forced_text: think,
+      response_format: { type: 'json_schema', json_schema: { name: 'w', schema } } });
+    eq(r.choices[0].message.reasoning_content, 'which tool fits? booking, then weather', 'json_schema: reasoning_content');
+    assert(ajv.validate(schema, JSON.parse(r.choices[0].message.content)), `json_schema: ${r.choices[0].message.content}: ${ajv.errorsText()}`);
   });
   await check('qwen3_5: an assistant call (arguments as JSON text) is rendered as parameter blocks, the result as a tool_response', async () => {
     const hist = [...USER, { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
@@ -394,12 +423,12 @@ await check('tool_choice required, three tools: well-formed calls whose argument
   for (let seed = 1; seed <= 8; seed++) {
     const r = await client.chat.completions.create(req3({ seed }));
     const c = r.choices[0];
-    eq(c.finish_reason, 'tool_calls', `seed ${seed}: finish_reason (content ${JSON.stringify(c.message.content)})`);
+    callsFinish(r, `seed ${seed}`);
     const got = validCalls(c.message.tool_calls, TOOLS3, `seed ${seed}`);
     got.forEach(([n]) => names.add(n));
     if (seed <= 3) {
       const f = await client.beta.chat.completions.stream(req3({ seed })).finalChatCompletion();
-      eq(f.choices[0].finish_reason, 'tool_calls', `seed ${seed}: streamed finish`);
+      eq(f.choices[0].finish_reason, c.finish_reason, `seed ${seed}: streamed finish`);
       eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got),
         `seed ${seed}: assembled calls == non-streaming`);
     }

@@ -8,7 +8,8 @@
 # With --validate FILE: checks every output of FILE that finished ("stop", or
 # "tool_calls" for the tool requests) parses and validates (schema, the tool's
 # arguments) or matches in full (regex); prints a count line and exits non-zero
-# on a failure or when fewer than half finished.
+# on a failure or when fewer than half finished. With EA_THINK_FIRST set, the chat
+# requests first say that text (see THINK below).
 import json, re, sys, threading, urllib.request
 
 SCHEMA = {"type": "object", "properties": {
@@ -22,6 +23,9 @@ REGEX = r"[a-z]{3,8}-[0-9]{2,4}(\.[a-z]{2})?"
 TOOLS = [{"type": "function", "function": {"name": "record", "parameters": SCHEMA}},
          {"type": "function", "function": {"name": "ping"}}]
 KINDS = ("schema", "regex", "tool")
+# EA_THINK_FIRST: the chat requests first say this text (the test hook; it ends with
+# </think>), so a reasoning model's grammar starts after it (reasoning first)
+THINK = __import__("os").environ.get("EA_THINK_FIRST")
 
 
 def kind(i):
@@ -32,6 +36,7 @@ def body(i):
     b = {"max_tokens": 80, "temperature": 0.9, "seed": 100 + i}
     if kind(i) == "tool":
         b.update(messages=[{"role": "user", "content": f"Call a tool, request {i}."}], tools=TOOLS, tool_choice="required")
+        if THINK: b.update(eaas_test_forced_text=THINK, max_tokens=120)
     else:
         b["prompt"] = f"Constrained request number {i}:"
     if kind(i) == "schema":

@@ -7,22 +7,30 @@
 # tool_choice "required" requests (structured_req.py: 4 one after another, 8 at
 # once, 2 streamed) answer
 # byte-identically to one process, and every output that finished validates.
+# qwen3_5_moe (with --reasoning-parser qwen3) adds the grammar that waits for the
+# think block its prompt opens: the gate crosses the bus in the submit event too.
 set -euo pipefail
 . "$(dirname "$0")/mpi_lib.sh"
 W="$EA_BUILD/golden-models/serve-structured-par"
 mkdir -p "$W"
 R="/usr/bin/python3 $EA_SRC/tests/mpi/structured_req.py"
 
-for fam in qwen3_moe deepseek_v3; do
+for fam in qwen3_moe deepseek_v3 qwen3_5_moe; do
   M="$W/$fam"
   [ -d "$M" ] || "$EAAS_BIN" make-model --family "$fam" --preset tiny --seed 7 --format hf --out "$M" >/dev/null
-  start "$W/one.log" "$EAAS_BIN" serve --model "$M" --port 0 --threads 1
+  # qwen3_5_moe: its prompt opens a think block; the tool requests say a thought first
+  # (the test hook), and their grammar starts after its </think> on every rank alike
+  extra=() think=
+  if [ "$fam" = qwen3_5_moe ]; then extra=(--reasoning-parser qwen3) think='a thought first</think>'; fi
+  export EAAS_TEST_HOOKS=$([ -n "$think" ] && echo 1 || echo 0) EA_THINK_FIRST=$think
+  [ -n "$think" ] || unset EA_THINK_FIRST
+  start "$W/one.log" "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 "${extra[@]}"
   $R "$PORT" > "$W/one-$fam.txt"
   kill -TERM "$PID"; wait "$PID" || true
   if v=$($R --validate "$W/one-$fam.txt"); then ok "$fam, one process: $v"; else bad "$fam, one process: $v"; fi
   for mode in "expert" "expert --dp-attention"; do
     tag=${mode// /}
-    start "$W/par.log" $MPI -n 2 "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel $mode --dist-timeout 30
+    start "$W/par.log" $MPI -n 2 "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel $mode --dist-timeout 30 "${extra[@]}"
     $R "$PORT" > "$W/par-$fam-$tag.txt"
     if cmp -s "$W/one-$fam.txt" "$W/par-$fam-$tag.txt"; then
       ok "$fam, 2 ranks --parallel $mode: 12 constrained answers (json_schema, guided_regex, tool_choice required; sequential, concurrent, streamed) identical to one process"

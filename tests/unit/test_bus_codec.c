@@ -52,6 +52,8 @@ TEST(submit_round_trips_every_field) {
     static const char src[] = "{\"guided_regex\":\"[a-z]+\"}";
     p.grammar_src = src;
     p.n_grammar_src = (int)strlen(src);
+    p.grammar_after_think = 1;
+    p.think_end = 151668;
     ea_sbuf b = {0};
     ea_bus_begin(&b, 1);
     ea_bus_put_submit(&b, 42, &p);
@@ -86,6 +88,8 @@ TEST(submit_round_trips_every_field) {
     CHECK_EQ(ev.p.prompt_logprobs, 1);
     CHECK_EQ(ev.p.n_grammar_src, (int)strlen(src));
     CHECK(ev.grammar_src && memcmp(ev.grammar_src, src, strlen(src)) == 0);
+    CHECK_EQ(ev.p.grammar_after_think, 1);
+    CHECK_EQ(ev.p.think_end, 151668);
     /* every shorter batch is refused */
     for (size_t n = 16; n < b.len; n++) {
         CHECK_EQ(ea_bus_read_begin(&rd, b.data, n), EA_OK);
@@ -114,9 +118,18 @@ TEST(grammar_source_absent_and_oversized) {
     CHECK(ev.grammar_src == NULL);
     CHECK_EQ(ev.p.n_grammar_src, 0);
     CHECK_EQ(ev.p.prompt_logprobs, 0);
-    /* the u32 before the prompt's 4 bytes is the source length: make it huge */
+    CHECK_EQ(ev.p.grammar_after_think, 0);
+    /* the gate (2 x i32) before the prompt's 4 bytes: anything but 0/1, or a negative token, is refused */
+    int32_t two = 2;
+    memcpy(b.data + b.len - 12, &two, 4);
+    CHECK_EQ(ea_bus_read_begin(&rd, b.data, b.len), EA_OK);
+    CHECK_EQ(ea_bus_read_next(&rd, &ev, &more), EA_ERR_FORMAT);
+    CHECK(strstr(ea_errmsg(), "grammar gate") != NULL);
+    int32_t zero = 0;
+    memcpy(b.data + b.len - 12, &zero, 4);
+    /* the u32 before the gate is the source length: make it huge */
     uint32_t huge = EA_BUS_MAX_GRAMMAR_SRC + 1;
-    memcpy(b.data + b.len - 8, &huge, 4);
+    memcpy(b.data + b.len - 16, &huge, 4);
     CHECK_EQ(ea_bus_read_begin(&rd, b.data, b.len), EA_OK);
     CHECK_EQ(ea_bus_read_next(&rd, &ev, &more), EA_ERR_FORMAT);
     CHECK(strstr(ea_errmsg(), "grammar source") != NULL);
@@ -139,7 +152,7 @@ TEST(stop_string_with_nul_or_empty_refused) {
     ea_bus_begin(&b, 1);
     ea_bus_put_submit(&b, 7, &p);
     CHECK(!b.failed);
-    size_t at = b.len - 4 - 4 - 8 - 3; /* the stop's bytes: before n_bias, n_forced, n_grammar_src, the prompt */
+    size_t at = b.len - 4 - 4 - 8 - 8 - 3; /* the stop's bytes: before n_bias, n_forced, n_grammar_src, the gate, the prompt */
     CHECK(memcmp(b.data + at, "abc", 3) == 0);
     ea_bus_reader rd;
     ea_bus_event ev;

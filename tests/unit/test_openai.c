@@ -14,10 +14,17 @@
 #include "serve/metrics.h"
 #include "serve/openai.h"
 
-/* ---- stand-in tokenizer: id = byte value; id 300 is a lone 0xE4 byte --------- */
+/* ---- stand-in tokenizer: id = byte value; id 300 is a lone 0xE4 byte; the text
+ * "</think>" alone is the special token 301 --------------------------------------- */
 
 static ea_status f_encode(void *ctx, const char *t, size_t n, int add_special, int32_t **ids, int *n_ids) {
     (void)ctx;
+    if (n == 8 && !memcmp(t, "</think>", 8) && !add_special) {
+        if (!(*ids = ea_malloc(sizeof **ids))) return EA_ERR_NOMEM;
+        (*ids)[0] = 301;
+        *n_ids = 1;
+        return EA_OK;
+    }
     int extra = add_special ? 1 : 0;
     int32_t *p = ea_malloc((n + 1) * sizeof *p);
     if (!p) return EA_ERR_NOMEM;
@@ -42,7 +49,7 @@ static ea_status f_decode(void *ctx, const int32_t *ids, int n, char **text, siz
 /* "<role>content" per message (then "<call NAME object|text>" per tool call, by how
  * its arguments came), "<assistant>" as the generation prompt; with template
  * variables: "<tools:N>" first when tools are given, "<nothink>" last when
- * enable_thinking is false. A null content is an error (as in Qwen3's template). */
+ * enable_thinking is false, "<think>\n" last when open_think is true. A null content is an error (as in Qwen3's template). */
 static ea_status f_render(void *ctx, const json_t *msgs, const json_t *vars, int agp, char **text) {
     (void)ctx;
     ea_sbuf b = {0};
@@ -67,6 +74,7 @@ static ea_status f_render(void *ctx, const json_t *msgs, const json_t *vars, int
     }
     if (agp) ea_sbuf_puts(&b, "<assistant>");
     if (json_is_false(json_object_get(vars, "enable_thinking"))) ea_sbuf_puts(&b, "<nothink>");
+    if (json_is_true(json_object_get(vars, "open_think"))) ea_sbuf_puts(&b, "<think>\n");
     *text = ea_sbuf_take(&b, NULL);
     return *text ? EA_OK : EA_ERR_NOMEM;
 }
@@ -871,6 +879,43 @@ TEST(tool_choice_constrains_to_the_family_format) {
 #undef MSGS
 }
 
+/* Reasoning first: a constrained answer whose prompt opened a think block (or
+ * under deepseek_r1) gets its grammar only after the token that closes it. */
+TEST(grammar_waits_for_the_think_block) {
+    static const ea_text_ops OPS_XR = {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_QWEN3_XML,
+                                       EA_REASONING_QWEN3};
+    static const ea_text_ops OPS_R1 = {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_QWEN3,
+                                       EA_REASONING_DEEPSEEK_R1};
+    static const struct {
+        const ea_text_ops *ops;
+        const char *extra;
+        int gated;
+    } cases[] = {
+        {&OPS_XR, ",\"chat_template_kwargs\":{\"open_think\":true}", 1},
+        {&OPS_XR, "", 0},                                                      /* the prompt opened no block */
+        {&OPS_R1, "", 1},                                                      /* R1 opens it */
+        {&OPS_X, ",\"chat_template_kwargs\":{\"open_think\":true}", 0},        /* no reasoning parser */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[512];
+        ea_oai_request r;
+        ea_oai_error e;
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                 "\"response_format\":{\"type\":\"json_object\"}%s}", cases[i].extra);
+        CHECK_EQ(parse(EA_OAI_CHAT, body, &r, &e), 0);
+        CHECK_EQ(ea_oai_prepare(&r, cases[i].ops, 400, 0, 7, &e), 0);
+        CHECK_EQ(r.choices[0].grammar_after_think, cases[i].gated);
+        CHECK_EQ(r.choices[0].think_end, cases[i].gated ? 301 : 0);
+        ea_oai_request_deinit(&r);
+    }
+    ea_oai_request r; /* unconstrained: nothing to wait for */
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_R1, 400, 0, 7, &e), 0);
+    CHECK_EQ(r.choices[0].grammar_after_think, 0);
+    ea_oai_request_deinit(&r);
+}
+
 /* Template variables, continue_final_message, and the fallback for null contents. */
 TEST(chat_template_options) {
     ea_oai_request r;
@@ -973,6 +1018,21 @@ TEST(chat_tool_calls_and_reasoning_rendered) {
     ea_sbuf_deinit(&out);
     ea_oai_output_deinit(&o);
     ea_oai_output_deinit(&so);
+    /* max_tokens cut a second call short: the whole one is a call, the rest content, and the finish is "length" */
+    ea_oai_output_init(&o, &r, "m", 1000, &OPS_Q);
+    ea_event t = tok_event("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"f\", \"argu", 1, 0);
+    ea_oai_output_add(&o, 0, &t);
+    d = done_event(EA_FINISH_LENGTH, 5, 30);
+    ea_oai_output_done(&o, 0, &d);
+    ea_oai_render_final(&o, &out);
+    j = json_loadb(out.data, out.len, 0, NULL);
+    c0 = json_array_get(json_object_get(j, "choices"), 0), m = json_object_get(c0, "message");
+    CHECK_STREQ(json_string_value(json_object_get(c0, "finish_reason")), "length");
+    CHECK_EQ(json_array_size(json_object_get(m, "tool_calls")), 1);
+    CHECK_STREQ(json_string_value(json_object_get(m, "content")), "<tool_call>\n{\"name\": \"f\", \"argu");
+    json_decref(j);
+    ea_sbuf_deinit(&out);
+    ea_oai_output_deinit(&o);
     ea_oai_request_deinit(&r);
 }
 
@@ -1072,6 +1132,7 @@ int main(void) {
     RUN(choices_prompt_major_with_derived_seeds);
     RUN(logit_bias_and_forced_text_reach_params);
     RUN(tool_choice_constrains_to_the_family_format);
+    RUN(grammar_waits_for_the_think_block);
     RUN(chat_template_options);
     RUN(chat_tool_calls_and_reasoning_rendered);
     RUN(completions_choices_echo_and_usage);

@@ -282,6 +282,7 @@ TEST(qwen3_xml_malformed_is_content) {
         "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",           /* hermes JSON */
         "<tool_call>\n<function=f>\n</function>\ntrailing\n</tool_call>",            /* text after </function> */
         "<tool_call>\n<function=f>\n<parameter=>\n1\n</parameter>\n</function>\n</tool_call>", /* no key */
+        "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n[]\n</",         /* cut in a value */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         for (size_t c = 0; c < NCHUNKS; c++) {
