@@ -150,8 +150,8 @@ ea_status ea_grammar_from_gbnf(const char *text, size_t n, ea_grammar **out, cha
  * VALUE is raw text for a property typed string (no "</" inside; enum, const,
  * pattern, format and min/maxLength hold as for JSON strings), compact JSON
  * of its schema otherwise. The parameters schema must then be an object with
- * properties (or none: no parameters; with additionalProperties not false,
- * any parameters of raw text). */
+ * properties, or without them: any parameters of raw text (none when
+ * additionalProperties is false, as for a function without parameters). */
 typedef struct {
     const char *begin, *end, *sep;
     const char *call_open, *name_args, *call_close;

@@ -178,8 +178,8 @@ static ea_status xml_params_rule(xc *c, const json_t *params, const char *path, 
     size_t np = props ? json_object_size(props) : 0;
     int open = ap && !json_is_false(ap);
     ea_gseq q = {0}, item = {0};
-    if (np == 0) { /* no parameters; or, when open, any parameters of raw text */
-        if (open) {
+    if (np == 0) { /* any parameters of raw text (a map, as for JSON); none when additionalProperties is false */
+        if (!json_is_false(ap)) {
             static const ea_grange NAME[] = {{'a', 'z'}, {'A', 'Z'}, {'0', '9'}, {'_', '_'}, {'-', '.'}};
             lit_text(&item, c->b, "<parameter=");
             ea_gseq_chars(&item, c->b, NAME, 5, 0, 1, 64);

@@ -847,12 +847,21 @@ TEST(tool_choice_constrains_to_the_family_format) {
     CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("s", "x") X_PAR("a", "1"))), 0);          /* schema order */
     CHECK_EQ(in_language(r.params.grammar, X_CALL("g", X_PAR("z", "1"))), 0);                          /* g has none */
     CHECK_EQ(in_language(r.params.grammar, F1), 0);
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("a", "1") X_PAR("s", "x") X_PAR("d", "2026-02-30"))), 0); /* format */
     {
         ea_grammar *g2 = NULL;
         CHECK_EQ(ea_oai_constraint_compile(r.params.grammar_src, (size_t)r.params.n_grammar_src, &g2), EA_OK);
         CHECK_EQ(in_language(g2, X_CALL("g", "")), 1);
         ea_grammar_destroy(g2);
     }
+    ea_oai_request_deinit(&r);
+    /* an object schema without properties (additionalProperties not false): any parameters, raw */
+    CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{"
+                   "\"type\":\"object\"}}}],\"tool_choice\":\"required\"}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS_X, 400, 0, 7, &e), 0);
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", "")), 1);
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("path", "/tmp/a b") X_PAR("n.2", "{x"))), 1);
+    CHECK_EQ(in_language(r.params.grammar, X_CALL("f", X_PAR("a>b", "1"))), 0);
     ea_oai_request_deinit(&r);
     /* a parameters schema that is no object of properties cannot be written as parameter blocks */
     CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{"
