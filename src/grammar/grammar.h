@@ -158,6 +158,11 @@ typedef struct {
     int name_json, many, xml_params;
 } ea_tool_call_syntax;
 
+/* Does JSON Schema s take only strings (type "string", or an enum / const of
+ * strings)? xml_params writes such values raw; the XML call parser
+ * (serve/tool_parse.c) reads them back as strings by the same test. */
+int ea_schema_takes_strings(const json_t *s);
+
 /* The calls of the functions in tools (OpenAI's `tools` array: each
  * {"type":"function","function":{"name","parameters"}}; for a named function
  * pass a one-element array), written in syntax. path names the array in

@@ -68,10 +68,7 @@ static int raw_rule(xc *c) {
     return c->r_raw = body;
 }
 
-/* Does schema s take only strings (type "string", or an enum / const of strings)?
- * The same test as the parser's (serve/tool_parse.c), so what the grammar writes
- * raw is read back as a string. */
-static int string_schema(const json_t *s) {
+int ea_schema_takes_strings(const json_t *s) {
     json_t *ty = json_object_get(s, "type"), *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
     if (ty) return json_is_string(ty) && !strcmp(json_string_value(ty), "string");
     if (cn) return json_is_string(cn);
@@ -82,7 +79,7 @@ static int string_schema(const json_t *s) {
     return 1;
 }
 
-/* A raw string value of schema s (string_schema(s)). */
+/* A raw string value of schema s (ea_schema_takes_strings(s)). */
 static ea_status raw_value_rule(xc *c, const json_t *s, const char *path, int *rule) {
     char p[PATH_LEN + 400];
     json_t *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
@@ -211,7 +208,7 @@ static ea_status xml_params_rule(xc *c, const json_t *params, const char *path, 
             break;
         }
         int val;
-        if (string_schema(v)) st = raw_value_rule(c, v, p, &val);
+        if (ea_schema_takes_strings(v)) st = raw_value_rule(c, v, p, &val);
         else st = ea__gb_json_subschema_rule(c->b, params, path, v, p, NULL, &val, c->err_path, c->n_path, c->err, c->n_err);
         if (st != EA_OK) break;
         ea_gseq_clear(&q);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "grammar/grammar.h"
 
 /* ---- markers ------------------------------------------------------------------ */
 
@@ -174,21 +175,9 @@ static const json_t *param_schema(const json_t *tools, const char *name, size_t 
     return NULL;
 }
 
-/* Does schema s take only strings (type "string", or an enum / const of strings)? */
-static int string_schema(const json_t *s) {
-    json_t *ty = json_object_get(s, "type"), *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
-    if (ty) return json_is_string(ty) && !strcmp(json_string_value(ty), "string");
-    if (cn) return json_is_string(cn);
-    if (!json_is_array(en) || !json_array_size(en)) return 0;
-    size_t i;
-    json_t *v;
-    json_array_foreach(en, i, v) if (!json_is_string(v)) return 0;
-    return 1;
-}
-
 /* A raw parameter value as JSON: see tool_parse.h (EA_TOOL_FMT_QWEN3_XML). */
 static json_t *xml_value(const json_t *schema, const char *v, size_t n) {
-    if (!schema || string_schema(schema)) return json_stringn(v, n);
+    if (!schema || ea_schema_takes_strings(schema)) return json_stringn(v, n);
     static const char *const py[] = {"True", "False", "None"};
     for (int i = 0; i < 3; i++)
         if (n == strlen(py[i]) && !memcmp(v, py[i], n)) return i == 0 ? json_true() : i == 1 ? json_false() : json_null();
