@@ -38,7 +38,9 @@ static const markers *markers_of(ea_tool_format f) {
 ea_tool_format ea_tool_format_for_model(const char *tpl, const char *t) {
     if (tpl && strstr(tpl, "<tool_call>")) return strstr(tpl, "<function=") ? EA_TOOL_FMT_QWEN3_XML : EA_TOOL_FMT_QWEN3;
     if (tpl && strstr(tpl, "tool▁calls▁begin")) return EA_TOOL_FMT_DEEPSEEK_V3;
-    if (!t) return EA_TOOL_FMT_NONE;
+    /* a template that writes calls in another way (Kimi K2's sections, Mistral's [TOOL_CALLS]): no parser,
+     * whatever the family, rather than one that reads them wrong */
+    if (!t || (tpl && strstr(tpl, "tool_calls"))) return EA_TOOL_FMT_NONE;
     if (!strcmp(t, "qwen3_5_moe")) return EA_TOOL_FMT_QWEN3_XML; /* Qwen3.5's published template */
     if (!strcmp(t, "qwen3_moe") || !strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3_next")) return EA_TOOL_FMT_QWEN3;
     if (!strcmp(t, "deepseek_v3") || !strcmp(t, "deepseek_v2")) return EA_TOOL_FMT_DEEPSEEK_V3;

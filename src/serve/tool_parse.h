@@ -72,7 +72,8 @@ typedef enum { EA_REASONING_NONE = 0, EA_REASONING_QWEN3, EA_REASONING_DEEPSEEK_
 
 /* The format a chat template teaches: read from the template's text (how it
  * renders an assistant's tool_calls), else the family's (HF model_type; a
- * template may be NULL); NONE when we have no parser for it. */
+ * template may be NULL); NONE when we have no parser for it, and for a
+ * template that renders tool_calls in none of our formats (Kimi K2's). */
 ea_tool_format ea_tool_format_for_model(const char *chat_template, const char *model_type);
 /* `--tool-call-parser` names, as vLLM's: "hermes" (QWEN3), "qwen3_coder"
  * (QWEN3_XML), "deepseek_v3", "none"; "auto" -> -2 (ea_tool_format_for_model

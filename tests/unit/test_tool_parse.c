@@ -333,6 +333,9 @@ TEST(names) {
     CHECK_EQ(ea_tool_format_for_model("{{- '<tool_call>\\n{\"name\": \"' }}", "qwen3_5_moe"), EA_TOOL_FMT_QWEN3);
     CHECK_EQ(ea_tool_format_for_model("{{'<｜tool▁calls▁begin｜>'}}", "mixtral"), EA_TOOL_FMT_DEEPSEEK_V3);
     CHECK_EQ(ea_tool_format_for_model("{{ messages }}", "qwen3_5_moe"), EA_TOOL_FMT_QWEN3_XML);
+    /* Kimi K2 (a deepseek_v3 model) writes its own sections: no parser rather than DeepSeek-V3's */
+    CHECK_EQ(ea_tool_format_for_model("{%- for tc in m.tool_calls %}<|tool_call_begin|>{{ tc.id }}", "deepseek_v3"),
+             EA_TOOL_FMT_NONE);
     CHECK_EQ(ea_tool_format_parse("hermes"), EA_TOOL_FMT_QWEN3);
     CHECK_EQ(ea_tool_format_parse("qwen3_coder"), EA_TOOL_FMT_QWEN3_XML);
     CHECK_EQ(ea_tool_format_parse("deepseek_v3"), EA_TOOL_FMT_DEEPSEEK_V3);
