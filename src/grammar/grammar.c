@@ -561,6 +561,13 @@ int ea__gfail_at(char *err, size_t n, int *failed, size_t at, const char *fmt, v
     return -1;
 }
 
+int ea__gfail_path(char *err_path, size_t n_path, char *err, size_t n_err, const char *path, const char *fmt,
+                   va_list ap) {
+    if (err_path && n_path) snprintf(err_path, n_path, "%s", path);
+    if (err && n_err) vsnprintf(err, n_err, fmt, ap);
+    return -1;
+}
+
 int ea__hexval(int c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;

@@ -122,6 +122,10 @@ int ea__gseq_repeat(ea_gbuild *b, ea_gseq *s, const ea_gseq *atom, int min, int 
  * if a message is already there: the first error wins). Returns -1. */
 int ea__gfail_at(char *err, size_t n, int *failed, size_t at, const char *fmt, va_list ap)
     __attribute__((format(printf, 5, 0)));
+/* The schema front ends' error: path into err_path[0..n_path), the message into
+ * err[0..n_err) (either may be NULL). Returns -1. */
+int ea__gfail_path(char *err_path, size_t n_path, char *err, size_t n_err, const char *path, const char *fmt,
+                   va_list ap) __attribute__((format(printf, 6, 0)));
 /* The value of hex digit c, -1 if it is not one. */
 int ea__hexval(int c);
 /* A rule matching exactly one of the n texts (valid UTF-8), as a trie: texts

@@ -24,13 +24,10 @@ typedef struct {
 } xc;
 
 __attribute__((format(printf, 3, 4))) static ea_status xfail(xc *c, const char *path, const char *fmt, ...) {
-    if (c->err_path && c->n_path) snprintf(c->err_path, c->n_path, "%s", path);
-    if (c->err && c->n_err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err, c->n_err, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    ea__gfail_path(c->err_path, c->n_path, c->err, c->n_err, path, fmt, ap);
+    va_end(ap);
     return ea_err(EA_ERR_INVALID_ARG, "tools: %s", c->err ? c->err : path);
 }
 
