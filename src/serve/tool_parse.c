@@ -63,15 +63,15 @@ int ea_reasoning_mode_parse(const char *name) {
     return -1;
 }
 
-int ea_prompt_opens_think(const char *prompt) {
-    size_t n = prompt ? strlen(prompt) : 0, k = strlen(THINK_OPEN);
-    while (n && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\t' || prompt[n - 1] == '\r')) n--;
-    return n >= k && memcmp(prompt + n - k, THINK_OPEN, k) == 0;
-}
-
 /* ---- byte helpers ----------------------------------------------------------------- */
 
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+int ea_prompt_opens_think(const char *prompt) {
+    size_t n = prompt ? strlen(prompt) : 0, k = strlen(THINK_OPEN);
+    while (n && is_ws(prompt[n - 1])) n--;
+    return n >= k && memcmp(prompt + n - k, THINK_OPEN, k) == 0;
+}
 
 /* Offset of m in s[0..n), or -1. */
 static long find(const char *s, size_t n, const char *m) {
