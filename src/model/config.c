@@ -175,6 +175,9 @@ static ea_status ea__hf_arch(const ea__js *j, ea_arch *arch) {
     const char *mt = NULL;
     EA_TRY(ea__js_str(j, "model_type", &mt));
     if (!mt) return ea_err(EA_ERR_NOT_FOUND, "%s: required field 'model_type' is missing", j->file);
+    /* Kimi K2 names its own model_type but is DeepSeek-V3's architecture
+     * (its architectures list says DeepseekV3ForCausalLM; vLLM maps it so). */
+    if (!strcmp(mt, "kimi_k2")) mt = "deepseek_v3";
     for (int a = 0; a < EA_N_ARCHS; a++)
         if (!strcmp(mt, ea_arch_names[a])) {
             *arch = (ea_arch)a;
@@ -182,7 +185,7 @@ static ea_status ea__hf_arch(const ea__js *j, ea_arch *arch) {
         }
     return ea_err(EA_ERR_UNSUPPORTED,
                   "%s: model_type '%s' is not supported (qwen3_moe, qwen2_moe, mixtral, olmoe, deepseek_v2, "
-                  "deepseek_v3, qwen3_next, qwen3_5_moe are)",
+                  "deepseek_v3 and kimi_k2, qwen3_next, qwen3_5_moe are)",
                   j->file, mt);
 }
 

@@ -103,8 +103,19 @@ static ea_status load_hf(const char *dir, int want_tools, ea_chat_config *cfg) {
     ea_status s = EA_OK;
     const json_t *ct = json_object_get(root, "chat_template");
     const json_t *src = NULL;
+    /* chat_template.jinja beside it (what transformers saves since 4.50)
+     * wins over the config's field, as in transformers. */
+    char jinja[4096];
+    ea_path_join(jinja, sizeof jinja, dir, "chat_template.jinja");
+    if (ea_file_exists(jinja)) {
+        size_t n = 0;
+        s = ea_read_file(jinja, &cfg->template_src, &n);
+        if (s != EA_OK) goto done;
+        cfg->template_len = n;
+        goto tokens;
+    }
     if (!ct || json_is_null(ct)) {
-        s = ea_err(EA_ERR_NOT_FOUND, "%s: no chat_template", path);
+        s = ea_err(EA_ERR_NOT_FOUND, "%s: no chat_template (and no chat_template.jinja beside it)", path);
         goto done;
     }
     if (json_is_string(ct)) {
@@ -136,6 +147,7 @@ static ea_status load_hf(const char *dir, int want_tools, ea_chat_config *cfg) {
         s = ea_err(EA_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
+tokens:
     s = token_field(root, path, "bos_token", &cfg->bos_token);
     if (s == EA_OK) s = token_field(root, path, "eos_token", &cfg->eos_token);
 done:

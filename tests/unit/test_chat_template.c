@@ -363,6 +363,14 @@ TEST(tokenizer_config_forms) {
     ea_free(out);
     CHECK_EQ(ea_chat_render_model(d3, msgs, NULL, 1, NULL, &out, &n), EA_ERR_FORMAT);
     CHECK(strstr(ea_errmsg(), "chat_template must be a string") != NULL);
+    /* chat_template.jinja beside tokenizer_config.json wins over its field; the tokens still come from the config */
+    char jf[300];
+    snprintf(jf, sizeof jf, "%s/chat_template.jinja", d1);
+    const char *jinja = "J{{ bos_token }}{{ messages[0].content }}";
+    CHECK_EQ(ea_write_file(jf, jinja, strlen(jinja)), EA_OK);
+    CHECK_EQ(ea_chat_render_model(d1, msgs, NULL, 1, NULL, &out, &n), EA_OK);
+    CHECK_STREQ(out, "J<B>hi");
+    ea_free(out);
     char none[300];
     snprintf(none, sizeof none, "%s/missing", dir);
     CHECK(ea_chat_render_model(none, msgs, NULL, 1, NULL, &out, &n) != EA_OK);

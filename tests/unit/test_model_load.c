@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
+#include "base/alloc.h"
 #include "harness.h"
 #include "model/gguf.h"
 #include "model/model.h"
@@ -290,6 +291,22 @@ TEST(config_deepseek_fields) {
     int64_t total, active;
     ea_config_param_counts(&c, &total, &active);
     CHECK(active < total);
+    /* Kimi K2's config.json: DeepSeek-V3's fields under model_type kimi_k2 */
+    {
+        char *kimi = ea_strdup(mf_config_json(EA_ARCH_DEEPSEEK_V3));
+        char *mt = strstr(kimi, "deepseek_v3");
+        CHECK(mt != NULL);
+        memmove(mt + 7, mt + 11, strlen(mt + 11) + 1);
+        memcpy(mt, "kimi_k2", 7);
+        CHECK_EQ(write_text(p, kimi), 0);
+        ea_free(kimi);
+        ea_model_config k;
+        CHECK_EQ(ea_config_from_hf_dir(dir, &k), EA_OK);
+        CHECK_EQ(k.arch, EA_ARCH_DEEPSEEK_V3);
+        CHECK_EQ(k.topk_method, EA_TOPK_NOAUX_TC);
+        CHECK_EQ(k.n_group, 4);
+        CHECK_EQ(k.q_lora_rank, 16);
+    }
     /* deepseek_v2 with q_lora_rank null */
     CHECK_EQ(write_text(p, mf_config_json(EA_ARCH_DEEPSEEK_V2)), 0);
     CHECK_EQ(ea_config_from_hf_dir(dir, &c), EA_OK);
