@@ -110,6 +110,8 @@ static void byte_table_init(void) {
     }
 }
 
+int ea__tok_bytelevel_char(uint8_t b, char *out) { return ea__utf8_encode(byte_to_cp[b], (uint8_t *)out); }
+
 /* ------------------------------------------------------------------ */
 /* builders                                                            */
 

@@ -1,8 +1,9 @@
 /*
  * tokenizer.h — byte-level BPE tokenizer: text <-> token ids.
  *
- * Sources: a Hugging Face tokenizer.json (+ tokenizer_config.json beside it)
- * or the tokenizer.ggml.* keys of a GGUF file. What is supported is what
+ * Sources: a Hugging Face tokenizer.json (+ tokenizer_config.json beside it),
+ * a tiktoken.model (+ tokenizer_config.json; Kimi K2) or the tokenizer.ggml.*
+ * keys of a GGUF file. What is supported is what
  * the byte-level BPE models eaas serves use (Qwen2/3, DeepSeek-V2/V3,
  * Llama-3, OLMoE, Mixtral-in-GGUF-gpt2 form):
  *
@@ -92,6 +93,11 @@ enum {
     EA_TOKTYPE_UNUSED = 5,
     EA_TOKTYPE_BYTE = 6,
 };
+
+/* Same from a tiktoken BPE file's text (lines "<base64> <rank>") and the
+ * tokenizer_config.json naming its class (Kimi K2's; tokenizer_tiktoken.c). */
+ea_status ea_tokenizer_from_tiktoken(const char *model, size_t model_len, const char *config, size_t config_len,
+                                     const char *what, ea_tokenizer **out);
 
 /* Raw vocabulary arrays, as a GGUF stores them (tokenizer.ggml.*). Strings
  * are (pointer, length) and need not be NUL-terminated; all are borrowed for

@@ -137,7 +137,27 @@ ea_status ea__tok_add_split(ea_tokenizer *t, const char *pattern, size_t len, in
 ea_status ea__tok_finish(ea_tokenizer *t);
 int32_t ea__tok_lookup(const ea_tokenizer *t, const char *s, size_t len);
 
+/* The UTF-8 of byte b's byte-level character into out (1 or 2 bytes); its
+ * length. Valid once a tokenizer has been allocated. */
+int ea__tok_bytelevel_char(uint8_t b, char *out);
+
+/* Kimi K2's split pattern (tokenization_kimi.py's pat_str; llama.cpp's
+ * "kimi-k2"). Its classes [X&&[^\p{Han}]] are written (?:(?!\p{sc:Han})[X]),
+ * since PCRE2 has no class intersection, and \p{Han} is \p{sc:Han}: the
+ * Script property, as in Rust's regex; PCRE2's \p{Han} also takes the
+ * characters whose Script_Extensions list Han, like "。". */
+#define EA__KIMI_UPPER "(?:(?!\\p{sc:Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])"
+#define EA__KIMI_LOWER "(?:(?!\\p{sc:Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])"
+#define EA__KIMI_CONTRACTION "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+#define EA__RE_KIMI_K2                                                                 \
+    "[\\p{sc:Han}]+"                                                                   \
+    "|[^\\r\\n\\p{L}\\p{N}]?" EA__KIMI_UPPER "*" EA__KIMI_LOWER "+" EA__KIMI_CONTRACTION \
+    "|[^\\r\\n\\p{L}\\p{N}]?" EA__KIMI_UPPER "+" EA__KIMI_LOWER "*" EA__KIMI_CONTRACTION \
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 /* GGUF (tokenizer_vocab.c). */
 ea_status ea__tok_load_gguf(const char *path, ea_tokenizer **out);
+/* A directory's tiktoken.model with its tokenizer_config.json (tokenizer_tiktoken.c). */
+ea_status ea__tok_load_tiktoken(const char *dir, ea_tokenizer **out);
 
 #endif

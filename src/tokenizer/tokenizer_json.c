@@ -372,7 +372,11 @@ ea_status ea_tokenizer_load(const char *path, ea_tokenizer **out) {
     if (ea_is_dir(path)) {
         snprintf(dir, sizeof dir, "%s", path);
         ea_path_join(tj, sizeof tj, path, "tokenizer.json");
-        if (!ea_file_exists(tj)) return ea_err(EA_ERR_NOT_FOUND, "%s: no tokenizer.json in this directory", path);
+        if (!ea_file_exists(tj)) {
+            ea_path_join(tc, sizeof tc, path, "tiktoken.model");
+            if (ea_file_exists(tc)) return ea__tok_load_tiktoken(path, out);
+            return ea_err(EA_ERR_NOT_FOUND, "%s: no tokenizer.json (or tiktoken.model) in this directory", path);
+        }
     } else {
         EA_TRY(not_the_tokenizer(path));
         snprintf(tj, sizeof tj, "%s", path);

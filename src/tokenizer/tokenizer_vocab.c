@@ -56,6 +56,7 @@ static const pre_entry pre_table[] = {
     {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva", 0, 0, {"\\p{N}", RE_GPT2, NULL}},
     {"gpt-2|phi-2|jina-es|jina-de|gigachat|roberta-bpe|mpt|olmo|jais", 0, 0, {RE_GPT2, NULL}},
     {"qwen2|stablelm2|deepseek-r1-qwen", 0, 0, {RE_QWEN2, NULL}},
+    {"kimi-k2", 0, 0, {EA__RE_KIMI_K2, NULL}},
 };
 
 static const pre_entry *find_pre(const char *name) {
