@@ -79,11 +79,12 @@ static ea_status tt_parse(const char *path, const char *s, size_t len, tt_file *
     while (st == EA_OK && next_line(s, len, &p, &l, &ll)) {
         line++;
         if (ll == 0) continue;
-        const char *sp = memchr(l, ' ', ll);
-        char *end = NULL;
-        long long rank = sp && sp + 1 < l + ll && sp[1] >= '0' && sp[1] <= '9' ? strtoll(sp + 1, &end, 10) : -1;
+        /* the text is not NUL-terminated: the rank's digits are read by hand */
+        const char *sp = memchr(l, ' ', ll), *d = sp ? sp + 1 : l + ll;
+        long long rank = d < l + ll ? 0 : -1;
+        for (; d < l + ll && *d >= '0' && *d <= '9'; d++) rank = rank > EA__MAX_VOCAB ? rank : rank * 10 + (*d - '0');
         size_t got = 0;
-        if (rank < 0 || end != l + ll)
+        if (rank < 0 || d != l + ll)
             st = ea_err(EA_ERR_FORMAT, "%s: line %zu: expected \"<base64> <rank>\"", path, line);
         else if (ea_base64_decode(l, (size_t)(sp - l), raw + used, &got) != EA_OK || got == 0)
             st = ea_err(EA_ERR_FORMAT, "%s: line %zu: the token is not base64 of one or more bytes", path, line);
