@@ -14,10 +14,12 @@
  * What the file does not say lives in the model's Python tokenizer class,
  * named by tokenizer_config.json's auto_map: the split pattern and the
  * special tokens. Only Kimi's class (tokenization_kimi.TikTokenTokenizer) is
- * known: its pattern (EA__RE_KIMI_K2), and 256 special ids after the file's
- * tokens, named by added_tokens_decoder or "<|reserved_token_ID|>". Special
- * tokens are recognised anywhere in the text (Kimi encodes with
- * allowed_special "all"); nothing is added before or after a text. Kimi's
+ * known: its pattern (EA__RE_KIMI_K2), and 256 added ids after the file's
+ * tokens, named by added_tokens_decoder or "<|reserved_token_ID|>" (tiktoken's
+ * special tokens, recognised anywhere in the text: Kimi encodes with
+ * allowed_special "all"). Of those, HF's special tokens (is_special) are
+ * skipped in output; the others, such as the tool-call markers, are text.
+ * Nothing is added before or after a text. Kimi's
  * encode also cuts runs of more than 25,000 whitespace or non-whitespace
  * characters before tiktoken sees them; we do not (docs/decisions.md).
  */
@@ -32,12 +34,49 @@
 
 #define KIMI_CLASS "tokenization_kimi.TikTokenTokenizer"
 #define KIMI_N_SPECIAL 256
+#define KIMI_BOS "[BOS]" /* the class's defaults */
+#define KIMI_EOS "[EOS]"
 
 /* tokenizer_config.json's AutoTokenizer class: a string or [slow, fast]. */
 static const char *auto_tokenizer(const json_t *cfg) {
     const json_t *v = json_object_get(json_object_get(cfg, "auto_map"), "AutoTokenizer");
     if (json_is_array(v)) v = json_array_get(v, 0);
     return json_string_value(v);
+}
+
+/* A token name in tokenizer_config.json: a string or {"content": ...}. */
+static const char *config_token(const json_t *cfg, const char *key) {
+    const json_t *v = json_object_get(cfg, key);
+    return json_is_object(v) ? json_string_value(json_object_get(v, "content")) : json_string_value(v);
+}
+
+/* Whether token text c is one of HF's special tokens (all_special_tokens: the
+ * config's bos/eos/unk/pad and additional_special_tokens, Kimi's list when it
+ * has none). Those are skipped in output text and recognised in input only
+ * when special tokens are; the other added tokens (tool-call markers, <think>,
+ * reserved ids) are ordinary text both ways, as in HF's tokenizer. */
+static int is_special(const json_t *cfg, const char *c) {
+    static const char *const kimi_extra[] = {"<|im_end|>",        "<|im_user|>", "<|im_assistant|>",
+                                             "<|start_header_id|>", "<|end_header_id|>", "[EOT]",
+                                             "<|im_system|>",     "<|im_middle|>"};
+    const char *const named[4] = {config_token(cfg, "bos_token") ? config_token(cfg, "bos_token") : KIMI_BOS,
+                                  config_token(cfg, "eos_token") ? config_token(cfg, "eos_token") : KIMI_EOS,
+                                  config_token(cfg, "unk_token"), config_token(cfg, "pad_token")};
+    for (int i = 0; i < 4; i++)
+        if (named[i] && !strcmp(named[i], c)) return 1;
+    const json_t *extra = json_object_get(cfg, "additional_special_tokens");
+    if (!json_is_array(extra)) {
+        for (size_t i = 0; i < sizeof kimi_extra / sizeof kimi_extra[0]; i++)
+            if (!strcmp(kimi_extra[i], c)) return 1;
+        return 0;
+    }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(extra, i, e) {
+        const char *x = json_is_object(e) ? json_string_value(json_object_get(e, "content")) : json_string_value(e);
+        if (x && !strcmp(x, c)) return 1;
+    }
+    return 0;
 }
 
 typedef struct {
@@ -177,20 +216,16 @@ static ea_status build(ea_tokenizer *t, const tt_file *f, const json_t *cfg) {
             c = name;
         }
         snprintf(field, sizeof field, "added_tokens_decoder[\"%d\"]", id);
-        st = ea__tok_add_added(t, id, c, strlen(c), 1, 0, 0, 0, 0, field);
+        st = ea__tok_add_added(t, id, c, strlen(c), is_special(cfg, c), 0, 0, 0, 0, field);
     }
     if (st != EA_OK) return st;
     EA_TRY(ea__tok_add_split(t, EA__RE_KIMI_K2, strlen(EA__RE_KIMI_K2), 0, EA__SPLIT_ISOLATED, 0, "Kimi pattern"));
     t->ignore_merges = 1;
     t->has_bytelevel = 1;
     EA_TRY(ea__tok_finish(t));
-    const char *names[2] = {"bos_token", "eos_token"};
-    int32_t *ids[2] = {&t->bos, &t->eos};
-    for (int i = 0; i < 2; i++) {
-        const json_t *b = json_object_get(cfg, names[i]);
-        const char *s = json_is_object(b) ? json_string_value(json_object_get(b, "content")) : json_string_value(b);
-        if (s) *ids[i] = ea__tok_lookup(t, s, strlen(s));
-    }
+    const char *bos = config_token(cfg, "bos_token"), *eos = config_token(cfg, "eos_token");
+    t->bos = ea__tok_lookup(t, bos ? bos : KIMI_BOS, strlen(bos ? bos : KIMI_BOS));
+    t->eos = ea__tok_lookup(t, eos ? eos : KIMI_EOS, strlen(eos ? eos : KIMI_EOS));
     t->clean_up_spaces = 0;
     return EA_OK;
 }

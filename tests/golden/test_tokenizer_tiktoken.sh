@@ -25,6 +25,9 @@ check "nothing added, specials recognised" '[ "${ids:0:8}" = "[200001," ]'
 check "detokenize round trip" \
   '[ "$("$BIN" detokenize --model "$D" "$ids")" = "<|im_user|>user<|im_middle|>Hello 世界 😀<|im_end|>" ]'
 check "skip special" '[ "$("$BIN" detokenize --model "$D" --skip-special "$ids")" = "userHello 世界 😀" ]'
+ids=$("$BIN" tokenize --model "$D" --json "<|tool_calls_section_begin|><think>x</think>[EOS]")
+check "tool markers and think are text on output" \
+  '[ "$("$BIN" detokenize --model "$D" --skip-special "$ids")" = "<|tool_calls_section_begin|><think>x</think>" ]'
 # another tiktoken class: its split pattern is unknown
 B=$OUT/other; mkdir -p "$B"; cp "$D/tiktoken.model" "$B/"
 echo '{"auto_map": {"AutoTokenizer": ["tokenization_qwen.QWenTokenizer", null]}}' > "$B/tokenizer_config.json"

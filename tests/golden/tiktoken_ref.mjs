@@ -13,9 +13,10 @@
 // given the same ranks, the 256 special tokens and Kimi's split pattern
 // (tokenization_kimi.py's pat_str, with its class intersections written as
 // lookaheads and (?i:...) spelled out, since JavaScript has neither), and
-// compares with the ids eaas printed: with special tokens as text
-// (`--split-special`) and recognised anywhere (the default; nothing is added
-// before or after). Prints "N passed,
+// compares with the ids eaas printed: with HF's special tokens as text
+// (`--split-special`; the other added tokens, such as the tool-call markers,
+// are recognised even then, as in HF's tokenizers) and with all recognised
+// anywhere (the default; nothing is added before or after). Prints "N passed,
 // N failed".
 import fs from "node:fs";
 import { createRequire } from "node:module";
@@ -50,6 +51,13 @@ const named = { 0: "[BOS]", 1: "[EOS]", 2: "<|im_end|>", 3: "<|im_user|>", 4: "<
   23: "</think>", 254: "[UNK]", 255: "[PAD]" };
 const special = {};
 for (let i = 0; i < 256; i++) special[named[i] ?? `<|reserved_token_${n + i}|>`] = n + i;
+
+// HF's special tokens of Kimi's class (bos, eos, unk, pad and its default
+// additional_special_tokens): recognised only when special tokens are; the
+// other added tokens (tool-call markers, <think>, reserved) are always.
+const hfSpecial = new Set(["[BOS]", "[EOS]", "[UNK]", "[PAD]", "<|im_end|>", "<|im_user|>", "<|im_assistant|>",
+  "<|start_header_id|>", "<|end_header_id|>", "[EOT]", "<|im_system|>", "<|im_middle|>"]);
+const alwaysText = Object.keys(special).filter((k) => !hfSpecial.has(k));
 
 const [mode, dir] = process.argv.slice(2);
 if (mode === "write") {
@@ -92,7 +100,7 @@ if (cPlain.length !== corpus.length || cSpecial.length !== corpus.length) {
 }
 for (let i = 0; i < corpus.length; i++) {
   const s = corpus[i];
-  const jsPlain = enc.encode(s, [], []);
+  const jsPlain = enc.encode(s, alwaysText, []);
   const jsSpecial = enc.encode(s, "all");
   tokens += jsPlain.length;
   specials += jsSpecial.filter((id) => id >= n).length;
