@@ -151,11 +151,14 @@ ea_status ea_grammar_from_gbnf(const char *text, size_t n, ea_grammar **out, cha
  * pattern, format and min/maxLength hold as for JSON strings), compact JSON
  * of its schema otherwise. The parameters schema must then be an object with
  * properties, or without them: any parameters of raw text (none when
- * additionalProperties is false, as for a function without parameters). */
+ * additionalProperties is false, as for a function without parameters).
+ *
+ * name_index: NAME is followed by ':' and 1 to 4 decimal digits of the
+ * model's choosing (Kimi K2's call ids, functions.NAME:IDX). */
 typedef struct {
     const char *begin, *end, *sep;
     const char *call_open, *name_args, *call_close;
-    int name_json, many, xml_params;
+    int name_json, many, xml_params, name_index;
 } ea_tool_call_syntax;
 
 /* Does JSON Schema s take only strings (type "string", or an enum / const of

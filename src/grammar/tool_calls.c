@@ -259,6 +259,8 @@ ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, const ea_
     ea_gseq q = {0};
     ea_status st = EA_OK;
     int raw = -1; /* the free raw-text rule, shared by the functions */
+    int index = -1; /* ":" and the call's index (name_index) */
+    if (sy->name_index) st = ea_gb_regex_rule(b, ":[0-9]{1,4}", strlen(":[0-9]{1,4}"), 0, &index, err, n_err);
     for (size_t i = 0; i < n && st == EA_OK; i++) {
         char p[PATH_LEN];
         json_t *f = json_object_get(json_array_get(tools, i), "function");
@@ -293,6 +295,7 @@ ea_status ea_grammar_tool_calls(const json_t *tools, const char *path, const ea_
         lit_text(&q, b, sy->call_open);
         lit_text(&q, b, quoted ? quoted : json_string_value(name));
         free(quoted);
+        if (index >= 0) ea_gseq_ref(&q, index);
         lit_text(&q, b, sy->name_args);
         ea_gseq_ref(&q, args);
         lit_text(&q, b, sy->call_close);

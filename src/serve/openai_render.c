@@ -215,7 +215,8 @@ static json_t *new_logprobs(ea_oai_kind kind) {
     return json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
 }
 
-/* A tool call's id: call_ and 24 random hex digits (as vLLM's random ids). */
+/* A tool call's id: call_ and 24 random hex digits (as vLLM's random ids);
+ * a format whose calls carry their own id (Kimi K2's) keeps the model's. */
 static void call_id(char *out, size_t n) {
     uint8_t b[12];
     if (ea_random_bytes(b, sizeof b) != EA_OK) {
@@ -239,7 +240,9 @@ static size_t take_calls(ea_oai_output *o, ea_oai_choice *ch, const json_t *call
         if (!o->parallel_tool_calls && json_array_size(ch->calls) >= 1) break;
         char id[48];
         call_id(id, sizeof id);
-        json_array_append_new(ch->calls, json_pack("{s:s,s:s,s:{s:O,s:O}}", "id", id, "type", "function", "function",
+        const char *model_id = json_string_value(json_object_get(c, "id")); /* Kimi's functions.NAME:IDX */
+        json_array_append_new(ch->calls, json_pack("{s:s,s:s,s:{s:O,s:O}}", "id", model_id ? model_id : id, "type",
+                                                   "function", "function",
                                                    "name", json_object_get(c, "name"), "arguments",
                                                    json_object_get(c, "arguments")));
     }

@@ -25,20 +25,25 @@ typedef struct {
 static const markers qwen3_markers = {NULL, NULL, "<tool_call>", "</tool_call>"};
 static const markers deepseek_markers = {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
                                          "<｜tool▁call▁end｜>"};
+static const markers kimi_markers = {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+                                     "<|tool_call_begin|>", "<|tool_call_end|>"};
 #define DS_SEP "<｜tool▁sep｜>"
+#define KIMI_ARGS "<|tool_call_argument_begin|>"
 #define THINK_OPEN "<think>"
 #define THINK_CLOSE "</think>"
 
 static const markers *markers_of(ea_tool_format f) {
     return f == EA_TOOL_FMT_QWEN3 || f == EA_TOOL_FMT_QWEN3_XML ? &qwen3_markers
            : f == EA_TOOL_FMT_DEEPSEEK_V3                       ? &deepseek_markers
+           : f == EA_TOOL_FMT_KIMI_K2                           ? &kimi_markers
                                                                 : NULL;
 }
 
 ea_tool_format ea_tool_format_for_model(const char *tpl, const char *t) {
     if (tpl && strstr(tpl, "<tool_call>")) return strstr(tpl, "<function=") ? EA_TOOL_FMT_QWEN3_XML : EA_TOOL_FMT_QWEN3;
     if (tpl && strstr(tpl, "tool▁calls▁begin")) return EA_TOOL_FMT_DEEPSEEK_V3;
-    /* a template that writes calls in another way (Kimi K2's sections, Mistral's [TOOL_CALLS]): no parser,
+    if (tpl && strstr(tpl, "<|tool_calls_section_begin|>")) return EA_TOOL_FMT_KIMI_K2;
+    /* a template that writes calls in another way (Mistral's [TOOL_CALLS]): no parser,
      * whatever the family, rather than one that reads them wrong */
     if (!t || (tpl && strstr(tpl, "tool_calls"))) return EA_TOOL_FMT_NONE;
     if (!strcmp(t, "qwen3_5_moe")) return EA_TOOL_FMT_QWEN3_XML; /* Qwen3.5's published template */
@@ -53,6 +58,7 @@ int ea_tool_format_parse(const char *name) {
     if (!strcmp(name, "hermes")) return EA_TOOL_FMT_QWEN3;
     if (!strcmp(name, "qwen3_coder")) return EA_TOOL_FMT_QWEN3_XML;
     if (!strcmp(name, "deepseek_v3")) return EA_TOOL_FMT_DEEPSEEK_V3;
+    if (!strcmp(name, "kimi_k2")) return EA_TOOL_FMT_KIMI_K2;
     return -1;
 }
 
@@ -165,6 +171,28 @@ static json_t *parse_deepseek(const char *body, size_t n) {
     return make_call(rest, (size_t)nl, args, an);
 }
 
+/* functions.NAME:IDX<|tool_call_argument_begin|>{...}: the model's id is kept
+ * (Kimi's template writes it back into the conversation); the name is what
+ * lies between the id's last '.' and its ':' (vLLM's kimi_k2 parser). */
+static json_t *parse_kimi(const char *body, size_t n) {
+    long at = find(body, n, KIMI_ARGS);
+    if (at < 0) return NULL;
+    const char *id = body;
+    size_t idn = (size_t)at, c;
+    trim(&id, &idn);
+    for (c = idn; c && id[c - 1] >= '0' && id[c - 1] <= '9'; c--) {}
+    if (c == idn || c < 2 || id[c - 1] != ':') return NULL;
+    size_t name_end = c - 1, name_start = name_end;
+    while (name_start && id[name_start - 1] != '.') name_start--;
+    size_t skip = (size_t)at + strlen(KIMI_ARGS);
+    json_t *call = make_call(id + name_start, name_end - name_start, body + skip, n - skip);
+    if (call && json_object_set_new(call, "id", json_stringn(id, idn))) {
+        json_decref(call);
+        call = NULL;
+    }
+    return call;
+}
+
 /* The schema of parameter key of function name in tools, or NULL. */
 static const json_t *param_schema(const json_t *tools, const char *name, size_t name_len, const char *key) {
     size_t i;
@@ -252,6 +280,7 @@ int ea_tool_parse_call(ea_tool_format fmt, const json_t *tools, const char *body
     *call = fmt == EA_TOOL_FMT_QWEN3         ? parse_qwen3(body, n)
             : fmt == EA_TOOL_FMT_QWEN3_XML   ? parse_qwen3_xml(body, n, tools)
             : fmt == EA_TOOL_FMT_DEEPSEEK_V3 ? parse_deepseek(body, n)
+            : fmt == EA_TOOL_FMT_KIMI_K2     ? parse_kimi(body, n)
                                              : NULL;
     return *call ? 0 : -1;
 }

@@ -29,6 +29,13 @@
  *          ```json\n{...}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>...<｜tool▁call▁end｜>
  *          <｜tool▁calls▁end｜>
  *
+ *   EA_TOOL_FMT_KIMI_K2 (Kimi K2's chat template; vLLM's kimi_k2 parser):
+ *     text <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX
+ *          <|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_call_begin|>...
+ *          <|tool_calls_section_end|>
+ *     the call keeps "functions.NAME:IDX" as its id (the template writes ids
+ *     back into the conversation; IDX counts the conversation's calls)
+ *
  * A call whose body does not parse (not JSON, no name, arguments not an
  * object, wrong type word) comes back as content, with its markers: never an
  * error. Whitespace right after a call, up to the next call or the end, is
@@ -67,16 +74,22 @@
 
 #include "base/sbuf.h"
 
-typedef enum { EA_TOOL_FMT_NONE = 0, EA_TOOL_FMT_QWEN3, EA_TOOL_FMT_DEEPSEEK_V3, EA_TOOL_FMT_QWEN3_XML } ea_tool_format;
+typedef enum {
+    EA_TOOL_FMT_NONE = 0,
+    EA_TOOL_FMT_QWEN3,
+    EA_TOOL_FMT_DEEPSEEK_V3,
+    EA_TOOL_FMT_QWEN3_XML,
+    EA_TOOL_FMT_KIMI_K2
+} ea_tool_format;
 typedef enum { EA_REASONING_NONE = 0, EA_REASONING_QWEN3, EA_REASONING_DEEPSEEK_R1 } ea_reasoning_mode;
 
 /* The format a chat template teaches: read from the template's text (how it
  * renders an assistant's tool_calls), else the family's (HF model_type; a
  * template may be NULL); NONE when we have no parser for it, and for a
- * template that renders tool_calls in none of our formats (Kimi K2's). */
+ * template that renders tool_calls in none of our formats (Mistral's). */
 ea_tool_format ea_tool_format_for_model(const char *chat_template, const char *model_type);
 /* `--tool-call-parser` names, as vLLM's: "hermes" (QWEN3), "qwen3_coder"
- * (QWEN3_XML), "deepseek_v3", "none"; "auto" -> -2 (ea_tool_format_for_model
+ * (QWEN3_XML), "deepseek_v3", "kimi_k2", "none"; "auto" -> -2 (ea_tool_format_for_model
  * decides); -1 for another name. */
 int ea_tool_format_parse(const char *name);
 /* 1 if a rendered prompt ends inside an open think block ("<think>" then only whitespace). */
@@ -86,7 +99,8 @@ int ea_reasoning_mode_parse(const char *name);
 
 /* Parse one call's body (the text between its markers); tools (OpenAI's
  * array; NULL ok) types the values of QWEN3_XML calls. OUT: *call, a new
- * {"name": string, "arguments": string (JSON text)} object. 0, or -1 when the body is malformed. */
+ * {"name": string, "arguments": string (JSON text)} object, with the model's
+ * "id" too for KIMI_K2. 0, or -1 when the body is malformed. */
 int ea_tool_parse_call(ea_tool_format fmt, const json_t *tools, const char *body, size_t n, json_t **call);
 
 typedef struct {

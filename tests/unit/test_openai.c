@@ -826,6 +826,27 @@ TEST(tool_choice_constrains_to_the_family_format) {
                          "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"), 1);
     CHECK_EQ(in_language(r.params.grammar, F1), 0);
     ea_oai_request_deinit(&r);
+    /* Kimi K2: its section markers, functions.NAME:IDX ids with an index of the model's choosing */
+    {
+        static const ea_text_ops OPS_K = {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_KIMI_K2};
+#define K_CALL(id, args) "<|tool_call_begin|>functions." id "<|tool_call_argument_begin|>" args "<|tool_call_end|>"
+#define K_SECTION(calls) "<|tool_calls_section_begin|>" calls "<|tool_calls_section_end|>"
+        CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS TOOLS_FG ",\"tool_choice\":\"required\"}", &r, &e), 0);
+        CHECK_EQ(ea_oai_prepare(&r, &OPS_K, 400, 0, 7, &e), 0);
+        CHECK_EQ(in_language(r.params.grammar, K_SECTION(K_CALL("f:0", "{\"a\":2}"))), 1);
+        CHECK_EQ(in_language(r.params.grammar, K_SECTION(K_CALL("f:12", "{\"a\":2}") K_CALL("g:13", "{}"))), 1);
+        CHECK_EQ(in_language(r.params.grammar, K_SECTION(K_CALL("f", "{\"a\":2}"))), 0);     /* no index */
+        CHECK_EQ(in_language(r.params.grammar, K_SECTION(K_CALL("f:x", "{\"a\":2}"))), 0);   /* not digits */
+        CHECK_EQ(in_language(r.params.grammar, K_SECTION(K_CALL("f:1", "{\"a\":\"2\"}"))), 0); /* a is an integer */
+        CHECK_EQ(in_language(r.params.grammar, K_SECTION(K_CALL("h:1", "{}"))), 0);          /* no such function */
+        ea_grammar *g2 = NULL; /* the bus's copy compiles the same */
+        CHECK_EQ(ea_oai_constraint_compile(r.params.grammar_src, (size_t)r.params.n_grammar_src, &g2), EA_OK);
+        CHECK_EQ(in_language(g2, K_SECTION(K_CALL("g:7", "{}"))), 1);
+        ea_grammar_destroy(g2);
+        ea_oai_request_deinit(&r);
+#undef K_CALL
+#undef K_SECTION
+    }
     /* Qwen3.5: <function=NAME> with a <parameter=KEY> block per property, strings raw */
 #define X_CALL(name, params) "<tool_call>\n<function=" name ">\n" params "</function>\n</tool_call>"
 #define X_PAR(k, v) "<parameter=" k ">\n" v "\n</parameter>\n"

@@ -144,6 +144,12 @@ TEST(qwen3_good_then_bad_then_text) {
     "\"Paris\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{\"tz\": "      \
     "\"CET\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
 
+/* as Kimi K2's chat template writes an assistant turn with two calls */
+#define KIMI_TWO                                                                                                      \
+    "I will look.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:3<|tool_call_argument_begin|>" \
+    "{\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>functions.get_time:4<|tool_call_argument_begin|>"       \
+    "{\"tz\": \"CET\"}<|tool_call_end|><|tool_calls_section_end|>"
+
 /* Two calls in each format (Qwen3 with only whitespace around, which is dropped). */
 TEST(two_calls) {
     static const struct {
@@ -155,6 +161,8 @@ TEST(two_calls) {
          "{\"name\": \"b\", \"arguments\": {\"x\": [1, 2], \"y\": \"é\"}}\n</tool_call>\n",
          "", {"a", "b"}, {"{}", "{\"x\":[1,2],\"y\":\"é\"}"}},
         {EA_TOOL_FMT_DEEPSEEK_V3, DS_TWO, "I will look.", {"get_weather", "get_time"},
+         {"{\"city\":\"Paris\"}", "{\"tz\":\"CET\"}"}},
+        {EA_TOOL_FMT_KIMI_K2, KIMI_TWO, "I will look.", {"get_weather", "get_time"},
          {"{\"city\":\"Paris\"}", "{\"tz\":\"CET\"}"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -178,6 +186,40 @@ TEST(deepseek_fenceless_and_cut_off) {
     CHECK_EQ(json_array_size(r.calls), 1);
     CHECK(call_is(r.calls, 0, "f", "{\"a\":1}"));
     CHECK_STREQ(r.content.data, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>g\n```json\n{\"b\"");
+    result_deinit(&r);
+}
+
+/* Kimi: the model's id is the call's id; an id without ":IDX" or arguments that are no object is content. */
+TEST(kimi_ids_and_malformed) {
+    for (size_t c = 0; c < NCHUNKS; c++) {
+        result r;
+        run(EA_REASONING_NONE, EA_TOOL_FMT_KIMI_K2, KIMI_TWO, chunks[c], &r);
+        CHECK_STREQ(json_string_value(json_object_get(json_array_get(r.calls, 0), "id")), "functions.get_weather:3");
+        CHECK_STREQ(json_string_value(json_object_get(json_array_get(r.calls, 1), "id")), "functions.get_time:4");
+        result_deinit(&r);
+    }
+    static const char *const bad[] = {
+        "<|tool_call_begin|>functions.f<|tool_call_argument_begin|>{}<|tool_call_end|>",      /* no :IDX */
+        "<|tool_call_begin|>functions.f:<|tool_call_argument_begin|>{}<|tool_call_end|>",     /* no digits */
+        "<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>[1]<|tool_call_end|>",   /* not an object */
+        "<|tool_call_begin|>functions.f:0{\"a\": 1}<|tool_call_end|>",                        /* no argument marker */
+        "<|tool_call_begin|>functions.:0<|tool_call_argument_begin|>{}<|tool_call_end|>",     /* no name */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "<|tool_calls_section_begin|>%s<|tool_calls_section_end|>", bad[i]);
+        result r;
+        run(EA_REASONING_NONE, EA_TOOL_FMT_KIMI_K2, text, 4, &r);
+        if (json_array_size(r.calls) != 0 || strcmp(r.content.data, bad[i])) FAIL_("bad case %zu: content %s", i, r.content.data);
+        result_deinit(&r);
+    }
+    /* a bare name (no "functions." prefix) is the name itself */
+    result r;
+    run(EA_REASONING_NONE, EA_TOOL_FMT_KIMI_K2,
+        "<|tool_calls_section_begin|><|tool_call_begin|>lookup:12<|tool_call_argument_begin|> {\"q\": 1} "
+        "<|tool_call_end|><|tool_calls_section_end|>",
+        0, &r);
+    CHECK(call_is(r.calls, 0, "lookup", "{\"q\":1}"));
     result_deinit(&r);
 }
 
@@ -333,9 +375,14 @@ TEST(names) {
     CHECK_EQ(ea_tool_format_for_model("{{- '<tool_call>\\n{\"name\": \"' }}", "qwen3_5_moe"), EA_TOOL_FMT_QWEN3);
     CHECK_EQ(ea_tool_format_for_model("{{'<｜tool▁calls▁begin｜>'}}", "mixtral"), EA_TOOL_FMT_DEEPSEEK_V3);
     CHECK_EQ(ea_tool_format_for_model("{{ messages }}", "qwen3_5_moe"), EA_TOOL_FMT_QWEN3_XML);
-    /* Kimi K2 (a deepseek_v3 model) writes its own sections: no parser rather than DeepSeek-V3's */
-    CHECK_EQ(ea_tool_format_for_model("{%- for tc in m.tool_calls %}<|tool_call_begin|>{{ tc.id }}", "deepseek_v3"),
+    /* Kimi K2 (a deepseek_v3 model) writes its own sections */
+    CHECK_EQ(ea_tool_format_for_model("<|tool_calls_section_begin|>{%- for tc in m.tool_calls %}<|tool_call_begin|>",
+                                      "deepseek_v3"),
+             EA_TOOL_FMT_KIMI_K2);
+    /* a template rendering tool_calls in a way we do not parse (Mistral's): no parser, whatever the family */
+    CHECK_EQ(ea_tool_format_for_model("{%- for tc in m.tool_calls %}[TOOL_CALLS]{{ tc.id }}", "deepseek_v3"),
              EA_TOOL_FMT_NONE);
+    CHECK_EQ(ea_tool_format_parse("kimi_k2"), EA_TOOL_FMT_KIMI_K2);
     CHECK_EQ(ea_tool_format_parse("hermes"), EA_TOOL_FMT_QWEN3);
     CHECK_EQ(ea_tool_format_parse("qwen3_coder"), EA_TOOL_FMT_QWEN3_XML);
     CHECK_EQ(ea_tool_format_parse("deepseek_v3"), EA_TOOL_FMT_DEEPSEEK_V3);
@@ -355,6 +402,7 @@ int main(void) {
     RUN(qwen3_good_then_bad_then_text);
     RUN(two_calls);
     RUN(deepseek_fenceless_and_cut_off);
+    RUN(kimi_ids_and_malformed);
     RUN(no_format_passes_everything);
     RUN(reasoning_split);
     RUN(reasoning_then_tool_call);
