@@ -2,7 +2,7 @@
 // what it should, through the official `openai` npm client against a running
 // `eaas serve` (started by test_serve_fields.sh with EAAS_TEST_HOOKS=1 and
 // --reasoning-parser qwen3 on a tiny qwen3_moe model).
-// Usage: node serve_fields.mjs BASE_URL MODEL [deepseek|qwen3_5]
+// Usage: node serve_fields.mjs BASE_URL MODEL [deepseek|qwen3_5|kimi]
 // (with "deepseek": only the DeepSeek-V3 tool-call checks, for a deepseek_v3 model;
 // with "qwen3_5": only the checks of Qwen3.5's XML calls and opened think block).
 // Prints one line per check and "N passed, N failed"; exits non-zero on any failure.
@@ -63,12 +63,16 @@ const TOOLS3 = [{
     people: { type: 'integer', minimum: 1, maximum: 12 }, date: { type: 'string', format: 'date' }, vip: { type: 'boolean' },
     tags: { type: 'array', items: { enum: ['window', 'quiet', 'bar'] }, maxItems: 3 } }, required: ['people', 'date'] } },
 }];
+/* Call ids: ours (call_ and 24 hex digits), or Kimi's own functions.NAME:IDX. */
+const kimiIds = mode === 'kimi';
 function validCalls(calls, tools, what) {
   assert(calls && calls.length >= 1, `${what}: no tool_calls`);
   for (const c of calls) {
     const t = tools.find((x) => x.function.name === c.function.name);
     assert(t, `${what}: unknown function ${c.function.name}`);
-    assert(/^call_[0-9a-f]{24}$/.test(c.id) && c.type === 'function', `${what}: id/type ${JSON.stringify(c)}`);
+    const idOk = kimiIds ? c.id === `functions.${c.function.name}:${c.id.split(':').pop()}` && /:[0-9]{1,4}$/.test(c.id)
+      : /^call_[0-9a-f]{24}$/.test(c.id);
+    assert(idOk && c.type === 'function', `${what}: id/type ${JSON.stringify(c)}`);
     let args;
     try { args = JSON.parse(c.function.arguments); } catch (e) { throw new Error(`${what}: arguments do not parse: ${c.function.arguments}`); }
     assert(ajv.validate(t.function.parameters, args), `${what}: ${c.function.name} ${c.function.arguments}: ${ajv.errorsText()}`);
@@ -129,6 +133,52 @@ if (mode === 'deepseek') {
       `rendered: ${JSON.stringify(text)}`);
     const r = await client.chat.completions.create({ ...greedy, messages: hist, tools: TOOLS });
     eq(r.usage.prompt_tokens, t.count, 'the chat prompt is the one rendered');
+  });
+  summary();
+}
+
+// ---------------------------------------------------------------- Kimi K2 (sections, the model's call ids)
+if (mode === 'kimi') {
+  const KIMI = 'I will look.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>' +
+    '{"city": "Paris"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>' +
+    '{"tz": "CET"}<|tool_call_end|><|tool_calls_section_end|><|im_end|>';
+  await check('kimi_k2: section markers parsed into tool_calls with the model\'s ids (non-streaming and the stream helper)', async () => {
+    const r = await client.chat.completions.create({ ...greedy, ignore_eos: false, max_tokens: 80, messages: USER, tools: TOOLS, eaas_test_forced_text: KIMI });
+    const m = r.choices[0].message;
+    eq(r.choices[0].finish_reason, 'tool_calls', 'finish_reason');
+    eq(m.content, 'I will look.', 'content before the calls');
+    eq(JSON.stringify(m.tool_calls.map((c) => [c.id, c.type, c.function.name, JSON.parse(c.function.arguments)])),
+      JSON.stringify([['functions.get_weather:0', 'function', 'get_weather', { city: 'Paris' }],
+        ['functions.get_time:1', 'function', 'get_time', { tz: 'CET' }]]), 'calls');
+    const f = await client.beta.chat.completions.stream({ ...greedy, ignore_eos: false, max_tokens: 80, messages: USER, tools: TOOLS, eaas_test_forced_text: KIMI }).finalChatCompletion();
+    eq(f.choices[0].finish_reason, 'tool_calls', 'streamed finish');
+    eq(JSON.stringify(f.choices[0].message.tool_calls.map((c) => [c.id, c.function.name, c.function.arguments])),
+      JSON.stringify(m.tool_calls.map((c) => [c.id, c.function.name, c.function.arguments])), 'assembled calls');
+  });
+  await check('kimi_k2: tool_choice required writes sections with functions.NAME:IDX ids; calls validate, stream helper agrees', async () => {
+    for (let seed = 1; seed <= 4; seed++) {
+      const r = await client.chat.completions.create(req3({ seed }));
+      callsFinish(r, `seed ${seed}`);
+      const got = validCalls(r.choices[0].message.tool_calls, TOOLS3, `seed ${seed}`);
+      const f = await client.beta.chat.completions.stream(req3({ seed })).finalChatCompletion();
+      eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got), `seed ${seed}: assembled`);
+    }
+    const r = await client.chat.completions.create(req3({ seed: 9, tool_choice: { type: 'function', function: { name: 'get_time' } } }));
+    eq(r.choices[0].message.tool_calls.map((c) => c.function.name).join(), 'get_time', 'named');
+  });
+  await check('kimi_k2: the returned id goes back into the conversation; the tokenizer is tiktoken\'s', async () => {
+    const r = await client.chat.completions.create({ ...greedy, ignore_eos: false, max_tokens: 80, messages: USER, tools: TOOLS, eaas_test_forced_text: KIMI });
+    const call = r.choices[0].message.tool_calls[0];
+    const hist = [...USER, { role: 'assistant', content: null, tool_calls: [call] }, { role: 'tool', tool_call_id: call.id, content: 'rain' }];
+    const t = await tokenize({ messages: hist, tools: TOOLS });
+    const text = await detok(t.tokens);
+    assert(text.includes('<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city":"Paris"}<|tool_call_end|>') &&
+      text.includes('## Return of functions.get_weather:0\nrain<|im_end|>') && text.endsWith('<|im_assistant|>assistant<|im_middle|>'),
+      `rendered: ${JSON.stringify(text)}`);
+    const r2 = await client.chat.completions.create({ ...greedy, messages: hist, tools: TOOLS });
+    eq(r2.usage.prompt_tokens, t.count, 'the chat prompt is the one rendered');
+    /* o200k_base's ids for a plain text (js-tiktoken gives the same; test_tokenizer_tiktoken compares 426 strings) */
+    eq(JSON.stringify((await tokenize({ prompt: 'Hello world' })).tokens), JSON.stringify([13225, 2375]), 'Hello world');
   });
   summary();
 }

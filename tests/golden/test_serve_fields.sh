@@ -5,7 +5,8 @@
 # `openai` npm client (serve_fields.mjs) against `eaas serve` on tiny random
 # models: a qwen3_moe with --reasoning-parser qwen3, then a deepseek_v3 for
 # its tool-call format, then a qwen3_5_moe for Qwen3.5's XML calls and the
-# think block its generation prompt opens. Both run with EAAS_TEST_HOOKS=1 so a request can make
+# think block its generation prompt opens, then a Kimi K2 directory (tiktoken,
+# section-format calls with the model's ids). Both run with EAAS_TEST_HOOKS=1 so a request can make
 # the random model "say" a tool call (eaas_test_forced_text). The server is
 # killed by its PID on any exit.
 set -uo pipefail
@@ -40,6 +41,13 @@ stop_server
 "$EAAS_BIN" make-model --family qwen3_5_moe --preset tiny --seed 1 --format hf --out "$tmp/q35" >/dev/null
 EAAS_TEST_HOOKS=1 start_server "$tmp/log4" --model "$tmp/q35" --served-model-name tiny --threads 2 --reasoning-parser qwen3 || exit 1
 run_node "qwen3_5_moe XML tool calls" "$tmp/q35" qwen3_5
+stop_server
+
+# Kimi K2's own files: model_type kimi_k2, tiktoken.model, its section-format calls (tiktoken_ref.mjs kimi-model)
+"$EAAS_BIN" make-model --family deepseek_v3 --preset tiny --seed 2 --format hf --out "$tmp/kimi" >/dev/null
+node "$here/tiktoken_ref.mjs" kimi-model "$tmp/kimi" 2>/dev/null
+EAAS_TEST_HOOKS=1 start_server "$tmp/log5" --model "$tmp/kimi" --served-model-name tiny --threads 2 || exit 1
+run_node "kimi_k2 tool calls" "$tmp/kimi" kimi
 stop_server
 
 # without EAAS_TEST_HOOKS the hook's field is refused like any unknown field

@@ -3,6 +3,16 @@
 //
 //   node tiktoken_ref.mjs write DIR
 //   node tiktoken_ref.mjs check DIR CORPUS.jsonl C_SPLIT.txt C_SPECIAL.txt
+//   node tiktoken_ref.mjs kimi-model DIR
+//
+// `kimi-model` turns a tiny deepseek_v3 HF directory written by `eaas
+// make-model` into a tiny Kimi K2 one, as Kimi K2 ships its files:
+// model_type kimi_k2, tiktoken.model (o200k_base's first 128,000 ranks, so
+// that the 256 special ids fit the model's 129,280 rows; the first ranks of a
+// BPE vocabulary are a BPE vocabulary), tokenizer_config.json with Kimi's
+// class, special tokens and a chat template in Kimi's format (kimi_template
+// below, written for these tests), and generation_config's ids moved to
+// Kimi's [BOS] and <|im_end|>.
 //
 // No Kimi vocabulary can be fetched here, so the model directory is a real
 // tiktoken vocabulary of the same lineage: o200k_base, as js-tiktoken ships
@@ -38,7 +48,8 @@ function ranksOf(packed) {
   }
   return byRank;
 }
-const byRank = ranksOf(o200k.bpe_ranks);
+const [mode, dir] = process.argv.slice(2);
+const byRank = ranksOf(o200k.bpe_ranks).slice(0, mode === "kimi-model" ? 128000 : undefined);
 const n = byRank.length;
 for (let r = 0; r < n; r++) if (byRank[r] === undefined) throw new Error(`o200k_base has no rank ${r}`);
 
@@ -59,8 +70,29 @@ const hfSpecial = new Set(["[BOS]", "[EOS]", "[UNK]", "[PAD]", "<|im_end|>", "<|
   "<|start_header_id|>", "<|end_header_id|>", "[EOT]", "<|im_system|>", "<|im_middle|>"]);
 const alwaysText = Object.keys(special).filter((k) => !hfSpecial.has(k));
 
-const [mode, dir] = process.argv.slice(2);
-if (mode === "write") {
+// A chat template in Kimi K2's format: turns <|im_ROLE|>ROLE<|im_middle|>...<|im_end|>,
+// tools declared as JSON in a tool_declare turn, calls in sections with the
+// call's id (functions.NAME:IDX), results as "## Return of ID".
+const kimiTemplate = [
+  "{%- if tools -%}<|im_system|>tool_declare<|im_middle|>{{ tools | tojson }}<|im_end|>{%- endif -%}",
+  "{%- for m in messages -%}",
+  "{%- if loop.first and m.role != 'system' -%}<|im_system|>system<|im_middle|>You are a helpful assistant.<|im_end|>{%- endif -%}",
+  "{%- if m.role == 'tool' -%}<|im_system|>tool<|im_middle|>## Return of {{ m.tool_call_id }}\n{{ m.content }}",
+  "{%- else -%}",
+  "{%- set role = 'im_system' if m.role == 'system' else ('im_user' if m.role == 'user' else 'im_assistant') -%}",
+  "<|{{ role }}|>{{ m.role }}<|im_middle|>",
+  "{%- if m.content is string -%}{{ m.content }}",
+  "{%- elif m.content is not none -%}{%- for part in m.content -%}{{ part.text }}{%- endfor -%}{%- endif -%}",
+  "{%- if m.tool_calls -%}<|tool_calls_section_begin|>",
+  "{%- for tc in m.tool_calls -%}<|tool_call_begin|>{{ tc.id }}<|tool_call_argument_begin|>",
+  "{%- if tc.function.arguments is string -%}{{ tc.function.arguments }}{%- else -%}{{ tc.function.arguments | tojson }}{%- endif -%}",
+  "<|tool_call_end|>{%- endfor -%}<|tool_calls_section_end|>{%- endif -%}",
+  "{%- endif -%}<|im_end|>",
+  "{%- endfor -%}",
+  "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}",
+].join("");
+
+function writeTokenizer(dir, extra) {
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, "tiktoken.model"), byRank.map((t, r) => `${t} ${r}\n`).join(""));
   const dec = {};
@@ -70,9 +102,30 @@ if (mode === "write") {
     added_tokens_decoder: dec,
     auto_map: { AutoTokenizer: ["tokenization_kimi.TikTokenTokenizer", null] },
     bos_token: "[BOS]", eos_token: "[EOS]", pad_token: "[PAD]", unk_token: "[UNK]",
-    tokenizer_class: "TikTokenTokenizer", model_max_length: 131072,
+    tokenizer_class: "TikTokenTokenizer", model_max_length: 131072, ...extra,
   }, null, 1));
+}
+
+if (mode === "write") {
+  writeTokenizer(dir, {});
   console.error(`wrote ${dir}: ${n} tokens + 256 special`);
+  process.exit(0);
+}
+if (mode === "kimi-model") {
+  const cfgPath = path.join(dir, "config.json");
+  const cfg = JSON.parse(fs.readFileSync(cfgPath, "utf8"));
+  if (cfg.model_type !== "deepseek_v3" || cfg.vocab_size < n + 256) throw new Error(`${dir}: not a deepseek_v3 with ${n + 256} rows`);
+  cfg.model_type = "kimi_k2";
+  cfg.bos_token_id = n;
+  cfg.eos_token_id = n + 1;
+  fs.writeFileSync(cfgPath, JSON.stringify(cfg, null, 2));
+  const gen = JSON.parse(fs.readFileSync(path.join(dir, "generation_config.json"), "utf8"));
+  gen.bos_token_id = n;
+  gen.eos_token_id = n + 2; /* <|im_end|> ends a turn */
+  fs.writeFileSync(path.join(dir, "generation_config.json"), JSON.stringify(gen, null, 2));
+  fs.rmSync(path.join(dir, "tokenizer.json"));
+  writeTokenizer(dir, { chat_template: kimiTemplate });
+  console.error(`wrote ${dir}: a kimi_k2 model, ${n} tokens + 256 special`);
   process.exit(0);
 }
 
