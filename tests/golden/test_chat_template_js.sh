@@ -1,7 +1,7 @@
 #!/bin/bash
 # test_chat_template_js.sh — eaas chat-template renders byte-identical prompts to
 # @huggingface/jinja for the Qwen3, DeepSeek-V3, Mixtral and OLMoE templates (and
-# our template in Qwen3.5's format) on
+# our templates in Qwen3.5's and Kimi K2's formats) on
 # every conversation in tests/data/conversations (with and without the
 # generation prompt); where the reference throws (e.g. Mixtral's role
 # alternation), eaas must fail too. Each template needs >= 30 conversations that
@@ -25,9 +25,11 @@ for fam in mixtral olmoe qwen3_5_moe; do
   mkdir -p "$TMP/$fam"
   "$BIN" chat-template --builtin "$fam" --print-config > "$TMP/$fam/tokenizer_config.json"
 done
+node "$SRC/tests/golden/tiktoken_ref.mjs" kimi-tokenizer "$TMP/kimi_k2"
 set +e
 node "$SRC/tests/golden/chat_ref.mjs" compare "$BIN" 30 \
-  qwen3="$QWEN" deepseek_v3="$DSV3" mixtral="$TMP/mixtral" olmoe="$TMP/olmoe" qwen3_5="$TMP/qwen3_5_moe" -- \
+  qwen3="$QWEN" deepseek_v3="$DSV3" mixtral="$TMP/mixtral" olmoe="$TMP/olmoe" qwen3_5="$TMP/qwen3_5_moe" \
+  kimi_k2="$TMP/kimi_k2" -- \
   "$SRC"/tests/data/conversations/*.json
 rc=$?
 set -e

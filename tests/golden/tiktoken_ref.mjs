@@ -4,6 +4,7 @@
 //   node tiktoken_ref.mjs write DIR
 //   node tiktoken_ref.mjs check DIR CORPUS.jsonl C_SPLIT.txt C_SPECIAL.txt
 //   node tiktoken_ref.mjs kimi-model DIR
+//   node tiktoken_ref.mjs kimi-tokenizer DIR
 //
 // `kimi-model` turns a tiny deepseek_v3 HF directory written by `eaas
 // make-model` into a tiny Kimi K2 one, as Kimi K2 ships its files:
@@ -12,7 +13,8 @@
 // BPE vocabulary are a BPE vocabulary), tokenizer_config.json with Kimi's
 // class, special tokens and a chat template in Kimi's format (kimi_template
 // below, written for these tests), and generation_config's ids moved to
-// Kimi's [BOS] and <|im_end|>.
+// Kimi's [BOS] and <|im_end|>. `kimi-tokenizer` writes only the tokenizer
+// files (for the chat-template comparison).
 //
 // No Kimi vocabulary can be fetched here, so the model directory is a real
 // tiktoken vocabulary of the same lineage: o200k_base, as js-tiktoken ships
@@ -49,7 +51,7 @@ function ranksOf(packed) {
   return byRank;
 }
 const [mode, dir] = process.argv.slice(2);
-const byRank = ranksOf(o200k.bpe_ranks).slice(0, mode === "kimi-model" ? 128000 : undefined);
+const byRank = ranksOf(o200k.bpe_ranks).slice(0, mode.startsWith("kimi-") ? 128000 : undefined);
 const n = byRank.length;
 for (let r = 0; r < n; r++) if (byRank[r] === undefined) throw new Error(`o200k_base has no rank ${r}`);
 
@@ -109,6 +111,10 @@ function writeTokenizer(dir, extra) {
 if (mode === "write") {
   writeTokenizer(dir, {});
   console.error(`wrote ${dir}: ${n} tokens + 256 special`);
+  process.exit(0);
+}
+if (mode === "kimi-tokenizer") {
+  writeTokenizer(dir, { chat_template: kimiTemplate });
   process.exit(0);
 }
 if (mode === "kimi-model") {
