@@ -483,9 +483,15 @@ TEST(gguf_vocab_arrays) {
     tok[n] = "<|end|>";
     len[n] = 7;
     type[n++] = EA_TOKTYPE_CONTROL;
-    const char *merges[] = {"h e", "l l", "he ll", "hell o"};
-    size_t ml[] = {3, 3, 5, 6};
-    ea_tokenizer_vocab v = {.n_tokens = n, .tokens = tok, .token_lens = len, .token_types = type, .n_merges = 4,
+    const char *digits[] = {"12", "123"};
+    for (int i = 0; i < 2; i++, n++) {
+        tok[n] = digits[i];
+        len[n] = strlen(digits[i]);
+        type[n] = EA_TOKTYPE_NORMAL;
+    }
+    const char *merges[] = {"h e", "l l", "he ll", "hell o", "1 2", "12 3"};
+    size_t ml[] = {3, 3, 5, 6, 3, 4};
+    ea_tokenizer_vocab v = {.n_tokens = n, .tokens = tok, .token_lens = len, .token_types = type, .n_merges = 6,
                             .merges = merges, .merge_lens = ml, .pre = "qwen2", .bos_id = -1, .eos_id = 260,
                             .add_bos = 0, .add_eos = 0, .what = "test.gguf"};
     ea_tokenizer *t;
@@ -494,6 +500,10 @@ TEST(gguf_vocab_arrays) {
     CHECK_STREQ(enc(t, "123", 0), "49,50,51"); /* qwen2: digits one by one */
     CHECK(ea_tokenizer_is_special(t, 260));
     CHECK_EQ(ea_tokenizer_eos(t), 260);
+    ea_tokenizer_destroy(t);
+    v.pre = "kimi-k2"; /* llama.cpp's name for Kimi K2's pattern: digits in threes */
+    CHECK(ea_tokenizer_from_vocab(&v, &t) == EA_OK);
+    CHECK_STREQ(enc(t, "hello 1234", 0), "259,32,262,52");
     ea_tokenizer_destroy(t);
     v.pre = "no-such-pre";
     CHECK_EQ(ea_tokenizer_from_vocab(&v, &t), EA_ERR_UNSUPPORTED);
