@@ -86,7 +86,7 @@ typedef struct {
     int kv_disk_max_mib;
     const char *generation_config; /* auto | vllm */
     const char *reasoning_parser;  /* none | qwen3 | deepseek_r1 */
-    const char *tool_call_parser;  /* auto | hermes | qwen3_coder | deepseek_v3 | kimi_k2 | none */
+    const char *tool_call_parser;  /* auto | hermes | qwen3_coder | deepseek_v3 | deepseek_v31 | kimi_k2 | none */
     /* Expert-as-a-Service */
     const char *experts_remote;
     int expert_timeout_ms;
@@ -140,7 +140,7 @@ static int check_flags(const serve_flags *f) {
     else if (ea_reasoning_mode_parse(f->reasoning_parser) < 0)
         bad = "--reasoning-parser must be none, qwen3 or deepseek_r1";
     else if (ea_tool_format_parse(f->tool_call_parser) == -1)
-        bad = "--tool-call-parser must be auto, hermes, qwen3_coder, deepseek_v3, kimi_k2 or none";
+        bad = "--tool-call-parser must be auto, hermes, qwen3_coder, deepseek_v3, deepseek_v31, kimi_k2 or none";
     else if (f->kv_disk_dir && f->no_prefix_cache) bad = "--kv-disk-dir needs the prefix cache (drop --no-prefix-cache)";
     else if (f->kv_disk_dir && !f->kv_disk_dir[0]) bad = "--kv-disk-dir must not be empty";
     else if (f->eplb_algorithm && strcmp(f->eplb_algorithm, "deepseek") && strcmp(f->eplb_algorithm, "refined"))
@@ -196,7 +196,7 @@ int ea_cmd_serve(int argc, char **argv) {
          "auto: sampling fields a request leaves out take generation_config.json's values (default); vllm: they do not"},
         {"reasoning-parser", EA_ARG_STR, &f.reasoning_parser, "none|qwen3|deepseek_r1",
          "chat: return <think>...</think> as reasoning_content (default none: it stays in content, as vLLM without the flag)"},
-        {"tool-call-parser", EA_ARG_STR, &f.tool_call_parser, "auto|hermes|qwen3_coder|deepseek_v3|kimi_k2|none",
+        {"tool-call-parser", EA_ARG_STR, &f.tool_call_parser, "auto|hermes|qwen3_coder|deepseek_v3|deepseek_v31|kimi_k2|none",
          "chat: how the model writes tool calls (default auto: as its chat template renders them)"},
         {"kv-disk-dir", EA_ARG_STR, &f.kv_disk_dir, "DIR", "prefix cache disk tier: evicted KV blocks kept under DIR (off by default)"},
         {"kv-disk-max-mib", EA_ARG_INT, &f.kv_disk_max_mib, "N", "bound on this rank's disk tier files, oldest deleted first (1024; 0 = none)", 0, 1 << 30, "kv-disk-dir"},

@@ -130,6 +130,10 @@ static const ea_tool_call_syntax deepseek_v3_calls = {
     .call_open = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>", .name_args = "\n```json\n",
     .call_close = "\n```<｜tool▁call▁end｜>", .name_json = 0};
 
+static const ea_tool_call_syntax deepseek_v31_calls = {
+    .begin = "<｜tool▁calls▁begin｜>", .end = "<｜tool▁calls▁end｜>", .sep = "", .call_open = "<｜tool▁call▁begin｜>",
+    .name_args = "<｜tool▁sep｜>", .call_close = "<｜tool▁call▁end｜>"};
+
 static const ea_tool_call_syntax kimi_k2_calls = {
     .begin = "<|tool_calls_section_begin|>", .end = "<|tool_calls_section_end|>", .sep = "",
     .call_open = "<|tool_call_begin|>functions.", .name_args = "<|tool_call_argument_begin|>",
@@ -145,6 +149,7 @@ static int calls_grammar(const json_t *tools, ea_tool_choice choice, const char 
     ea_tool_call_syntax sy = fmt == EA_TOOL_FMT_QWEN3       ? qwen3_calls
                              : fmt == EA_TOOL_FMT_QWEN3_XML ? qwen3_xml_calls
                              : fmt == EA_TOOL_FMT_KIMI_K2   ? kimi_k2_calls
+                             : fmt == EA_TOOL_FMT_DEEPSEEK_V31 ? deepseek_v31_calls
                                                             : deepseek_v3_calls;
     sy.many = choice == EA_TOOL_CHOICE_REQUIRED && parallel;
     const json_t *use = tools;
@@ -216,7 +221,7 @@ ea_status ea_tool_choice_compile(const json_t *src, ea_grammar **g) {
     if (json_unpack((json_t *)src, "{s:i,s:i,s?o,s:b,s:o}", "format", &fmt, "choice", &choice, "name", &name, "parallel",
                     &parallel, "tools", &tools) != 0 ||
         (fmt != EA_TOOL_FMT_QWEN3 && fmt != EA_TOOL_FMT_DEEPSEEK_V3 && fmt != EA_TOOL_FMT_QWEN3_XML &&
-         fmt != EA_TOOL_FMT_KIMI_K2) ||
+         fmt != EA_TOOL_FMT_KIMI_K2 && fmt != EA_TOOL_FMT_DEEPSEEK_V31) ||
         (choice != EA_TOOL_CHOICE_REQUIRED && choice != EA_TOOL_CHOICE_NAMED) ||
         (choice == EA_TOOL_CHOICE_NAMED && (!json_is_string(name) || !has_tool(tools, json_string_value(name)))) ||
         !json_is_array(tools) || check_tools(tools, &e))

@@ -34,14 +34,16 @@ static const markers kimi_markers = {"<|tool_calls_section_begin|>", "<|tool_cal
 
 static const markers *markers_of(ea_tool_format f) {
     return f == EA_TOOL_FMT_QWEN3 || f == EA_TOOL_FMT_QWEN3_XML ? &qwen3_markers
-           : f == EA_TOOL_FMT_DEEPSEEK_V3                       ? &deepseek_markers
+           : f == EA_TOOL_FMT_DEEPSEEK_V3 || f == EA_TOOL_FMT_DEEPSEEK_V31 ? &deepseek_markers
            : f == EA_TOOL_FMT_KIMI_K2                           ? &kimi_markers
                                                                 : NULL;
 }
 
 ea_tool_format ea_tool_format_for_model(const char *tpl, const char *t) {
     if (tpl && strstr(tpl, "<tool_call>")) return strstr(tpl, "<function=") ? EA_TOOL_FMT_QWEN3_XML : EA_TOOL_FMT_QWEN3;
-    if (tpl && strstr(tpl, "tool▁calls▁begin")) return EA_TOOL_FMT_DEEPSEEK_V3;
+    /* V3 writes "function<｜tool▁sep｜>NAME" and a ```json block; V3.1 "NAME<｜tool▁sep｜>ARGS" */
+    if (tpl && strstr(tpl, "tool▁calls▁begin"))
+        return strstr(tpl, "```json") ? EA_TOOL_FMT_DEEPSEEK_V3 : EA_TOOL_FMT_DEEPSEEK_V31;
     if (tpl && strstr(tpl, "<|tool_calls_section_begin|>")) return EA_TOOL_FMT_KIMI_K2;
     /* a template that writes calls in another way (Mistral's [TOOL_CALLS]): no parser,
      * whatever the family, rather than one that reads them wrong */
@@ -58,6 +60,7 @@ int ea_tool_format_parse(const char *name) {
     if (!strcmp(name, "hermes")) return EA_TOOL_FMT_QWEN3;
     if (!strcmp(name, "qwen3_coder")) return EA_TOOL_FMT_QWEN3_XML;
     if (!strcmp(name, "deepseek_v3")) return EA_TOOL_FMT_DEEPSEEK_V3;
+    if (!strcmp(name, "deepseek_v31")) return EA_TOOL_FMT_DEEPSEEK_V31;
     if (!strcmp(name, "kimi_k2")) return EA_TOOL_FMT_KIMI_K2;
     return -1;
 }
@@ -171,6 +174,14 @@ static json_t *parse_deepseek(const char *body, size_t n) {
     return make_call(rest, (size_t)nl, args, an);
 }
 
+/* NAME<｜tool▁sep｜>{...} (DeepSeek-V3.1) */
+static json_t *parse_deepseek_v31(const char *body, size_t n) {
+    long sep = find(body, n, DS_SEP);
+    if (sep < 0) return NULL;
+    size_t skip = (size_t)sep + strlen(DS_SEP);
+    return make_call(body, (size_t)sep, body + skip, n - skip);
+}
+
 /* functions.NAME:IDX<|tool_call_argument_begin|>{...}: the model's id is kept
  * (Kimi's template writes it back into the conversation); the name is what
  * lies between the id's last '.' and its ':' (vLLM's kimi_k2 parser). */
@@ -280,6 +291,7 @@ int ea_tool_parse_call(ea_tool_format fmt, const json_t *tools, const char *body
     *call = fmt == EA_TOOL_FMT_QWEN3         ? parse_qwen3(body, n)
             : fmt == EA_TOOL_FMT_QWEN3_XML   ? parse_qwen3_xml(body, n, tools)
             : fmt == EA_TOOL_FMT_DEEPSEEK_V3 ? parse_deepseek(body, n)
+            : fmt == EA_TOOL_FMT_DEEPSEEK_V31 ? parse_deepseek_v31(body, n)
             : fmt == EA_TOOL_FMT_KIMI_K2     ? parse_kimi(body, n)
                                              : NULL;
     return *call ? 0 : -1;

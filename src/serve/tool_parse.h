@@ -29,6 +29,11 @@
  *          ```json\n{...}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>...<｜tool▁call▁end｜>
  *          <｜tool▁calls▁end｜>
  *
+ *   EA_TOOL_FMT_DEEPSEEK_V31 (DeepSeek-V3.1's chat template; vLLM's deepseek_v31 parser):
+ *     text <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>
+ *          <｜tool▁call▁begin｜>...<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+ *     (the template's text tells it from V3's: V3's writes a ```json block)
+ *
  *   EA_TOOL_FMT_KIMI_K2 (Kimi K2's chat template; vLLM's kimi_k2 parser):
  *     text <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX
  *          <|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_call_begin|>...
@@ -79,7 +84,8 @@ typedef enum {
     EA_TOOL_FMT_QWEN3,
     EA_TOOL_FMT_DEEPSEEK_V3,
     EA_TOOL_FMT_QWEN3_XML,
-    EA_TOOL_FMT_KIMI_K2
+    EA_TOOL_FMT_KIMI_K2,
+    EA_TOOL_FMT_DEEPSEEK_V31
 } ea_tool_format;
 typedef enum { EA_REASONING_NONE = 0, EA_REASONING_QWEN3, EA_REASONING_DEEPSEEK_R1 } ea_reasoning_mode;
 
@@ -89,7 +95,7 @@ typedef enum { EA_REASONING_NONE = 0, EA_REASONING_QWEN3, EA_REASONING_DEEPSEEK_
  * template that renders tool_calls in none of our formats (Mistral's). */
 ea_tool_format ea_tool_format_for_model(const char *chat_template, const char *model_type);
 /* `--tool-call-parser` names, as vLLM's: "hermes" (QWEN3), "qwen3_coder"
- * (QWEN3_XML), "deepseek_v3", "kimi_k2", "none"; "auto" -> -2 (ea_tool_format_for_model
+ * (QWEN3_XML), "deepseek_v3", "deepseek_v31", "kimi_k2", "none"; "auto" -> -2 (ea_tool_format_for_model
  * decides); -1 for another name. */
 int ea_tool_format_parse(const char *name);
 /* 1 if a rendered prompt ends inside an open think block ("<think>" then only whitespace). */

@@ -97,7 +97,7 @@ expect "bench serve --input-len with --dataset" 2 "--input-len does not apply wi
     bench serve --url http://127.0.0.1:1 --dataset "$M/config.json" --input-len 8
 expect "serve --reasoning-parser granite" 2 "--reasoning-parser must be none, qwen3 or deepseek_r1" -- \
     serve --port 0 --model "$M" --reasoning-parser granite
-expect "serve --tool-call-parser mistral" 2 "--tool-call-parser must be auto, hermes, qwen3_coder, deepseek_v3, kimi_k2 or none" -- \
+expect "serve --tool-call-parser mistral" 2 "--tool-call-parser must be auto, hermes, qwen3_coder, deepseek_v3, deepseek_v31, kimi_k2 or none" -- \
     serve --port 0 --model "$M" --tool-call-parser mistral
 expect "generate --system alone" 2 "--system needs --chat" -- generate --model "$M" --prompt hi --system be brief
 # --max-ctx above the model's max_position_embeddings (40960 for the tiny qwen3_moe)

@@ -826,6 +826,18 @@ TEST(tool_choice_constrains_to_the_family_format) {
                          "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"), 1);
     CHECK_EQ(in_language(r.params.grammar, F1), 0);
     ea_oai_request_deinit(&r);
+    /* DeepSeek-V3.1: the same markers, NAME<｜tool▁sep｜>ARGS, no type word, no fence, no separator */
+    {
+        static const ea_text_ops OPS_D31 = {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_DEEPSEEK_V31};
+        CHECK_EQ(parse(EA_OAI_CHAT, "{" MSGS TOOLS_FG ",\"tool_choice\":\"required\"}", &r, &e), 0);
+        CHECK_EQ(ea_oai_prepare(&r, &OPS_D31, 400, 0, 7, &e), 0);
+        CHECK_EQ(in_language(r.params.grammar, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"a\":2}"
+                                               "<｜tool▁call▁end｜><｜tool▁call▁begin｜>g<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+                                               "<｜tool▁calls▁end｜>"), 1);
+        CHECK_EQ(in_language(r.params.grammar, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n"
+                                               "{\"a\":2}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"), 0); /* V3's layout */
+        ea_oai_request_deinit(&r);
+    }
     /* Kimi K2: its section markers, functions.NAME:IDX ids with an index of the model's choosing */
     {
         static const ea_text_ops OPS_K = {NULL, f_encode, f_decode, f_render, 512, f_has_token, EA_TOOL_FMT_KIMI_K2};

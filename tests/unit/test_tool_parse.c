@@ -144,6 +144,11 @@ TEST(qwen3_good_then_bad_then_text) {
     "\"Paris\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{\"tz\": "      \
     "\"CET\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
 
+/* as DeepSeek-V3.1's chat template writes an assistant turn with two calls */
+#define DS31_TWO                                                                                                      \
+    "I will look.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}"            \
+    "<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"tz\": \"CET\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+
 /* as Kimi K2's chat template writes an assistant turn with two calls */
 #define KIMI_TWO                                                                                                      \
     "I will look.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:3<|tool_call_argument_begin|>" \
@@ -161,6 +166,8 @@ TEST(two_calls) {
          "{\"name\": \"b\", \"arguments\": {\"x\": [1, 2], \"y\": \"é\"}}\n</tool_call>\n",
          "", {"a", "b"}, {"{}", "{\"x\":[1,2],\"y\":\"é\"}"}},
         {EA_TOOL_FMT_DEEPSEEK_V3, DS_TWO, "I will look.", {"get_weather", "get_time"},
+         {"{\"city\":\"Paris\"}", "{\"tz\":\"CET\"}"}},
+        {EA_TOOL_FMT_DEEPSEEK_V31, DS31_TWO, "I will look.", {"get_weather", "get_time"},
          {"{\"city\":\"Paris\"}", "{\"tz\":\"CET\"}"}},
         {EA_TOOL_FMT_KIMI_K2, KIMI_TWO, "I will look.", {"get_weather", "get_time"},
          {"{\"city\":\"Paris\"}", "{\"tz\":\"CET\"}"}},
@@ -373,7 +380,14 @@ TEST(names) {
     CHECK_EQ(ea_tool_format_for_model("{{- '<tool_call>\\n<function=' + tc.name + '>' }}", "qwen3_moe"),
              EA_TOOL_FMT_QWEN3_XML);
     CHECK_EQ(ea_tool_format_for_model("{{- '<tool_call>\\n{\"name\": \"' }}", "qwen3_5_moe"), EA_TOOL_FMT_QWEN3);
-    CHECK_EQ(ea_tool_format_for_model("{{'<｜tool▁calls▁begin｜>'}}", "mixtral"), EA_TOOL_FMT_DEEPSEEK_V3);
+    CHECK_EQ(ea_tool_format_for_model("{{'<｜tool▁calls▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + name + '\\n```json'}}",
+                                      "mixtral"),
+             EA_TOOL_FMT_DEEPSEEK_V3);
+    /* DeepSeek-V3.1: the same markers, no json fence */
+    CHECK_EQ(ea_tool_format_for_model("{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'+ tool['function']['name'] + '<｜tool▁sep｜>'}}",
+                                      "deepseek_v3"),
+             EA_TOOL_FMT_DEEPSEEK_V31);
+    CHECK_EQ(ea_tool_format_parse("deepseek_v31"), EA_TOOL_FMT_DEEPSEEK_V31);
     CHECK_EQ(ea_tool_format_for_model("{{ messages }}", "qwen3_5_moe"), EA_TOOL_FMT_QWEN3_XML);
     /* Kimi K2 (a deepseek_v3 model) writes its own sections */
     CHECK_EQ(ea_tool_format_for_model("<|tool_calls_section_begin|>{%- for tc in m.tool_calls %}<|tool_call_begin|>",
