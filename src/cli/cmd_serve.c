@@ -138,7 +138,7 @@ static int check_flags(const serve_flags *f) {
     const char *bad = NULL;
     if (!f->model) bad = "--model is required";
     else if (ea_reasoning_mode_parse(f->reasoning_parser) < 0)
-        bad = "--reasoning-parser must be none, qwen3 or deepseek_r1";
+        bad = "--reasoning-parser must be none, qwen3, deepseek_r1 or kimi_k2";
     else if (ea_tool_format_parse(f->tool_call_parser) == -1)
         bad = "--tool-call-parser must be auto, hermes, qwen3_coder, deepseek_v3, deepseek_v31, kimi_k2 or none";
     else if (f->kv_disk_dir && f->no_prefix_cache) bad = "--kv-disk-dir needs the prefix cache (drop --no-prefix-cache)";
@@ -194,7 +194,7 @@ int ea_cmd_serve(int argc, char **argv) {
         {"no-prefix-cache", EA_ARG_BOOL, &f.no_prefix_cache, NULL, "turn the prefix cache off"},
         {"generation-config", EA_ARG_STR, &f.generation_config, "auto|vllm",
          "auto: sampling fields a request leaves out take generation_config.json's values (default); vllm: they do not"},
-        {"reasoning-parser", EA_ARG_STR, &f.reasoning_parser, "none|qwen3|deepseek_r1",
+        {"reasoning-parser", EA_ARG_STR, &f.reasoning_parser, "none|qwen3|deepseek_r1|kimi_k2",
          "chat: return <think>...</think> as reasoning_content (default none: it stays in content, as vLLM without the flag)"},
         {"tool-call-parser", EA_ARG_STR, &f.tool_call_parser, "auto|hermes|qwen3_coder|deepseek_v3|deepseek_v31|kimi_k2|none",
          "chat: how the model writes tool calls (default auto: as its chat template renders them)"},

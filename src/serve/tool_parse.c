@@ -69,6 +69,7 @@ int ea_reasoning_mode_parse(const char *name) {
     if (!strcmp(name, "none")) return EA_REASONING_NONE;
     if (!strcmp(name, "qwen3")) return EA_REASONING_QWEN3;
     if (!strcmp(name, "deepseek_r1")) return EA_REASONING_DEEPSEEK_R1;
+    if (!strcmp(name, "kimi_k2")) return EA_REASONING_KIMI_K2;
     return -1;
 }
 
@@ -422,13 +423,24 @@ static void reason_feed(ea_chat_split *sp, const char *text, size_t n, int final
         }
         if (sp->rstate == R_THINK) {
             long at = find(h, hn, THINK_CLOSE);
+            /* kimi_k2: a tool-call section ends the thinking too, and stays for the tool machine */
+            const char *sec = sp->rmode == EA_REASONING_KIMI_K2 ? kimi_markers.block_begin : NULL;
+            long at_sec = sec ? find(h, hn, sec) : -1;
+            if (at_sec >= 0 && (at < 0 || at_sec < at)) {
+                ea_sbuf_append(&d->reasoning, h, (size_t)at_sec);
+                drop(&sp->rhold, (size_t)at_sec);
+                sp->rstate = R_CONTENT;
+                continue;
+            }
             if (at >= 0) {
                 ea_sbuf_append(&d->reasoning, h, (size_t)at);
                 drop(&sp->rhold, (size_t)at + strlen(THINK_CLOSE));
                 sp->rstate = R_CONTENT;
                 continue;
             }
-            size_t k = hn - (final ? 0 : partial(h, hn, THINK_CLOSE));
+            size_t hold = partial(h, hn, THINK_CLOSE);
+            if (sec && partial(h, hn, sec) > hold) hold = partial(h, hn, sec);
+            size_t k = hn - (final ? 0 : hold);
             ea_sbuf_append(&d->reasoning, h, k);
             drop(&sp->rhold, k);
             return;

@@ -53,6 +53,9 @@
  *   EA_REASONING_DEEPSEEK_R1: the template opened the block (R1's prompt ends
  *     with <think>\n); output is reasoning up to </think> (a leading <think>
  *     is dropped), then content.
+ *   EA_REASONING_KIMI_K2 (Kimi K2-Thinking; vLLM's kimi_k2): as QWEN3, and
+ *     <|tool_calls_section_begin|> inside the think block also ends it (the
+ *     model may call a tool while thinking); the section is then read as calls.
  *   An unterminated think block is all reasoning, in both modes (vLLM's
  *   streaming behaviour; its non-streaming qwen3 parser would call it content).
  *   ea_chat_split_think_open: a prompt that ends inside an open think block
@@ -87,7 +90,7 @@ typedef enum {
     EA_TOOL_FMT_KIMI_K2,
     EA_TOOL_FMT_DEEPSEEK_V31
 } ea_tool_format;
-typedef enum { EA_REASONING_NONE = 0, EA_REASONING_QWEN3, EA_REASONING_DEEPSEEK_R1 } ea_reasoning_mode;
+typedef enum { EA_REASONING_NONE = 0, EA_REASONING_QWEN3, EA_REASONING_DEEPSEEK_R1, EA_REASONING_KIMI_K2 } ea_reasoning_mode;
 
 /* The format a chat template teaches: read from the template's text (how it
  * renders an assistant's tool_calls), else the family's (HF model_type; a
@@ -100,7 +103,7 @@ ea_tool_format ea_tool_format_for_model(const char *chat_template, const char *m
 int ea_tool_format_parse(const char *name);
 /* 1 if a rendered prompt ends inside an open think block ("<think>" then only whitespace). */
 int ea_prompt_opens_think(const char *prompt);
-/* "qwen3" / "deepseek_r1" / "none" -> mode; -1 for another name. */
+/* "qwen3" / "deepseek_r1" / "kimi_k2" / "none" -> mode; -1 for another name. */
 int ea_reasoning_mode_parse(const char *name);
 
 /* Parse one call's body (the text between its markers); tools (OpenAI's

@@ -1,10 +1,11 @@
 /*
  * fuzz_tool_parse.c — fuzz target for serve/tool_parse.c, the split of a
  * model's output into reasoning, content and tool calls. The first byte picks
- * the reasoning mode (bits 0-1), the tool format (bits 2-3) and the size of
- * the deltas (bits 4-7, 0 = the whole text; an odd size also starts inside a
- * think block the prompt opened); the rest is the output text. XML calls are
- * typed by a fixed set of tools.
+ * the reasoning mode (bits 0-1: none, qwen3, deepseek_r1, kimi_k2), the tool
+ * format (bits 2-4, modulo 6: none, hermes, deepseek_v3, qwen3_coder, kimi_k2,
+ * deepseek_v31) and the size of the deltas (bits 5-7, 0 = the whole text; an
+ * odd size also starts inside a think block the prompt opened); the rest is
+ * the output text. XML calls are typed by a fixed set of tools.
  *
  * Asserted: no crash, leak or UB (sanitizers); the split is the same whether
  * the text comes whole or in deltas (streams and non-streaming answers agree);
@@ -67,9 +68,9 @@ static void split_free(split *s) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1 || size > 1 << 14) return 0;
-    ea_reasoning_mode rm = (ea_reasoning_mode)(data[0] & 3) % 3;
-    ea_tool_format f = (ea_tool_format)((data[0] >> 2) & 3); /* NONE, QWEN3, DEEPSEEK_V3, QWEN3_XML */
-    size_t chunk = data[0] >> 4;
+    ea_reasoning_mode rm = (ea_reasoning_mode)(data[0] & 3);
+    ea_tool_format f = (ea_tool_format)(((data[0] >> 2) & 7) % 6);
+    size_t chunk = data[0] >> 5;
     int open = (int)(chunk & 1);
     const char *t = (const char *)data + 1;
     size_t n = size - 1;

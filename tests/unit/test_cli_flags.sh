@@ -95,7 +95,7 @@ expect "serve --eplb-window alone" 2 "--eplb-window needs --eplb or --init-exper
 expect "serve --dist-timeout alone" 2 "--dist-timeout needs --parallel" -- serve --port 0 --model "$M" --dist-timeout 5
 expect "bench serve --input-len with --dataset" 2 "--input-len does not apply with --dataset" -- \
     bench serve --url http://127.0.0.1:1 --dataset "$M/config.json" --input-len 8
-expect "serve --reasoning-parser granite" 2 "--reasoning-parser must be none, qwen3 or deepseek_r1" -- \
+expect "serve --reasoning-parser granite" 2 "--reasoning-parser must be none, qwen3, deepseek_r1 or kimi_k2" -- \
     serve --port 0 --model "$M" --reasoning-parser granite
 expect "serve --tool-call-parser mistral" 2 "--tool-call-parser must be auto, hermes, qwen3_coder, deepseek_v3, deepseek_v31, kimi_k2 or none" -- \
     serve --port 0 --model "$M" --tool-call-parser mistral

@@ -277,6 +277,30 @@ TEST(reasoning_then_tool_call) {
     }
 }
 
+/* kimi_k2 reasoning: a tool-call section inside the think block ends it; qwen3's would keep it as reasoning. */
+TEST(kimi_call_while_thinking) {
+    const char *t = "<think>need weather<|tool_calls_section_begin|><|tool_call_begin|>functions.w:0"
+                    "<|tool_call_argument_begin|>{\"c\": \"P\"}<|tool_call_end|><|tool_calls_section_end|>";
+    for (size_t c = 0; c < NCHUNKS; c++) {
+        result r;
+        run(EA_REASONING_KIMI_K2, EA_TOOL_FMT_KIMI_K2, t, chunks[c], &r);
+        CHECK_STREQ(r.reasoning.data, "need weather");
+        CHECK_STREQ(r.content.data, "");
+        CHECK_EQ(json_array_size(r.calls), 1);
+        CHECK(call_is(r.calls, 0, "w", "{\"c\":\"P\"}"));
+        result_deinit(&r);
+        run(EA_REASONING_KIMI_K2, EA_TOOL_FMT_KIMI_K2, "<think>a <|tool_calls</think>b", chunks[c], &r);
+        CHECK_STREQ(r.reasoning.data, "a <|tool_calls");
+        CHECK_STREQ(r.content.data, "b");
+        result_deinit(&r);
+        run(EA_REASONING_QWEN3, EA_TOOL_FMT_KIMI_K2, t, chunks[c], &r);
+        CHECK_EQ(json_array_size(r.calls), 0);
+        CHECK(strstr(r.reasoning.data, "<|tool_calls_section_begin|>") != NULL);
+        result_deinit(&r);
+    }
+    CHECK_EQ(ea_reasoning_mode_parse("kimi_k2"), EA_REASONING_KIMI_K2);
+}
+
 /* The tools of the XML tests: each parameter's type decides how its raw text is read. */
 static const char XML_TOOLS[] =
     "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
@@ -420,6 +444,7 @@ int main(void) {
     RUN(no_format_passes_everything);
     RUN(reasoning_split);
     RUN(reasoning_then_tool_call);
+    RUN(kimi_call_while_thinking);
     RUN(qwen3_xml_calls);
     RUN(qwen3_xml_malformed_is_content);
     RUN(think_opened_by_prompt);
