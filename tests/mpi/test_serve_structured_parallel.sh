@@ -8,16 +8,23 @@
 # once, 2 streamed) answer
 # byte-identically to one process, and every output that finished validates.
 # qwen3_5_moe (with --reasoning-parser qwen3) adds the grammar that waits for the
-# think block its prompt opens: the gate crosses the bus in the submit event too.
+# think block its prompt opens: the gate crosses the bus in the submit event too;
+# kimi_k2 (Kimi's files on DeepSeek-V3's architecture) adds its call syntax,
+# whose index the grammar leaves to the model, and its tiktoken tokenizer.
 set -euo pipefail
 . "$(dirname "$0")/mpi_lib.sh"
 W="$EA_BUILD/golden-models/serve-structured-par"
 mkdir -p "$W"
 R="/usr/bin/python3 $EA_SRC/tests/mpi/structured_req.py"
 
-for fam in qwen3_moe deepseek_v3 qwen3_5_moe; do
+for fam in qwen3_moe deepseek_v3 qwen3_5_moe kimi_k2; do
   M="$W/$fam"
-  [ -d "$M" ] || "$EAAS_BIN" make-model --family "$fam" --preset tiny --seed 7 --format hf --out "$M" >/dev/null
+  if [ "$fam" = kimi_k2 ]; then # DeepSeek-V3's architecture with Kimi's files (tiktoken_ref.mjs kimi-model)
+    [ -d "$M" ] || { "$EAAS_BIN" make-model --family deepseek_v3 --preset tiny --seed 7 --format hf --out "$M" >/dev/null &&
+      node "$EA_SRC/tests/golden/tiktoken_ref.mjs" kimi-model "$M" 2>/dev/null; }
+  else
+    [ -d "$M" ] || "$EAAS_BIN" make-model --family "$fam" --preset tiny --seed 7 --format hf --out "$M" >/dev/null
+  fi
   # qwen3_5_moe: its prompt opens a think block; the tool requests say a thought first
   # (the test hook), and their grammar starts after its </think> on every rank alike
   extra=() think=
