@@ -13,6 +13,7 @@
 
 int ea_cmd_make_model(int argc, char **argv);
 int ea_cmd_inspect(int argc, char **argv);
+int ea_cmd_convert_fp8(int argc, char **argv);
 int ea_cmd_tokenize(int argc, char **argv);
 int ea_cmd_detokenize(int argc, char **argv);
 int ea_cmd_chat_template(int argc, char **argv);

@@ -25,6 +25,7 @@ typedef struct {
 static const ea_command commands[] = {
     {"make-model", ea_cmd_make_model, "write a random-weight test model (HF or GGUF)"},
     {"inspect", ea_cmd_inspect, "describe a model: architecture, sizes, parameters, file problems"},
+    {"convert-fp8", ea_cmd_convert_fp8, "write a bf16 copy of an FP8 checkpoint (DeepSeek-V3, Kimi K2)"},
     {"tokenize", ea_cmd_tokenize, "print the token ids of a text as a JSON array"},
     {"detokenize", ea_cmd_detokenize, "print the text of token ids"},
     {"chat-template", ea_cmd_chat_template, "render a conversation with the model's chat template"},

@@ -509,7 +509,15 @@ ea_status ea_model_open(const char *path, ea_model **out) {
         f->n_tensors = f->st->n_refs;
         for (int i = 0; i < f->st->n_refs; i++) {
             ea_tensor t;
-            ea_st_set_tensor(f->st, i, &t, NULL);
+            const char *file;
+            ea_st_set_tensor(f->st, i, &t, &file);
+            if (ea_st_set_info(f->st, i)->f8) {
+                s = ea_err(EA_ERR_UNSUPPORTED,
+                           "%s: tensor '%s': dtype F8_E4M3 (an FP8 checkpoint) is not loaded; convert it to bf16 "
+                           "first: eaas convert-fp8 --model %s --out NEW_DIR",
+                           file, t.name, path);
+                goto fail;
+            }
             m->weight_bytes += (int64_t)t.nbytes;
         }
     } else if (ea_file_exists(path)) {

@@ -74,7 +74,8 @@ static ea_status ea__st_entry(ea_st_file *f, const char *key, json_t *val, ea_st
     ea_dtype dt = EA_F32;
     int esize = ea_st_dtype_size(ds, &dt, &supported);
     if (esize == 0) return ea_err(EA_ERR_FORMAT, "%s: tensor '%s': unknown dtype '%s'", fp, key, ds);
-    if (!supported)
+    ti->f8 = !strcmp(ds, "F8_E4M3");
+    if (!supported && !ti->f8)
         return ea_err(EA_ERR_UNSUPPORTED, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16 are)", fp,
                       key, ds);
     size_t nd = json_array_size(js);
@@ -113,7 +114,7 @@ static ea_status ea__st_entry(ea_st_file *f, const char *key, json_t *val, ea_st
                       "(data section %llu bytes, file %zu bytes)",
                       fp, key, (unsigned long long)e, (unsigned long long)(f->data_off + e),
                       (unsigned long long)avail, f->size);
-    ti->dtype = dt;
+    ti->dtype = ti->f8 ? EA_N_DTYPES : dt;
     ti->begin = b;
     ti->end = e;
     if (e > b && (f->data_off + b) % (uint64_t)esize) f->n_misaligned++;
@@ -470,6 +471,11 @@ void ea_st_set_close(ea_st_set *s) {
 }
 
 int ea_st_set_find(const ea_st_set *s, const char *name) { return ea__name_map_get(&s->names, name); }
+
+const ea_st_info *ea_st_set_info(const ea_st_set *s, int i) {
+    EA_ASSERT(i >= 0 && i < s->n_refs);
+    return &s->files[s->refs[i].file]->tensors[s->refs[i].index];
+}
 
 void ea_st_set_tensor(const ea_st_set *s, int i, ea_tensor *t, const char **file) {
     EA_ASSERT(i >= 0 && i < s->n_refs);

@@ -14,8 +14,10 @@
  *
  * Every check the loader relies on is done at parse time, before any view is
  * handed out: N <= file size - 8, the header is a JSON object, each dtype is
- * known (F32/F16/BF16 are supported; any other known dtype is
- * EA_ERR_UNSUPPORTED naming the tensor and dtype), shape product * element
+ * known (F32/F16/BF16 are supported; F8_E4M3 is parsed, flagged `f8`, for
+ * `eaas convert-fp8` only — the model loader refuses such a file and points
+ * at the command; any other known dtype is EA_ERR_UNSUPPORTED naming the
+ * tensor and dtype), shape product * element
  * size == end - begin (with overflow checks), end <= data section size, and
  * no two tensors overlap. Errors name the file, the tensor, and the byte
  * offset or JSON field that was wrong.
@@ -50,6 +52,7 @@ typedef struct {
     int n_dims; /* 0..EA_MAX_DIMS; 0 = scalar */
     int64_t shape[EA_MAX_DIMS];
     uint64_t begin, end; /* relative to the data section */
+    int f8;              /* 1: dtype F8_E4M3 (FP8 checkpoints); dtype is then EA_N_DTYPES: bytes, not a view to compute with */
 } ea_st_info;
 
 typedef struct {
@@ -96,6 +99,8 @@ ea_status ea_st_set_open(const char *dir, ea_st_set **out);
 void ea_st_set_close(ea_st_set *s);
 /* Index of `name` in refs, or -1. */
 int ea_st_set_find(const ea_st_set *s, const char *name);
+/* The header entry of refs[i]. */
+const ea_st_info *ea_st_set_info(const ea_st_set *s, int i);
 /* View of refs[i]; *file (optional) gets the path of the file holding it. */
 void ea_st_set_tensor(const ea_st_set *s, int i, ea_tensor *t, const char **file);
 

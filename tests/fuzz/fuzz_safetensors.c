@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (p < data || t.nbytes > size || p + t.nbytes > data + size) abort();
         if (t.nbytes) sink ^= p[0] ^ p[t.nbytes - 1];
         if (ea_st_find(&f, t.name) != i) abort();
-        if ((size_t)ea_tensor_nelem(&t) * (size_t)(t.dtype == EA_F32 ? 4 : 2) != t.nbytes) abort();
+        size_t es = f.tensors[i].f8 ? 1 : t.dtype == EA_F32 ? 4 : 2;
+        if ((size_t)ea_tensor_nelem(&t) * es != t.nbytes) abort();
     }
     (void)sink;
     ea_st_deinit(&f);

@@ -5,9 +5,11 @@
  * in CI, so an over-read would crash).
  */
 #include <errno.h>
+#include <math.h>
 #include <sys/stat.h>
 
 #include "harness.h"
+#include "model/fp8.h"
 #include "model/safetensors.h"
 #include "unit/model_files.h"
 
@@ -165,6 +167,34 @@ TEST(dtype_table) {
     CHECK_EQ(ea_st_dtype_size("Q8_0", &d, &sup), 0);
 }
 
+/* F8_E4M3 is parsed and flagged (for eaas convert-fp8); its values follow the bit fields. */
+TEST(fp8_flagged_and_decoded) {
+    mf_buf f = {0};
+    const char *h = "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2,4],\"data_offsets\":[0,8]},"
+                    "\"s\":{\"dtype\":\"F32\",\"shape\":[1,1],\"data_offsets\":[8,12]}}";
+    mf_u64(&f, strlen(h));
+    mf_put(&f, h, strlen(h));
+    mf_zero(&f, 12);
+    ea_st_file st;
+    CHECK_EQ(ea_st_parse(f.p, f.n, "fp8", &st), EA_OK);
+    int w = ea_st_find(&st, "w"), s = ea_st_find(&st, "s");
+    CHECK(st.tensors[w].f8 && !st.tensors[s].f8);
+    CHECK_EQ(st.tensors[w].end - st.tensors[w].begin, 8);
+    ea_st_deinit(&st);
+    free(f.p);
+    static const struct {
+        uint8_t b;
+        float v;
+    } cases[] = {{0x00, 0.0f},       {0x80, -0.0f},        {0x01, 0.001953125f}, {0x07, 0.013671875f},
+                 {0x08, 0.015625f},  {0x38, 1.0f},         {0x39, 1.125f},       {0x40, 2.0f},
+                 {0x7e, 448.0f},     {0xfe, -448.0f},      {0xb8, -1.0f},        {0x77, 240.0f}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float v = ea_fp8_e4m3_to_f32(cases[i].b);
+        if (v != cases[i].v || signbit(v) != signbit(cases[i].v)) FAIL_("e4m3 0x%02x: %g, want %g", cases[i].b, v, cases[i].v);
+    }
+    CHECK(isnan(ea_fp8_e4m3_to_f32(0x7f)) && isnan(ea_fp8_e4m3_to_f32(0xff)));
+}
+
 TEST(sharded_directory) {
     char dir[600], p[700];
     snprintf(dir, sizeof dir, "%s/sharded", g_dir);
@@ -243,6 +273,7 @@ int main(void) {
     RUN(layout_notes);
     RUN(duplicate_keys_rejected);
     RUN(dtype_table);
+    RUN(fp8_flagged_and_decoded);
     RUN(sharded_directory);
     RUN(open_file_maps_lazily);
     char cmd[700];
