@@ -156,7 +156,6 @@ ea_status ea_fp8_convert(const char *in_dir, const char *out_dir, int n_shards, 
     ea_st_set *s = NULL;
     ea_st_writer *wr = NULL;
     int *scale = NULL; /* per ref: its scale's index (FP8 weights), -2 (a scale, left out), -1 (copied) */
-    if (st == EA_OK) st = prepare_out(out_dir);
     if (st == EA_OK) st = ea_st_set_open(in_dir, &s);
     if (st == EA_OK && !(scale = ea_malloc((size_t)(s->n_refs ? s->n_refs : 1) * sizeof *scale)))
         st = ea_err(EA_ERR_NOMEM, "%s", in_dir);
@@ -175,6 +174,7 @@ ea_status ea_fp8_convert(const char *in_dir, const char *out_dir, int n_shards, 
         if (scale[i] == -1 && ends_with(nm, SCALE_SUFFIX))
             st = ea_err(EA_ERR_FORMAT, "%s: %s: a scale without an F8_E4M3 weight", in_dir, nm);
     }
+    if (st == EA_OK) st = prepare_out(out_dir); /* only once the input is known good */
     if (st == EA_OK) st = ea_st_writer_create(out_dir, n_shards, &wr);
     for (int i = 0; st == EA_OK && i < s->n_refs; i++) {
         const ea_st_info *t = ea_st_set_info(s, i);
