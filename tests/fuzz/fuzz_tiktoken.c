@@ -17,8 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/alloc.h"
-#include "tokenizer/tokenizer.h"
+#include "fuzz/fuzz_tok_use.h"
 
 static const char text[] = "Hello, world! It's DON'T 2024: 你好世界。 こんにちは 😀 \t\r\n  e\xcc\x81 "
                            "<|im_user|>x<|im_end|> [BOS] \xff\xfe\xc3 12345 ab abc aaa";
@@ -38,15 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     ea_tokenizer *t = NULL;
     if (ea_tokenizer_from_tiktoken(model, ml, cfg, cl, "fuzz.tiktoken", &t) != EA_OK) return 0;
-    for (unsigned flags = 0; flags < 4; flags++) {
-        ea_tokens ids = {0};
-        if (ea_tokenizer_encode(t, text, sizeof text - 1, flags, &ids) == EA_OK) {
-            char *out = NULL;
-            size_t n;
-            if (ea_tokenizer_decode(t, ids.ids, ids.n, flags & 1, &out, &n) == EA_OK) ea_free(out);
-        }
-        ea_tokens_free(&ids);
-    }
+    fuzz_tok_use(t, text, sizeof text - 1);
     ea_tokenizer_destroy(t);
     return 0;
 }

@@ -17,8 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/alloc.h"
-#include "tokenizer/tokenizer.h"
+#include "fuzz/fuzz_tok_use.h"
 
 static const char text[] = "Hello, world! It's 2024: 你好世界 안녕 こんにちは 😀👨‍👩‍👧 \t\r\n  e\xcc\x81 "
                            "<|im_start|>x<|im_end|> <s> \xff\xfe\xc3 12345 ab abc aaa";
@@ -34,26 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     ea_tokenizer *t = NULL;
     if (ea_tokenizer_from_json(json, jl, cfg, cl, "fuzz.json", &t) != EA_OK) return 0;
-    for (unsigned flags = 0; flags < 4; flags++) {
-        ea_tokens ids = {0};
-        if (ea_tokenizer_encode(t, text, sizeof text - 1, flags, &ids) == EA_OK) {
-            char *out = NULL;
-            size_t n;
-            if (ea_tokenizer_decode(t, ids.ids, ids.n, flags & 1, &out, &n) == EA_OK) ea_free(out);
-            ea_detok_stream st;
-            ea_detok_stream_init(&st, flags & 1);
-            ea_sbuf acc = {0};
-            for (size_t i = 0; i < ids.n; i++) ea_detok_stream_push(t, &st, ids.ids[i], &acc);
-            ea_detok_stream_flush(&st, &acc);
-            ea_sbuf_deinit(&acc);
-        }
-        ea_tokens_free(&ids);
-    }
-    for (int32_t id = -1; id < 300; id += 37) {
-        size_t n;
-        ea_tokenizer_token_bytes(t, id, &n);
-        ea_tokenizer_piece(t, id, &n);
-    }
+    fuzz_tok_use(t, text, sizeof text - 1);
     ea_tokenizer_destroy(t);
     return 0;
 }

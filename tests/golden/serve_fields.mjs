@@ -89,6 +89,20 @@ function callsFinish(r, what, maxTokens = 300) {
 }
 const req3 = (extra) => ({ model, temperature: 1.0, max_tokens: 300, ignore_eos: false, messages: USER, tools: TOOLS3, tool_choice: 'required', ...extra });
 
+/* tool_choice "required" in the family's format: 4 seeds whose calls validate, the stream helper assembling the
+ * same calls, then a named function. */
+async function requiredCalls() {
+    for (let seed = 1; seed <= 4; seed++) {
+      const r = await client.chat.completions.create(req3({ seed }));
+      callsFinish(r, `seed ${seed}`);
+      const got = validCalls(r.choices[0].message.tool_calls, TOOLS3, `seed ${seed}`);
+      const f = await client.beta.chat.completions.stream(req3({ seed })).finalChatCompletion();
+      eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got), `seed ${seed}: assembled`);
+    }
+    const r = await client.chat.completions.create(req3({ seed: 9, tool_choice: { type: 'function', function: { name: 'get_time' } } }));
+    eq(r.choices[0].message.tool_calls.map((c) => c.function.name).join(), 'get_time', 'named');
+}
+
 async function one(prompt, extra) {
   return (await client.completions.create({ ...sampled, prompt, ...extra })).choices[0].text;
 }
@@ -113,17 +127,7 @@ if (mode === 'deepseek') {
     eq(JSON.stringify(f.choices[0].message.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments])),
       JSON.stringify(m.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments])), 'assembled calls');
   });
-  await check('deepseek_v3: tool_choice required writes its marker-token format; calls validate, stream helper agrees', async () => {
-    for (let seed = 1; seed <= 4; seed++) {
-      const r = await client.chat.completions.create(req3({ seed }));
-      callsFinish(r, `seed ${seed}`);
-      const got = validCalls(r.choices[0].message.tool_calls, TOOLS3, `seed ${seed}`);
-      const f = await client.beta.chat.completions.stream(req3({ seed })).finalChatCompletion();
-      eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got), `seed ${seed}: assembled`);
-    }
-    const r = await client.chat.completions.create(req3({ seed: 9, tool_choice: { type: 'function', function: { name: 'get_time' } } }));
-    eq(r.choices[0].message.tool_calls.map((c) => c.function.name).join(), 'get_time', 'named');
-  });
+  await check('deepseek_v3: tool_choice required writes its marker-token format; calls validate, stream helper agrees', requiredCalls);
   await check('deepseek_v3: an assistant tool-call turn (content null) and a tool result are rendered', async () => {
     const hist = [...USER, { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
       function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] }, { role: 'tool', tool_call_id: 'call_1', content: 'rain' }];
@@ -155,17 +159,7 @@ if (mode === 'kimi') {
     eq(JSON.stringify(f.choices[0].message.tool_calls.map((c) => [c.id, c.function.name, c.function.arguments])),
       JSON.stringify(m.tool_calls.map((c) => [c.id, c.function.name, c.function.arguments])), 'assembled calls');
   });
-  await check('kimi_k2: tool_choice required writes sections with functions.NAME:IDX ids; calls validate, stream helper agrees', async () => {
-    for (let seed = 1; seed <= 4; seed++) {
-      const r = await client.chat.completions.create(req3({ seed }));
-      callsFinish(r, `seed ${seed}`);
-      const got = validCalls(r.choices[0].message.tool_calls, TOOLS3, `seed ${seed}`);
-      const f = await client.beta.chat.completions.stream(req3({ seed })).finalChatCompletion();
-      eq(JSON.stringify(validCalls(f.choices[0].message.tool_calls, TOOLS3, `seed ${seed} streamed`)), JSON.stringify(got), `seed ${seed}: assembled`);
-    }
-    const r = await client.chat.completions.create(req3({ seed: 9, tool_choice: { type: 'function', function: { name: 'get_time' } } }));
-    eq(r.choices[0].message.tool_calls.map((c) => c.function.name).join(), 'get_time', 'named');
-  });
+  await check('kimi_k2: tool_choice required writes sections with functions.NAME:IDX ids; calls validate, stream helper agrees', requiredCalls);
   await check('kimi_k2: the returned id goes back into the conversation; the tokenizer is tiktoken\'s', async () => {
     const r = await client.chat.completions.create({ ...greedy, ignore_eos: false, max_tokens: 80, messages: USER, tools: TOOLS, eaas_test_forced_text: KIMI });
     const call = r.choices[0].message.tool_calls[0];
