@@ -146,11 +146,11 @@ static const ea_tool_call_syntax qwen3_xml_calls = {
 /* The grammar for tools and a forcing choice (REQUIRED or NAMED with name), in fmt. */
 static int calls_grammar(const json_t *tools, ea_tool_choice choice, const char *name, int parallel,
                          ea_tool_format fmt, ea_grammar **out, ea_oai_error *e) {
-    ea_tool_call_syntax sy = fmt == EA_TOOL_FMT_QWEN3       ? qwen3_calls
-                             : fmt == EA_TOOL_FMT_QWEN3_XML ? qwen3_xml_calls
-                             : fmt == EA_TOOL_FMT_KIMI_K2   ? kimi_k2_calls
+    ea_tool_call_syntax sy = fmt == EA_TOOL_FMT_QWEN3          ? qwen3_calls
+                             : fmt == EA_TOOL_FMT_QWEN3_XML    ? qwen3_xml_calls
+                             : fmt == EA_TOOL_FMT_KIMI_K2      ? kimi_k2_calls
                              : fmt == EA_TOOL_FMT_DEEPSEEK_V31 ? deepseek_v31_calls
-                                                            : deepseek_v3_calls;
+                                                               : deepseek_v3_calls;
     sy.many = choice == EA_TOOL_CHOICE_REQUIRED && parallel;
     const json_t *use = tools;
     json_t *one = NULL;

@@ -33,10 +33,10 @@ static const markers kimi_markers = {"<|tool_calls_section_begin|>", "<|tool_cal
 #define THINK_CLOSE "</think>"
 
 static const markers *markers_of(ea_tool_format f) {
-    return f == EA_TOOL_FMT_QWEN3 || f == EA_TOOL_FMT_QWEN3_XML ? &qwen3_markers
+    return f == EA_TOOL_FMT_QWEN3 || f == EA_TOOL_FMT_QWEN3_XML          ? &qwen3_markers
            : f == EA_TOOL_FMT_DEEPSEEK_V3 || f == EA_TOOL_FMT_DEEPSEEK_V31 ? &deepseek_markers
-           : f == EA_TOOL_FMT_KIMI_K2                           ? &kimi_markers
-                                                                : NULL;
+           : f == EA_TOOL_FMT_KIMI_K2                                      ? &kimi_markers
+                                                                           : NULL;
 }
 
 ea_tool_format ea_tool_format_for_model(const char *tpl, const char *t) {
@@ -289,12 +289,12 @@ static json_t *parse_qwen3_xml(const char *body, size_t n, const json_t *tools) 
 }
 
 int ea_tool_parse_call(ea_tool_format fmt, const json_t *tools, const char *body, size_t n, json_t **call) {
-    *call = fmt == EA_TOOL_FMT_QWEN3         ? parse_qwen3(body, n)
-            : fmt == EA_TOOL_FMT_QWEN3_XML   ? parse_qwen3_xml(body, n, tools)
-            : fmt == EA_TOOL_FMT_DEEPSEEK_V3 ? parse_deepseek(body, n)
+    *call = fmt == EA_TOOL_FMT_QWEN3          ? parse_qwen3(body, n)
+            : fmt == EA_TOOL_FMT_QWEN3_XML    ? parse_qwen3_xml(body, n, tools)
+            : fmt == EA_TOOL_FMT_DEEPSEEK_V3  ? parse_deepseek(body, n)
             : fmt == EA_TOOL_FMT_DEEPSEEK_V31 ? parse_deepseek_v31(body, n)
-            : fmt == EA_TOOL_FMT_KIMI_K2     ? parse_kimi(body, n)
-                                             : NULL;
+            : fmt == EA_TOOL_FMT_KIMI_K2      ? parse_kimi(body, n)
+                                              : NULL;
     return *call ? 0 : -1;
 }
 
