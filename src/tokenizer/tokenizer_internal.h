@@ -155,6 +155,12 @@ int ea__tok_bytelevel_char(uint8_t b, char *out);
     "|[^\\r\\n\\p{L}\\p{N}]?" EA__KIMI_UPPER "+" EA__KIMI_LOWER "*" EA__KIMI_CONTRACTION \
     "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* 1 if c is one of the special tokens of Kimi's tokenizer class (HF's
+ * all_special_tokens: [BOS] [EOS] [UNK] [PAD] and its eight
+ * additional_special_tokens); Kimi's other added tokens (tool-call markers,
+ * <think>) are text in its output. For tiktoken.model and "kimi-k2" GGUFs. */
+int ea__kimi_hf_special(const char *c);
+
 /* GGUF (tokenizer_vocab.c). */
 ea_status ea__tok_load_gguf(const char *path, ea_tokenizer **out);
 /* A directory's tiktoken.model with its tokenizer_config.json (tokenizer_tiktoken.c). */

@@ -50,26 +50,28 @@ static const char *config_token(const json_t *cfg, const char *key) {
     return json_is_object(v) ? json_string_value(json_object_get(v, "content")) : json_string_value(v);
 }
 
+int ea__kimi_hf_special(const char *c) {
+    static const char *const names[] = {KIMI_BOS,        KIMI_EOS,        "[UNK]",          "[PAD]",
+                                        "<|im_end|>",    "<|im_user|>",   "<|im_assistant|>", "<|start_header_id|>",
+                                        "<|end_header_id|>", "[EOT]",     "<|im_system|>",  "<|im_middle|>"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(names[i], c)) return 1;
+    return 0;
+}
+
 /* Whether token text c is one of HF's special tokens (all_special_tokens: the
- * config's bos/eos/unk/pad and additional_special_tokens, Kimi's list when it
- * has none). Those are skipped in output text and recognised in input only
- * when special tokens are; the other added tokens (tool-call markers, <think>,
- * reserved ids) are ordinary text both ways, as in HF's tokenizer. */
+ * config's bos/eos/unk/pad and additional_special_tokens; Kimi's class's
+ * when the config names none). Those are skipped in output text and
+ * recognised in input only when special tokens are; the other added tokens
+ * (tool-call markers, <think>, reserved ids) are ordinary text both ways, as
+ * in HF's tokenizer. */
 static int is_special(const json_t *cfg, const char *c) {
-    static const char *const kimi_extra[] = {"<|im_end|>",        "<|im_user|>", "<|im_assistant|>",
-                                             "<|start_header_id|>", "<|end_header_id|>", "[EOT]",
-                                             "<|im_system|>",     "<|im_middle|>"};
-    const char *const named[4] = {config_token(cfg, "bos_token") ? config_token(cfg, "bos_token") : KIMI_BOS,
-                                  config_token(cfg, "eos_token") ? config_token(cfg, "eos_token") : KIMI_EOS,
+    const char *const named[4] = {config_token(cfg, "bos_token"), config_token(cfg, "eos_token"),
                                   config_token(cfg, "unk_token"), config_token(cfg, "pad_token")};
     for (int i = 0; i < 4; i++)
         if (named[i] && !strcmp(named[i], c)) return 1;
     const json_t *extra = json_object_get(cfg, "additional_special_tokens");
-    if (!json_is_array(extra)) {
-        for (size_t i = 0; i < sizeof kimi_extra / sizeof kimi_extra[0]; i++)
-            if (!strcmp(kimi_extra[i], c)) return 1;
-        return 0;
-    }
+    if (!json_is_array(extra)) return ea__kimi_hf_special(c);
     size_t i;
     const json_t *e;
     json_array_foreach(extra, i, e) {

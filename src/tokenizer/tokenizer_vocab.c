@@ -14,7 +14,10 @@
  * Token types: CONTROL tokens become special added tokens and USER_DEFINED
  * tokens non-special added tokens, both matched in text before BPE (special
  * ones only with EA_TOK_PARSE_SPECIAL), like llama.cpp's special-token
- * partition.
+ * partition. "kimi-k2" files mark all of Kimi's added tokens CONTROL; of
+ * those only its class's special tokens stay special (ea__kimi_hf_special),
+ * so its tool-call markers and <think> reach the parsers as with its
+ * tiktoken.model.
  */
 #include <stdio.h>
 #include <string.h>
@@ -81,14 +84,20 @@ static ea_status from_vocab(ea_tokenizer *t, const ea_tokenizer_vocab *v) {
                       v->pre);
     if (v->n_tokens <= 0) return ea_err(EA_ERR_FORMAT, "%s: tokenizer.ggml.tokens: empty", t->what);
     EA_TRY(ea__tok_set_vocab_size(t, v->n_tokens));
+    int kimi = v->pre && !strcmp(v->pre, "kimi-k2");
     char f[64];
     for (int64_t i = 0; i < v->n_tokens; i++) {
         int type = v->token_types ? v->token_types[i] : EA_TOKTYPE_NORMAL;
         snprintf(f, sizeof f, "tokenizer.ggml.tokens[%lld]", (long long)i);
         if (!v->tokens[i]) return ea_err(EA_ERR_FORMAT, "%s: %s: missing", t->what, f);
+        int special = type == EA_TOKTYPE_CONTROL;
+        if (special && kimi) { /* as the tiktoken loader: only HF's special tokens of Kimi's class */
+            char c[64];
+            snprintf(c, sizeof c, "%.*s", (int)(v->token_lens[i] < 63 ? v->token_lens[i] : 63), v->tokens[i]);
+            special = v->token_lens[i] < 63 && ea__kimi_hf_special(c);
+        }
         if ((type == EA_TOKTYPE_CONTROL || type == EA_TOKTYPE_USER_DEFINED) && v->token_lens[i] > 0)
-            EA_TRY(ea__tok_add_added(t, (int32_t)i, v->tokens[i], v->token_lens[i], type == EA_TOKTYPE_CONTROL, 0, 0,
-                                     0, 0, f));
+            EA_TRY(ea__tok_add_added(t, (int32_t)i, v->tokens[i], v->token_lens[i], special, 0, 0, 0, 0, f));
         else
             EA_TRY(ea__tok_set_piece(t, (int32_t)i, v->tokens[i], v->token_lens[i], f));
     }

@@ -489,6 +489,9 @@ TEST(gguf_vocab_arrays) {
         len[n] = strlen(digits[i]);
         type[n] = EA_TOKTYPE_NORMAL;
     }
+    tok[n] = "<|im_end|>";
+    len[n] = 10;
+    type[n++] = EA_TOKTYPE_CONTROL;
     const char *merges[] = {"h e", "l l", "he ll", "hell o", "1 2", "12 3"};
     size_t ml[] = {3, 3, 5, 6, 3, 4};
     ea_tokenizer_vocab v = {.n_tokens = n, .tokens = tok, .token_lens = len, .token_types = type, .n_merges = 6,
@@ -504,6 +507,10 @@ TEST(gguf_vocab_arrays) {
     v.pre = "kimi-k2"; /* llama.cpp's name for Kimi K2's pattern: digits in threes */
     CHECK(ea_tokenizer_from_vocab(&v, &t) == EA_OK);
     CHECK_STREQ(enc(t, "hello 1234", 0), "259,32,262,52");
+    /* Kimi's class: <|im_end|> stays special, another CONTROL token (its tool-call markers) is text */
+    CHECK(ea_tokenizer_is_special(t, 263));
+    CHECK(!ea_tokenizer_is_special(t, 260));
+    CHECK_STREQ(enc(t, "hello<|end|>", 0), "259,260");
     ea_tokenizer_destroy(t);
     v.pre = "no-such-pre";
     CHECK_EQ(ea_tokenizer_from_vocab(&v, &t), EA_ERR_UNSUPPORTED);
