@@ -31,7 +31,7 @@ def ids(seed, n):
 
 def spec(kind):
     if kind == "many":
-        return [{"prompt": ids(i, 20 + (i * 37) % 200), "max_tokens": 8, "seed": 100 + i} for i in range(64)]
+        return [{"prompt": ids(i, 20 + (i * 37) % 200), "max_tokens": 24, "seed": 100 + i} for i in range(64)]
     if kind == "fresh":
         q = ids(600, 150)
         return [{"prompt": q, "max_tokens": 12, "seed": 3}, {"prompt": q, "max_tokens": 12, "seed": 3}]

@@ -13,7 +13,9 @@
 #     blocks and state snapshots read back);
 #   - with the default --max-batch-tokens, a prompt's last boundary is still
 #     kept (the cut rule stops a prompt call there): the prompt again hits;
-#   - a small cache (--kv-cache-mib 1, 48 running: 58 blocks after the states) preempts, same texts.
+#   - a small cache (--kv-cache-mib 1, 48 running: 58 blocks after the states) preempts, same texts
+#     (24 tokens per answer: with 8, an answer crossed at most one block boundary and a loaded
+#     machine once saw no preemption at all; with 24, runs saw 7 and 12).
 # Requests and comparisons: hybrid_req.py. Servers are stopped by their PID.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
