@@ -13,6 +13,8 @@
 #ifndef EA_TOKENIZER_INTERNAL_H
 #define EA_TOKENIZER_INTERNAL_H
 
+#include <jansson.h>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <pthread.h>
@@ -160,6 +162,10 @@ int ea__tok_bytelevel_char(uint8_t b, char *out);
  * additional_special_tokens); Kimi's other added tokens (tool-call markers,
  * <think>) are text in its output. For tiktoken.model and "kimi-k2" GGUFs. */
 int ea__kimi_hf_special(const char *c);
+
+/* A token name in tokenizer_config.json: a string or {"content": ...}; NULL
+ * if absent (tokenizer_json.c). */
+const char *ea__tok_config_token(const json_t *cfg, const char *key);
 
 /* GGUF (tokenizer_vocab.c). */
 ea_status ea__tok_load_gguf(const char *path, ea_tokenizer **out);

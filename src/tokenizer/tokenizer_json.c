@@ -101,8 +101,7 @@ static ea_status load_pretok(ea_tokenizer *t, const json_t *n, const char *path)
                   "%s: %s.type: pre-tokenizer '%s' is not supported (Sequence, Split, ByteLevel)", t->what, path, type);
 }
 
-/* A token name in tokenizer_config: a string or {"content": ...}. */
-static const char *config_token(const json_t *cfg, const char *key) {
+const char *ea__tok_config_token(const json_t *cfg, const char *key) {
     const json_t *v = json_object_get(cfg, key);
     if (json_is_string(v)) return json_string_value(v);
     if (json_is_object(v)) return json_string_value(json_object_get(v, "content"));
@@ -286,7 +285,7 @@ static ea_status load_json(ea_tokenizer *t, const json_t *root, const json_t *cf
     EA_TRY(ea__tok_finish(t));
 
     if (cfg) {
-        const char *bos = config_token(cfg, "bos_token"), *eos = config_token(cfg, "eos_token");
+        const char *bos = ea__tok_config_token(cfg, "bos_token"), *eos = ea__tok_config_token(cfg, "eos_token");
         if (bos) t->bos = ea__tok_lookup(t, bos, strlen(bos));
         if (eos) t->eos = ea__tok_lookup(t, eos, strlen(eos));
         if (!has_template) {

@@ -44,16 +44,12 @@ static const char *auto_tokenizer(const json_t *cfg) {
     return json_string_value(v);
 }
 
-/* A token name in tokenizer_config.json: a string or {"content": ...}. */
-static const char *config_token(const json_t *cfg, const char *key) {
-    const json_t *v = json_object_get(cfg, key);
-    return json_is_object(v) ? json_string_value(json_object_get(v, "content")) : json_string_value(v);
-}
-
 int ea__kimi_hf_special(const char *c) {
-    static const char *const names[] = {KIMI_BOS,        KIMI_EOS,        "[UNK]",          "[PAD]",
-                                        "<|im_end|>",    "<|im_user|>",   "<|im_assistant|>", "<|start_header_id|>",
-                                        "<|end_header_id|>", "[EOT]",     "<|im_system|>",  "<|im_middle|>"};
+    static const char *const names[] = {
+        KIMI_BOS,     KIMI_EOS,      "[UNK]",           "[PAD]", /* bos, eos, unk, pad */
+        "<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|start_header_id|>", "<|end_header_id|>", "[EOT]",
+        "<|im_system|>", "<|im_middle|>", /* the class's additional_special_tokens */
+    };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(names[i], c)) return 1;
     return 0;
@@ -66,8 +62,8 @@ int ea__kimi_hf_special(const char *c) {
  * (tool-call markers, <think>, reserved ids) are ordinary text both ways, as
  * in HF's tokenizer. */
 static int is_special(const json_t *cfg, const char *c) {
-    const char *const named[4] = {config_token(cfg, "bos_token"), config_token(cfg, "eos_token"),
-                                  config_token(cfg, "unk_token"), config_token(cfg, "pad_token")};
+    const char *const named[4] = {ea__tok_config_token(cfg, "bos_token"), ea__tok_config_token(cfg, "eos_token"),
+                                  ea__tok_config_token(cfg, "unk_token"), ea__tok_config_token(cfg, "pad_token")};
     for (int i = 0; i < 4; i++)
         if (named[i] && !strcmp(named[i], c)) return 1;
     const json_t *extra = json_object_get(cfg, "additional_special_tokens");
@@ -225,7 +221,7 @@ static ea_status build(ea_tokenizer *t, const tt_file *f, const json_t *cfg) {
     t->ignore_merges = 1;
     t->has_bytelevel = 1;
     EA_TRY(ea__tok_finish(t));
-    const char *bos = config_token(cfg, "bos_token"), *eos = config_token(cfg, "eos_token");
+    const char *bos = ea__tok_config_token(cfg, "bos_token"), *eos = ea__tok_config_token(cfg, "eos_token");
     t->bos = ea__tok_lookup(t, bos ? bos : KIMI_BOS, strlen(bos ? bos : KIMI_BOS));
     t->eos = ea__tok_lookup(t, eos ? eos : KIMI_EOS, strlen(eos ? eos : KIMI_EOS));
     t->clean_up_spaces = 0;
