@@ -238,9 +238,9 @@ static size_t take_calls(ea_oai_output *o, ea_oai_choice *ch, const json_t *call
     json_t *c;
     json_array_foreach(calls, i, c) {
         if (!o->parallel_tool_calls && json_array_size(ch->calls) >= 1) break;
-        char id[48];
-        call_id(id, sizeof id);
+        char id[48] = "";
         const char *model_id = json_string_value(json_object_get(c, "id")); /* Kimi's functions.NAME:IDX */
+        if (!model_id) call_id(id, sizeof id);
         json_array_append_new(ch->calls, json_pack("{s:s,s:s,s:{s:O,s:O}}", "id", model_id ? model_id : id, "type",
                                                    "function", "function",
                                                    "name", json_object_get(c, "name"), "arguments",
