@@ -33,20 +33,18 @@ B=$OUT/other; mkdir -p "$B"; cp "$D/tiktoken.model" "$B/"
 echo '{"auto_map": {"AutoTokenizer": ["tokenization_qwen.QWenTokenizer", null]}}' > "$B/tokenizer_config.json"
 "$BIN" tokenize --model "$B" x 2> "$OUT/err" && st=0 || st=$?
 check "other class refused" '[ "$st" = 1 ] && grep -q "tokenization_qwen.QWenTokenizer. is not supported" "$OUT/err"'
-# broken files name the line
+# broken files name the line: refused NAME FILE_TEXT ERROR_TEXT
 cp "$D/tokenizer_config.json" "$B/"
-printf 'IQ== 0\nIg== 0\n' > "$B/tiktoken.model"
-"$BIN" tokenize --model "$B" x 2> "$OUT/err" && st=0 || st=$?
-check "repeated rank" '[ "$st" = 1 ] && grep -q "tiktoken.model: line 2: rank 0 repeats" "$OUT/err"'
-printf 'IQ== 0\nnot-base64! 1\n' > "$B/tiktoken.model"
-"$BIN" tokenize --model "$B" x 2> "$OUT/err" && st=0 || st=$?
-check "bad base64" '[ "$st" = 1 ] && grep -q "line 2: the token is not base64" "$OUT/err"'
-printf 'IQ== 0\nIg== 5\n' > "$B/tiktoken.model"
-"$BIN" tokenize --model "$B" x 2> "$OUT/err" && st=0 || st=$?
-check "rank out of range" '[ "$st" = 1 ] && grep -q "line 2: rank 5 is out of range" "$OUT/err"'
-printf 'IQ==\n' > "$B/tiktoken.model"
-"$BIN" tokenize --model "$B" x 2> "$OUT/err" && st=0 || st=$?
-check "no rank" '[ "$st" = 1 ] && grep -q "line 1: expected" "$OUT/err"'
+refused() {
+  local want=$3
+  printf "$2" > "$B/tiktoken.model"
+  "$BIN" tokenize --model "$B" x 2> "$OUT/err" && st=0 || st=$?
+  check "$1" '[ "$st" = 1 ] && grep -q "$want" "$OUT/err"'
+}
+refused "repeated rank" 'IQ== 0\nIg== 0\n' "tiktoken.model: line 2: rank 0 repeats"
+refused "bad base64" 'IQ== 0\nnot-base64! 1\n' "line 2: the token is not base64"
+refused "rank out of range" 'IQ== 0\nIg== 5\n' "line 2: rank 5 is out of range"
+refused "no rank" 'IQ==\n' "line 1: expected"
 echo "cli: $pass passed, $fail failed"
 [ $fail = 0 ] || rc=1
 exit $rc
