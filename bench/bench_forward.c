@@ -2,7 +2,7 @@
  * bench_forward.c — decode and prefill speed of the forward pass, as JSON lines.
  *
  *   bench_forward --model M [--threads N] [--batches 1,4,16,64] [--steps S]
- *                 [--rounds R] [--prefill 512] [--chunk C] [--reps R] [--membw-gbs X]
+ *                 [--rounds R] [--prefill 512] [--chunk C] [--reps R] [--membw-mb N | --membw-gbs X]
  *
  * decode at batch B: B sequences, each with a 16-token prompt already in the
  * cache, then S steps of one token per sequence in one forward call per step;
@@ -12,13 +12,20 @@
  * the first (which also pays first-touch page faults). Token ids are fixed pseudo-random values (speed does
  * not depend on them beyond routing, which random ids exercise).
  * "bw_frac" is the decode speed at batch 1 relative to the memory-bandwidth
- * bound: active weight bytes per token / bandwidth (pass the bandwidth measured
- * by bench_membw with --membw-gbs). The last line reports peak RSS against
- * weights + KV cache + activations.
+ * bound: active weight bytes per token / bandwidth. The bandwidth is read in
+ * this process right before every batch-1 round (bench_membw's reader, on a
+ * buffer of --membw-mb MiB, with the engine's threads, best of 3 passes), so
+ * each round has its own fraction ("bw_frac_rounds"; "bw_frac" is their
+ * median): on a shared machine the bandwidth itself moves by a fifth between
+ * minutes. --membw-gbs X takes a fixed bandwidth instead; --membw-mb 0 reads
+ * none. The last line reports peak RSS against weights + KV cache +
+ * activations.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "membw.h"
 
 #include "base/args.h"
 #include "base/util.h"
@@ -59,6 +66,7 @@ int main(int argc, char **argv) {
     const char *model = NULL, *batches = "1,4,16,64";
     int threads = 0, steps = 16, prefill = 512, chunk = 512, reps = 3, rounds = 1;
     double membw = 0;
+    int membw_mb = 1024;
     ea_arg spec[] = {{"model", EA_ARG_STR, &model, "PATH", "model directory or .gguf"},
                      {"threads", EA_ARG_INT, &threads, "N", "threads (default: CPU count)"},
                      {"batches", EA_ARG_STR, &batches, "LIST", "decode batch sizes"},
@@ -67,7 +75,8 @@ int main(int argc, char **argv) {
                      {"chunk", EA_ARG_INT, &chunk, "C", "prefill tokens per forward call"},
                      {"reps", EA_ARG_INT, &reps, "R", "prefill runs; the best is reported (the first one too)"},
                      {"rounds", EA_ARG_INT, &rounds, "R", "decode: run the batch list R times in turn; median reported"},
-                     {"membw-gbs", EA_ARG_DOUBLE, &membw, "X", "memory bandwidth for bw_frac"},
+                     {"membw-mb", EA_ARG_INT, &membw_mb, "N", "MiB read for the bandwidth beside each batch-1 round (0: none)"},
+                     {"membw-gbs", EA_ARG_DOUBLE, &membw, "X", "a fixed memory bandwidth for bw_frac instead"},
                      {0}};
     ea_args_rest rest;
     if (ea_args_parse(spec, argc, argv, &rest) != EA_OK || rest.help || !model) {
@@ -139,10 +148,19 @@ int main(int argc, char **argv) {
     /* decode: the batch list is run `rounds` times in turn (so slow minutes of
      * this shared machine hit every batch size alike); each line reports the
      * median round, every round, and the ratio to batch 1's median */
-    double tps_all[16][16];
+    double tps_all[16][16], bw_all[16] = {0};
+    membw_buf mbuf = {0};
+    int has_b1 = 0;
+    for (int bi = 0; bi < nb; bi++) has_b1 |= bl[bi] == 1;
+    if (membw > 0 || !has_b1) membw_mb = 0;
+    if (membw_mb > 0 && !membw_init(&mbuf, (size_t)membw_mb)) {
+        fprintf(stderr, "bench_forward: cannot allocate %d MiB for the bandwidth reading\n", membw_mb);
+        return 1;
+    }
     for (int rd = 0; rd < rounds && s == EA_OK; rd++)
         for (int bi = 0; bi < nb && s == EA_OK; bi++) {
             int B = bl[bi];
+            if (B == 1) bw_all[rd] = membw_mb > 0 ? membw_measure(&mbuf, e->pool, ea_pool_size(e->pool), 3) : membw;
             for (int b = 0; b < B; b++) {
                 ea_kv_seq_release(&e->kv, b);
                 ea_kv_seq_reserve(&e->kv, b, 16 + steps + 1);
@@ -181,8 +199,20 @@ int main(int argc, char **argv) {
         for (int rd = 0; rd < rounds; rd++) printf("%s%.2f", rd ? "," : "", tps_all[bi][rd]);
         printf("],\"active_bytes_per_token\":%.0f", abytes);
         if (med1 > 0) printf(",\"vs_batch1\":%.2f", med / med1);
-        if (membw > 0 && bl[bi] == 1)
-            printf(",\"bw_limit_tok_s\":%.2f,\"bw_frac\":%.3f", membw * 1e9 / abytes, med * abytes / (membw * 1e9));
+        if (bl[bi] == 1 && bw_all[0] > 0) { /* each round against the bandwidth read just before it */
+            double fr[16], bw[16];
+            for (int rd = 0; rd < rounds; rd++) fr[rd] = tps_all[bi][rd] * abytes / (bw_all[rd] * 1e9);
+            printf(",\"membw_gbps_rounds\":[");
+            for (int rd = 0; rd < rounds; rd++) printf("%s%.2f", rd ? "," : "", bw_all[rd]);
+            printf("],\"bw_frac_rounds\":[");
+            for (int rd = 0; rd < rounds; rd++) printf("%s%.3f", rd ? "," : "", fr[rd]);
+            memcpy(bw, bw_all, sizeof(double) * (size_t)rounds);
+            qsort(fr, (size_t)rounds, sizeof(double), cmp_double);
+            qsort(bw, (size_t)rounds, sizeof(double), cmp_double);
+            double mbw = rounds % 2 ? bw[rounds / 2] : 0.5 * (bw[rounds / 2 - 1] + bw[rounds / 2]);
+            double mfr = rounds % 2 ? fr[rounds / 2] : 0.5 * (fr[rounds / 2 - 1] + fr[rounds / 2]);
+            printf("],\"bw_limit_tok_s\":%.2f,\"bw_frac\":%.3f,\"bw_frac_min\":%.3f", mbw * 1e9 / abytes, mfr, fr[0]);
+        }
         printf("}\n");
         fflush(stdout);
     }
@@ -194,6 +224,7 @@ int main(int argc, char **argv) {
            "\"peak_rss_bytes\":%zu}\n",
            (long long)e->m->weight_bytes, kv_bytes, kd + vd, ea_peak_rss_bytes());
     ea_engine_destroy(e);
+    if (membw_mb > 0) membw_free(&mbuf);
     free(tok); free(pos); free(seq); free(rows); free(logits);
     return s == EA_OK ? 0 : 1;
 }
