@@ -12,11 +12,14 @@
 # .cache/llamacpp/build-<hash>: CMake, Release, -DGGML_NATIVE=ON, target
 # llama-bench. eaas: bench_forward from $EA_BUILD (default build/).
 #
-# Each round: bench_membw (1 thread and all threads), then for every model
+# Each round: bench_membw (1 thread and all threads; reported beside the
+# round), then for every model
 # eaas and llama.cpp one after the other (eaas first in odd rounds, llama.cpp
 # first in even ones): decode at batch 1 (eaas: N steps after a 16-token
 # prompt; llama-bench: -p 0 -n N, tok/s of the N tokens) and prefill of P
-# tokens (eaas: best of 2; llama-bench: -n 0 -p P -r 2, mean). Every
+# tokens (eaas: best of 2; llama-bench: -n 0 -p P -r 2, mean). eaas's
+# bw_frac is against the bandwidth bench_forward reads itself just before its
+# decode (the seconds of that decode, not the round's start). Every
 # measurement is one JSON line; at the end, per model and case, one
 # {"bench":"vs_llamacpp",...} line with the per-round ratios and the medians.
 # --prebuilt adds node-llama-cpp's prebuilt binaries as a labelled extra line
@@ -82,9 +85,9 @@ for line in sys.stdin:
                       "threads": d["n_threads"], "tok_s": round(d["avg_ts"], 2), "stddev": round(d["stddev_ts"], 2),
                       "type_k": d.get("type_k"), "model_type": d.get("model_type")}))' "$rd" "$m" "$case"
 }
-eaas() { # ROUND MODEL MEMBW
+eaas() { # ROUND MODEL
   "$build/bench/bench_forward" --model "$2" --threads "$T" --batches 1 --steps "$N" --rounds 1 \
-    --prefill "$P" --reps 2 --membw-gbs "$3" 2>/dev/null | python3 -c '
+    --prefill "$P" --reps 2 2>/dev/null | python3 -c '
 import json, sys
 rd, m = sys.argv[1], sys.argv[2]
 for line in sys.stdin:
@@ -100,7 +103,7 @@ import json, sys
 print(max((json.loads(l) for l in sys.stdin), key=lambda d: d["threads"])["gbps"])')
   emit "{\"bench\":\"round\",\"round\":$rd,\"membw_gbps\":$bw}"
   for m in "${models[@]}"; do
-    one_eaas() { eaas "$rd" "$m" "$bw" | while read -r l; do emit "$l"; done; }
+    one_eaas() { eaas "$rd" "$m" | while read -r l; do emit "$l"; done; }
     one_llama() {
       llama "$rd" "$m" decode -p 0 -n "$N" -r 1 | while read -r l; do emit "$l"; done
       llama "$rd" "$m" prefill -p "$P" -n 0 -r 2 | while read -r l; do emit "$l"; done
