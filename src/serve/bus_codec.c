@@ -42,7 +42,7 @@ void ea_bus_put_submit(ea_sbuf *b, uint64_t id, const ea_req_params *p) {
     ea_sbuf_append(b, &tk, sizeof tk);
     ea_sbuf_append(b, fv2, sizeof fv2);
     ea_sbuf_append(b, &seed, sizeof seed);
-    int32_t iv2[3] = {p->n_stop_ids, p->min_tokens, p->prompt_logprobs};
+    int32_t iv2[5] = {p->n_stop_ids, p->min_tokens, p->prompt_logprobs, p->keep_special, p->include_stop};
     ea_sbuf_append(b, iv2, sizeof iv2);
     ea_sbuf_append(b, p->stop_ids, sizeof(int32_t) * (size_t)p->n_stop_ids);
     for (int i = 0; i < p->n_stop; i++) {
@@ -92,7 +92,7 @@ ea_status ea_bus_read_begin(ea_bus_reader *rd, const void *buf, size_t len) {
 
 static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
     unsigned long long id = (unsigned long long)ev->id;
-    int32_t iv[6], tk, iv2[3];
+    int32_t iv[6], tk, iv2[5];
     float fv[2], fv2[4];
     uint64_t seed;
     if (!get(rd, iv, sizeof iv) || !get(rd, fv, sizeof fv) || !get(rd, &tk, 4) || !get(rd, fv2, sizeof fv2) ||
@@ -117,6 +117,8 @@ static ea_status read_submit(ea_bus_reader *rd, ea_bus_event *ev) {
     p->n_stop_ids = iv2[0];
     p->min_tokens = iv2[1];
     p->prompt_logprobs = iv2[2] != 0;
+    p->keep_special = iv2[3] != 0;
+    p->include_stop = iv2[4] != 0;
     if (!get(rd, p->stop_ids, sizeof(int32_t) * (size_t)p->n_stop_ids))
         return ea_err(EA_ERR_FORMAT, "control bus: stop token ids of %llu", id);
     for (int k = 0; k < p->n_stop; k++) {

@@ -8,7 +8,7 @@
  * Batch (little-endian; docs/protocol.md "Control bus"):
  *
  *   offset  size  field
- *   0       4     magic "EAB2" (0x32424145)
+ *   0       4     magic "EAB3" (0x33424145)
  *   4       8     step number (rank 0's count of forward steps)
  *   12      4     n_events
  *   16      ...   n_events events
@@ -21,7 +21,8 @@
  *   ...   assign only (data-parallel attention, right after its submit): i32 the rank that runs it
  *   ...   submit only: i32 n_prompt, max_tokens, ignore_eos, logprobs, top_logprobs, n_stop;
  *         f32 temperature, top_p; i32 top_k; f32 min_p, presence, frequency, repetition;
- *         u64 seed; i32 n_stop_ids, min_tokens, prompt_logprobs; n_stop_ids x i32; n_stop x (u32 len 1..511, bytes, no NUL);
+ *         u64 seed; i32 n_stop_ids, min_tokens, prompt_logprobs, keep_special, include_stop;
+ *         n_stop_ids x i32; n_stop x (u32 len 1..511, bytes, no NUL);
  *         i32 n_bias, n_forced; n_bias x (i32 id, f32 bias); n_forced x i32 (test hook);
  *         u32 n_grammar_src, n_grammar_src bytes (the structured output's source,
  *         ea_req_params.grammar_src; 0: none); i32 grammar_after_think (0/1), think_end;
@@ -50,7 +51,7 @@
 #include "serve/scheduler.h"
 #include "serve/stop_text.h"
 
-#define EA_BUS_MAGIC 0x32424145u /* "EAB2" (EAB1 had no grammar gate) */
+#define EA_BUS_MAGIC 0x33424145u /* "EAB3" (EAB2 had no text options, EAB1 no grammar gate) */
 #define EA_BUS_MAX_GRAMMAR_SRC (16u << 20) /* bytes of one grammar source (the HTTP body limit is below) */
 
 typedef enum { EA_BUS_SUBMIT = 1, EA_BUS_CANCEL = 2, EA_BUS_SHUTDOWN = 3, EA_BUS_ASSIGN = 4 } ea_bus_kind;

@@ -32,6 +32,8 @@
  *   needs logprobs), presence_penalty and frequency_penalty [-2,2],
  *   repetition_penalty (0, 100], ignore_eos (bool), stop_token_ids ([id],
  *   <= EA_MAX_STOP_IDS, checked as prompt ids), min_tokens (0..max_tokens),
+ *   skip_special_tokens (bool, default true: special tokens give no text),
+ *   include_stop_str_in_output (bool: the stop string, EOS or stop id text ends the output),
  *   logit_bias ({"id": bias in [-100, 100]}, ids checked as prompt ids),
  *   echo (completions; with logprobs the prompt's tokens come first in
  *   logprobs, the first with null), tools, tool_choice,

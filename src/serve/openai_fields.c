@@ -465,7 +465,8 @@ static const struct {
     {"stream", FOR_BOTH}, {"stream_options", FOR_BOTH}, {"ignore_eos", FOR_BOTH},
     {"temperature", FOR_BOTH}, {"top_p", FOR_BOTH}, {"top_k", FOR_BOTH}, {"min_p", FOR_BOTH},
     {"presence_penalty", FOR_BOTH}, {"frequency_penalty", FOR_BOTH}, {"repetition_penalty", FOR_BOTH},
-    {"seed", FOR_BOTH}, {"stop", FOR_BOTH}, {"stop_token_ids", FOR_BOTH}, {"min_tokens", FOR_BOTH}, {"logprobs", FOR_BOTH}, {"top_logprobs", FOR_CHAT},
+    {"seed", FOR_BOTH}, {"stop", FOR_BOTH}, {"stop_token_ids", FOR_BOTH}, {"min_tokens", FOR_BOTH},
+    {"skip_special_tokens", FOR_BOTH}, {"include_stop_str_in_output", FOR_BOTH}, {"logprobs", FOR_BOTH}, {"top_logprobs", FOR_CHAT},
     {"logit_bias", FOR_BOTH}, {"echo", FOR_CMPL},
     {"tools", FOR_CHAT}, {"tool_choice", FOR_CHAT}, {"parallel_tool_calls", FOR_CHAT},
     {"chat_template_kwargs", FOR_CHAT}, {"add_generation_prompt", FOR_CHAT}, {"continue_final_message", FOR_CHAT},
@@ -536,6 +537,11 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
         if (ea__oai_get_bool(so, "include_usage", &r->include_usage, e)) return -1;
     }
     if (ea__oai_get_bool(root, "ignore_eos", &r->params.ignore_eos, e)) return -1;
+    int skip_special = 1; /* vLLM's two text options (sampling params) */
+    if (ea__oai_get_bool(root, "skip_special_tokens", &skip_special, e) ||
+        ea__oai_get_bool(root, "include_stop_str_in_output", &r->params.include_stop, e))
+        return -1;
+    r->params.keep_special = !skip_special;
     if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_stop_ids(root, r, e) ||
         parse_logprobs(root, r, e) || parse_logit_bias(root, r, e) || ea_oai_parse_constraint(root, &r->grammar, e))
         return -1;

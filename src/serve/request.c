@@ -156,6 +156,22 @@ int ea__req_emit_text(ea_request *r, ea_event *ev, ea_text_slices *sl) {
     return stopped;
 }
 
+void ea__req_end_text(ea_request *r, ea_event *ev, ea_text_slices *sl) {
+    if (!r->p.include_stop) { /* the token's event has no text; what was held back follows it */
+        ev->text[0] = 0;
+        ev->text_len = 0;
+        ea__req_push(r, ev);
+        ea__req_flush_text(r, sl);
+        return;
+    }
+    ea_text_stream_last(&r->text, ev->token, sl); /* held back + the token's text, on its event */
+    if (push_slices(r, ev, sl) == 0) {
+        ev->text[0] = 0;
+        ev->text_len = 0;
+        ea__req_push(r, ev);
+    }
+}
+
 void ea__req_flush_text(ea_request *r, ea_text_slices *sl) {
     ea_event ev;
     memset(&ev, 0, sizeof ev);
@@ -272,7 +288,8 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
     r->n_tokens = p->n_prompt;
     if (r->prompt_seen)
         for (int i = 0; i < p->n_prompt; i++) r->prompt_seen[p->prompt[i]] = 1;
-    ea_text_stream_init(&r->text, lim->tok, r->p.stop, r->p.n_stop);
+    ea_text_stream_init(&r->text, lim->tok, r->p.stop, r->p.n_stop,
+                        (r->p.keep_special ? EA_TEXT_KEEP_SPECIAL : 0u) | (r->p.include_stop ? EA_TEXT_INCLUDE_STOP : 0u));
     r->seq = -1;
     r->plp_next = p->prompt_logprobs ? 0 : p->n_prompt;
     ea_rng_seed(&r->rng, p->sp.seed);

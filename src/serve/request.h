@@ -82,5 +82,9 @@ void ea__req_push(ea_request *r, const ea_event *ev);
 int ea__req_emit_text(ea_request *r, ea_event *ev, ea_text_slices *sl);
 /* Push the text held back (the request ends with no stop string matched). */
 void ea__req_flush_text(ea_request *r, ea_text_slices *sl);
+/* ev's token (EOS or a stop id) ends r: push its TOKEN event with no text,
+ * then the text held back; with include_stop, the text held back and the
+ * token's own text on its event. */
+void ea__req_end_text(ea_request *r, ea_event *ev, ea_text_slices *sl);
 
 #endif

@@ -144,13 +144,13 @@ void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
         }
         eos = ea_gmatcher_done(r->gm) ? 2 : 0;
     }
-    if (eos == 1)
-        ea__req_push(r, &ev); /* EOS and stop ids have no text */
+    if (eos == 1) /* EOS and stop ids: the text held back, and theirs only with include_stop */
+        ea__req_end_text(r, &ev, &s->slices);
     else
         stopped = ea__req_emit_text(r, &ev, &s->slices);
     ea_finish why = ea__finish_reason(r, eos, stopped);
     if (why == EA_FINISH_NONE) return;
-    if (!stopped) ea__req_flush_text(r, &s->slices);
+    if (!stopped && eos != 1) ea__req_flush_text(r, &s->slices);
     ea__finish(s, r, why, EA_OK, NULL);
 }
 

@@ -65,6 +65,10 @@ typedef struct {
     int n_stop_ids;
     int min_tokens;            /* 0..max_tokens: before this many tokens, EOS (unless ignore_eos) and
                                   stop_ids are never sampled and stop strings do not match */
+    int keep_special;          /* special tokens' text is output (vLLM's skip_special_tokens false); stop
+                                  strings then also match in it. 0: specials give no text */
+    int include_stop;          /* the matched stop string, and the text of the EOS or stop id that ended
+                                  the request, end the output (vLLM's include_stop_str_in_output) */
     const ea_logit_bias *bias; /* copied at submit: (n_bias), ids below the vocabulary */
     int n_bias;
     /* Test hook (EAAS_TEST_HOOKS, docs/serving.md): the first n_forced tokens are these

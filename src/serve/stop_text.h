@@ -11,7 +11,9 @@
  * sink(ctx, text, n) receives text to emit, n > 0, whole characters only (a
  * stray byte that starts no character counts as one). Its calls, concatenated,
  * are the output up to (not including) the earliest stop string; after a match
- * nothing more is emitted. Text is held back in two cases only: an unfinished
+ * nothing more is emitted (with `include` set, the calls end with the matched
+ * stop string itself: vLLM's include_stop_str_in_output; of two matches at the
+ * same place, the stop string listed first). Text is held back in two cases only: an unfinished
  * UTF-8 character (pend), and a suffix of the held text that is a proper prefix
  * of some stop string (hold). When hold fills (a stop string is at most
  * EA_STOP_TEXT_HOLD / 2 bytes), text that no stop string can start in is
@@ -37,6 +39,7 @@ typedef struct {
     int n_hold;
     int disarmed;                  /* 1: a stop string here does not end the text (min_tokens not
                                       reached); it is emitted, what may start one is still held */
+    int include;                   /* 1: a matched stop string is emitted before the text ends */
 } ea_stop_text;
 
 void ea_stop_text_init(ea_stop_text *st, const char *const *stop, int n_stop);

@@ -21,22 +21,36 @@ static void sink(void *ctx, const char *text, int n) {
     out->end[out->n++] = at + n;
 }
 
-void ea_text_stream_init(ea_text_stream *ts, const struct ea_tokenizer *tok, const char *const *stop, int n_stop) {
+void ea_text_stream_init(ea_text_stream *ts, const struct ea_tokenizer *tok, const char *const *stop, int n_stop,
+                         unsigned flags) {
     ts->tok = tok;
+    ts->keep_special = (flags & EA_TEXT_KEEP_SPECIAL) != 0;
     ea_stop_text_init(&ts->st, stop, n_stop);
+    ts->st.include = (flags & EA_TEXT_INCLUDE_STOP) != 0;
 }
 
 void ea_text_stream_arm(ea_text_stream *ts, int armed) { ts->st.disarmed = !armed; }
 
 int ea_text_stream_add(ea_text_stream *ts, int32_t token, ea_text_slices *out) {
     char bytes[EA_TEXT_TOKEN_MAX];
-    int nb = ea_detok_token_bytes(ts->tok, token, bytes, (int)sizeof bytes);
+    int nb = ea_detok_token_bytes(ts->tok, token, ts->keep_special, bytes, (int)sizeof bytes);
     out->n = 0;
     return ea_stop_text_add(&ts->st, bytes, nb, sink, out);
 }
 
 void ea_text_stream_flush(ea_text_stream *ts, ea_text_slices *out) {
     out->n = 0;
+    ea_stop_text_flush(&ts->st, sink, out);
+}
+
+void ea_text_stream_last(ea_text_stream *ts, int32_t token, ea_text_slices *out) {
+    out->n = 0;
+    if (ts->st.include) {
+        char bytes[EA_TEXT_TOKEN_MAX];
+        int nb = ea_detok_token_bytes(ts->tok, token, ts->keep_special, bytes, (int)sizeof bytes);
+        ts->st.disarmed = 1; /* the token ended the text: no stop string ends it again */
+        ea_stop_text_add(&ts->st, bytes, nb, sink, out);
+    }
     ea_stop_text_flush(&ts->st, sink, out);
 }
 

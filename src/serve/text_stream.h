@@ -5,13 +5,19 @@
  * text slices for the scheduler to push as TOKEN events.
  *
  *   ea_text_stream ts;
- *   ea_text_stream_init(&ts, tok, stops, n_stops);   // tok and stops borrowed
+ *   ea_text_stream_init(&ts, tok, stops, n_stops, flags);   // tok and stops borrowed
  *   ea_text_slices out;                              // the caller's scratch, reused
  *   for each sampled token:
  *       int stop = ea_text_stream_add(&ts, token, &out);
  *       for (int i = 0; i < out.n; i++) push(ea_text_slice(&out, i, &len), len);
  *       if (stop) -> finish "stop"
  *   at the end without a stop: ea_text_stream_flush(&ts, &out), push its slices.
+ *   ended by EOS or a stop id, with EA_TEXT_INCLUDE_STOP: ea_text_stream_last(&ts, token, &out)
+ *
+ * flags: EA_TEXT_KEEP_SPECIAL (special tokens give their text: vLLM's
+ * skip_special_tokens false; stop strings match in it too) and
+ * EA_TEXT_INCLUDE_STOP (the matched stop string, or the text of the token that
+ * ended the request, ends the text: vLLM's include_stop_str_in_output).
  *
  * The slices of one call, in order, are what stop_text emitted in that call:
  * whole characters only (a stray byte that starts no character counts as one;
@@ -40,12 +46,16 @@ typedef struct {
     int end[EA_TEXT_MAX_SLICES];
 } ea_text_slices;
 
+enum { EA_TEXT_KEEP_SPECIAL = 1, EA_TEXT_INCLUDE_STOP = 2 };
+
 typedef struct {
     const struct ea_tokenizer *tok; /* borrows; NULL: tokens have no text (tests with ids only) */
+    int keep_special;
     ea_stop_text st;
 } ea_text_stream;
 
-void ea_text_stream_init(ea_text_stream *ts, const struct ea_tokenizer *tok, const char *const *stop, int n_stop);
+void ea_text_stream_init(ea_text_stream *ts, const struct ea_tokenizer *tok, const char *const *stop, int n_stop,
+                         unsigned flags);
 /* armed 0: stop strings do not end the text yet (min_tokens); see stop_text.h. */
 void ea_text_stream_arm(ea_text_stream *ts, int armed);
 /* Add one token. OUT: *out, the text that may now be shown. Returns 1 if a stop string
@@ -53,6 +63,10 @@ void ea_text_stream_arm(ea_text_stream *ts, int armed);
 int ea_text_stream_add(ea_text_stream *ts, int32_t token, ea_text_slices *out);
 /* Everything held back (the request ended without a stop match), into *out. */
 void ea_text_stream_flush(ea_text_stream *ts, ea_text_slices *out);
+/* The request ended with token (EOS or a stop id): with EA_TEXT_INCLUDE_STOP its
+ * text, then everything held back, into *out (no stop string is looked for);
+ * without, what ea_text_stream_flush gives. */
+void ea_text_stream_last(ea_text_stream *ts, int32_t token, ea_text_slices *out);
 /* Slice i of out (*len bytes, > 0). */
 const char *ea_text_slice(const ea_text_slices *out, int i, int *len);
 

@@ -14,7 +14,7 @@
  *     exactly as many bytes as were read (no field skipped or read twice) and
  *     decode again to a batch that writes to the same bytes (the codec is a
  *     fixed point after one round; the first round may normalise: a shutdown's
- *     id is written as 0, prompt_logprobs as 0/1);
+ *     id is written as 0, prompt_logprobs, keep_special and include_stop as 0/1);
  *   - an accepted submit goes on as a follower takes it: ea__req_new (headless,
  *     vocabulary 512, context 4096) and, if that accepts it, one token sampled
  *     with its sampling parameters (the bias and penalties applied as the step

@@ -8,7 +8,8 @@
 // never emitted, also when the stop spans a token boundary, streaming too);
 // seeds (same seed -> same text, other seed -> other text); logprobs shapes
 // and greedy = argmax; 404 for an unknown model; 400 naming an unknown field
-// (never silently ignored); stop_token_ids and min_tokens; and end-to-end determinism:
+// (never silently ignored); stop_token_ids and min_tokens; skip_special_tokens and
+// include_stop_str_in_output; and end-to-end determinism:
 // 64 concurrent seeded requests with different prompts each return exactly
 // the text they return alone.
 import { createRequire } from 'module';
@@ -183,7 +184,7 @@ await check('unknown model -> 404 NotFoundError with an OpenAI error body', asyn
 
 await check('unknown field -> 400 BadRequestError naming it; documented no-effect fields accepted', async () => {
   for (const [create, body, field] of [
-    [client.completions, { ...greedy, prompt: 'x', include_stop_str_in_output: true }, 'include_stop_str_in_output'],
+    [client.completions, { ...greedy, prompt: 'x', truncate_prompt_tokens: 4 }, 'truncate_prompt_tokens'],
     [client.chat.completions, { ...greedy, messages: MESSAGES, chat_template: '{{ messages }}' }, 'chat_template'],
   ]) {
     try {
@@ -232,6 +233,45 @@ await check('stop_token_ids stop at the id (its text not shown); min_tokens hold
   eq(st.choices[0].text.slice(0, full.choices[0].text.length), full.choices[0].text.slice(0, st.choices[0].text.length),
     'min_tokens with a stop string: the greedy text');
   assert(st.choices[0].text.includes(toks[k]), `the stop string before min_tokens is text: ${JSON.stringify(st.choices[0].text)}`);
+  // include_stop_str_in_output (vLLM's): the stop string, or the stop id's text, ends the text
+  const inc = await completeText({ stop: [toks[k]], include_stop_str_in_output: true });
+  eq(inc.choices[0].text, prefix + toks[k], 'include_stop_str_in_output: the text ends with the stop string');
+  eq(inc.choices[0].finish_reason, 'stop', 'include_stop_str_in_output: finish_reason');
+  eq((await streamCompletion({ stop: [toks[k]], include_stop_str_in_output: true })).text, prefix + toks[k],
+    'include_stop_str_in_output: streaming');
+  const incId = await completeText({ stop_token_ids: [id], include_stop_str_in_output: true });
+  eq(incId.choices[0].text, prefix + toks[k], 'include_stop_str_in_output: the stop id\'s text');
+  eq((await streamCompletion({ stop_token_ids: [id], include_stop_str_in_output: true })).text, prefix + toks[k],
+    'include_stop_str_in_output with a stop id: streaming');
+});
+
+await check('skip_special_tokens false shows special tokens (stop strings match in them); EOS text with include_stop_str_in_output', async () => {
+  const IM_START = 151644, IM_END = 151645; // special in the tiny model's tokenizer; <|im_end|> is an EOS id
+  const said = (extra) => client.completions.create({ ...greedy, prompt: PROMPT, max_tokens: 3, ...extra });
+  const only = { logit_bias: { [IM_START]: 100 } };
+  const skipped = await said(only);
+  eq(skipped.choices[0].text, '', 'default: special tokens give no text');
+  eq(skipped.usage.completion_tokens, 3, 'three tokens were generated');
+  const kept = await said({ ...only, skip_special_tokens: false });
+  eq(kept.choices[0].text, '<|im_start|>'.repeat(3), 'skip_special_tokens false: their text');
+  const keptStream = await streamCompletion({ ...only, max_tokens: 3, skip_special_tokens: false });
+  eq(keptStream.text, '<|im_start|>'.repeat(3), 'skip_special_tokens false: streaming');
+  const cut = await said({ ...only, skip_special_tokens: false, stop: ['|><|'] });
+  eq(cut.choices[0].text, '<|im_start', 'a stop string inside special tokens\' text');
+  eq(cut.choices[0].finish_reason, 'stop', 'finish_reason stop');
+  const cutInc = await said({ ...only, skip_special_tokens: false, stop: ['|><|'], include_stop_str_in_output: true });
+  eq(cutInc.choices[0].text, '<|im_start|><|', 'with include_stop_str_in_output');
+  const eos = { logit_bias: { [IM_END]: 100 }, ignore_eos: false };
+  const e0 = await said(eos);
+  eq(JSON.stringify([e0.choices[0].text, e0.choices[0].finish_reason, e0.usage.completion_tokens]), '["","stop",1]', 'EOS ends the text');
+  const e1 = await said({ ...eos, skip_special_tokens: false });
+  eq(e1.choices[0].text, '', 'EOS text not shown without include_stop_str_in_output');
+  const e2 = await said({ ...eos, skip_special_tokens: false, include_stop_str_in_output: true });
+  eq(e2.choices[0].text, '<|im_end|>', 'EOS text with both');
+  const e3 = await said({ ...eos, include_stop_str_in_output: true });
+  eq(e3.choices[0].text, '', 'a special EOS has no text while specials are skipped');
+  const chat = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 2, ...only, skip_special_tokens: false });
+  eq(chat.choices[0].message.content, '<|im_start|>'.repeat(2), 'chat too');
 });
 
 await check('determinism: 64 concurrent seeded requests == each alone', async () => {

@@ -2,7 +2,8 @@
 # test_serve_parallel.sh — `eaas serve --parallel expert` under mpirun: only
 # rank 0 holds the port; the control bus keeps the ranks in step, so answers
 # are identical to one process for repeated, concurrent, greedy and seeded
-# requests (and n x batched prompts with logit_bias and repetition_penalty); a client that disconnects mid-stream is cancelled on every rank and
+# requests (and n x batched prompts with logit_bias and repetition_penalty; a stop
+# string inside special tokens' text, skip_special_tokens false); a client that disconnects mid-stream is cancelled on every rank and
 # serving goes on; SIGTERM stops every rank cleanly; a rank killed with SIGKILL
 # is named by rank 0, whose /health turns 503 naming it as soon as the control
 # bus deadline expires (issue 18, item 7), whose log gives that as the reason it
@@ -37,6 +38,12 @@ run_all() { # PORT OUTFILE: 10 identical in a row, then 32 concurrent
     -d '{"model":"'"$NAME"'","prompt":["Alpha beta","Gamma delta"],"n":2,"seed":3,"temperature":0.9,"max_tokens":8,
          "ignore_eos":true,"logit_bias":{"1000":4,"2000":-100},"repetition_penalty":1.3}' \
     | /usr/bin/python3 -c 'import json,sys; print(json.dumps([c["text"] for c in json.load(sys.stdin)["choices"]]))' >> "$out"
+  # skip_special_tokens false: a stop string inside special tokens' text ends the request on
+  # every rank (the flag travels in the submit event), include_stop_str_in_output keeps it
+  curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"'"$NAME"'","prompt":"Specials","max_tokens":6,"temperature":0,"ignore_eos":true,
+         "logit_bias":{"151644":100},"skip_special_tokens":false,"stop":["|><|"],"include_stop_str_in_output":true}' \
+    | /usr/bin/python3 -c 'import json,sys; c=json.load(sys.stdin)["choices"][0]; print(json.dumps([c["text"], c["finish_reason"]]))' >> "$out"
 }
 
 start "$W/one.log" "$EAAS_BIN" serve --model "$M" --port 0 --threads 1

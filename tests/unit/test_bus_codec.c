@@ -54,6 +54,8 @@ TEST(submit_round_trips_every_field) {
     p.n_grammar_src = (int)strlen(src);
     p.grammar_after_think = 1;
     p.think_end = 151668;
+    p.keep_special = 1;
+    p.include_stop = 1;
     ea_sbuf b = {0};
     ea_bus_begin(&b, 1);
     ea_bus_put_submit(&b, 42, &p);
@@ -90,6 +92,8 @@ TEST(submit_round_trips_every_field) {
     CHECK(ev.grammar_src && memcmp(ev.grammar_src, src, strlen(src)) == 0);
     CHECK_EQ(ev.p.grammar_after_think, 1);
     CHECK_EQ(ev.p.think_end, 151668);
+    CHECK_EQ(ev.p.keep_special, 1);
+    CHECK_EQ(ev.p.include_stop, 1);
     /* every shorter batch is refused */
     for (size_t n = 16; n < b.len; n++) {
         CHECK_EQ(ea_bus_read_begin(&rd, b.data, n), EA_OK);

@@ -153,6 +153,18 @@ TEST(defaults) {
     CHECK_EQ(r.params.sp.seed, 99); /* no seed: the caller's */
     CHECK_EQ(r.params.n_stop, 0);
     CHECK_EQ(r.params.logprobs, 0);
+    CHECK_EQ(r.params.keep_special, 0); /* vLLM's skip_special_tokens true */
+    CHECK_EQ(r.params.include_stop, 0);
+    ea_oai_request_deinit(&r);
+    /* vLLM's two text options, on both endpoints */
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[5],\"skip_special_tokens\":false,\"include_stop_str_in_output\":true}",
+                   &r, &e), 0);
+    CHECK_EQ(r.params.keep_special, 1);
+    CHECK_EQ(r.params.include_stop, 1);
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"skip_special_tokens\":true}",
+                   &r, &e), 0);
+    CHECK_EQ(r.params.keep_special, 0);
     ea_oai_request_deinit(&r);
     /* chat: the rest of the context; the rendered prompt gets no extra BOS */
     CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]}",
@@ -256,6 +268,9 @@ TEST(bad_requests_get_400_naming_the_field) {
         {0, "{\"prompt\": \"x\", \"best_of\": 3}", "best_of", 400},
         {0, "{\"prompt\": \"x\", \"model\": 3}", "model", 400},
         {0, "{\"prompt\": \"x\", \"ignore_eos\": 1}", "ignore_eos", 400},
+        {0, "{\"prompt\": \"x\", \"skip_special_tokens\": 0}", "skip_special_tokens", 400},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"include_stop_str_in_output\": \"yes\"}",
+         "include_stop_str_in_output", 400},
         {1, "{\"messages\": []}", "messages", 400},
         {1, "{\"messages\": {}}", "messages", 400},
         {1, "{\"prompt\": \"x\"}", "messages", 400},
@@ -304,7 +319,7 @@ TEST(unknown_fields_refused_naming_them) {
         int kind;
         const char *body, *param;
     } cases[] = {
-        {0, "{\"prompt\": \"x\", \"include_stop_str_in_output\": true}", "include_stop_str_in_output"},
+        {0, "{\"prompt\": \"x\", \"truncate_prompt_tokens\": 4}", "truncate_prompt_tokens"},
         {0, "{\"prompt\": \"x\", \"temprature\": 0}", "temprature"},
         {0, "{\"prompt\": \"x\", \"top_logprobs\": 2}", "top_logprobs"}, /* chat's field */
         {0, "{\"prompt\": \"x\", \"messages\": []}", "messages"},
@@ -312,8 +327,8 @@ TEST(unknown_fields_refused_naming_them) {
          "stream_options.continuous_usage_stats"},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template\": \"{{x}}\"}",
          "chat_template"},
-        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"include_stop_str_in_output\": true}",
-         "include_stop_str_in_output"},
+        {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"spaces_between_special_tokens\": true}",
+         "spaces_between_special_tokens"},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": false}", "echo"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -111,6 +111,40 @@ TEST(earliest_stop_wins_and_longest_prefix_is_kept) {
     CHECK_STREQ(o.text, "ax");
 }
 
+/* include (vLLM's include_stop_str_in_output): the text ends with the matched
+ * stop string, also when it spans tokens; of two matches the earliest, and at
+ * one place the stop string listed first; what follows the match is dropped. */
+TEST(include_emits_the_matched_stop) {
+    const char *stops[] = {"yz", "xy"};
+    const char *toks[] = {"wxyz", NULL};
+    ea_stop_text st;
+    out_t o;
+    char em[8][64];
+    ea_stop_text_init(&st, stops, 2);
+    st.include = 1;
+    memset(&o, 0, sizeof o);
+    CHECK_EQ(ea_stop_text_add(&st, toks[0], 4, sink, &o), 1);
+    CHECK_STREQ(o.text, "wxy");
+    const char *stops2[] = {"END", "ENDING"};
+    const char *toks2[] = {"ab", "E", "NDINGcd", NULL};
+    ea_stop_text_init(&st, stops2, 2);
+    st.include = 1;
+    memset(&o, 0, sizeof o);
+    int i = 0, stop = 0;
+    for (; toks2[i] && !stop; i++) {
+        stop = ea_stop_text_add(&st, toks2[i], (int)strlen(toks2[i]), sink, &o);
+        snprintf(em[i], 64, "%.63s", o.text);
+    }
+    CHECK_EQ(stop, 1);
+    CHECK_EQ(i, 3);
+    CHECK_STREQ(em[1], "ab"); /* "E" may start a stop: held */
+    CHECK_STREQ(o.text, "abEND"); /* "END" listed first, at the same place as "ENDING" */
+    /* without include the same input ends before the stop */
+    CHECK_EQ(feed(&st, stops2, 2, toks2, &o, em), 2);
+    CHECK_STREQ(o.text, "ab");
+    CHECK(!o.split_char);
+}
+
 TEST(utf8_split_over_tokens) {
     const char *stops[] = {"\xe2\x82\xac!"}; /* "€!" */
     const char *toks[] = {"a\xe2", "\x82", "\xac", "b", "\xe2\x82\xac", "!", NULL};
@@ -162,6 +196,7 @@ int main(void) {
     RUN(disarmed_stops_are_text);
     RUN(stop_across_tokens_never_emitted);
     RUN(earliest_stop_wins_and_longest_prefix_is_kept);
+    RUN(include_emits_the_matched_stop);
     RUN(utf8_split_over_tokens);
     RUN(flush_and_long_text);
     return TEST_SUMMARY();
