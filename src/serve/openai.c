@@ -244,6 +244,44 @@ static int encode_prompt(ea_oai_request *r, const ea_text_ops *ops, const char *
     return s != EA_OK ? tok_fail(e, s, what) : 0;
 }
 
+/* truncate_prompt_tokens (vLLM's, which asks the tokenizer to truncate from the
+ * left): a prompt of more than k tokens keeps its last k. A completions text
+ * prompt keeps the special tokens its tokenizer adds around the text (BOS) and
+ * gives up text tokens instead, as a tokenizer truncating to k does; its echo
+ * is then the kept tokens decoded (*text freed), what the model continued.
+ * Chat prompts (templates write their own specials) and id prompts keep their
+ * last k tokens. */
+static int truncate_prompt(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, char **text, int32_t *ids, int *n,
+                           ea_oai_error *e) {
+    int k = r->truncate < 0 ? ctx_len : r->truncate;
+    if (r->truncate == 0 || *n <= k) return 0;
+    int pre = 0, post = 0; /* special tokens the encoder added before and after the text */
+    if (*text && r->kind == EA_OAI_COMPLETIONS) {
+        int32_t *c = NULL;
+        int nc = 0;
+        ea_status s = ops->encode(ops->ctx, *text, strlen(*text), 0, &c, &nc);
+        if (s != EA_OK) return tok_fail(e, s, "prompt");
+        for (pre = 0; pre <= *n - nc; pre++)
+            if (memcmp(ids + pre, c, sizeof(int32_t) * (size_t)nc) == 0) break;
+        ea_free(c);
+        if (pre > *n - nc) pre = 0; /* the text's ids are not inside: no specials to keep */
+        else post = *n - nc - pre;
+        if (k <= pre + post)
+            return ea_oai_fail(e, 400, NULL, "truncate_prompt_tokens", NULL,
+                               "'truncate_prompt_tokens' (%d) leaves no room for the prompt's text beside its %d "
+                               "special tokens",
+                               k, pre + post);
+    }
+    int keep = k - pre - post, from = *n - post - keep; /* text tokens [from, from + keep) stay */
+    memmove(ids + pre, ids + from, sizeof(int32_t) * (size_t)(keep + post));
+    *n = k;
+    if (*text && r->kind == EA_OAI_COMPLETIONS) {
+        ea_free(*text);
+        *text = NULL;
+    }
+    return 0;
+}
+
 /* The choices: prompt-major, choice j of a prompt seeded params.sp.seed + j (vLLM's
  * rule for n > 1), so choice 0 is the request with n = 1 and the same seed. */
 static int make_choices(ea_oai_request *r, ea_oai_error *e) {
@@ -279,9 +317,13 @@ int ea_oai_prepare(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, int k
         if (render_prompt(r, ops, e)) return -1;
         if (gate_grammar(r, ops, e)) return -1;
     }
-    if (encode_prompt(r, ops, r->prompt_text, &r->prompt_ids, &r->n_prompt, e)) return -1;
+    if (encode_prompt(r, ops, r->prompt_text, &r->prompt_ids, &r->n_prompt, e) ||
+        truncate_prompt(r, ops, ctx_len, &r->prompt_text, r->prompt_ids, &r->n_prompt, e))
+        return -1;
     for (int i = 0; i < r->n_more; i++)
-        if (encode_prompt(r, ops, r->more[i].text, &r->more[i].ids, &r->more[i].n_ids, e)) return -1;
+        if (encode_prompt(r, ops, r->more[i].text, &r->more[i].ids, &r->more[i].n_ids, e) ||
+            truncate_prompt(r, ops, ctx_len, &r->more[i].text, r->more[i].ids, &r->more[i].n_ids, e))
+            return -1;
     int room;
     if (check_prompt_len(r, r->n_prompt, ctx_len, kv_tokens, &room, e)) return -1;
     for (int i = 0; i < r->n_more; i++) {

@@ -310,6 +310,11 @@ static int parse_stop_ids(const json_t *root, ea_oai_request *r, ea_oai_error *e
     int given;
     if (get_int(root, "min_tokens", 0, INT_MAX, &v, &given, e)) return -1;
     if (given) r->params.min_tokens = (int)v;
+    if (get_int(root, "truncate_prompt_tokens", -1, INT_MAX, &v, &given, e)) return -1;
+    if (given && v == 0)
+        return ea_oai_fail(e, 400, NULL, "truncate_prompt_tokens", NULL,
+                           "'truncate_prompt_tokens' must be -1 (the context length) or at least 1, got 0");
+    if (given) r->truncate = (int)v;
     return 0;
 }
 
@@ -466,7 +471,8 @@ static const struct {
     {"temperature", FOR_BOTH}, {"top_p", FOR_BOTH}, {"top_k", FOR_BOTH}, {"min_p", FOR_BOTH},
     {"presence_penalty", FOR_BOTH}, {"frequency_penalty", FOR_BOTH}, {"repetition_penalty", FOR_BOTH},
     {"seed", FOR_BOTH}, {"stop", FOR_BOTH}, {"stop_token_ids", FOR_BOTH}, {"min_tokens", FOR_BOTH},
-    {"skip_special_tokens", FOR_BOTH}, {"include_stop_str_in_output", FOR_BOTH}, {"logprobs", FOR_BOTH}, {"top_logprobs", FOR_CHAT},
+    {"skip_special_tokens", FOR_BOTH}, {"include_stop_str_in_output", FOR_BOTH}, {"truncate_prompt_tokens", FOR_BOTH},
+    {"logprobs", FOR_BOTH}, {"top_logprobs", FOR_CHAT},
     {"logit_bias", FOR_BOTH}, {"echo", FOR_CMPL},
     {"tools", FOR_CHAT}, {"tool_choice", FOR_CHAT}, {"parallel_tool_calls", FOR_CHAT},
     {"chat_template_kwargs", FOR_CHAT}, {"add_generation_prompt", FOR_CHAT}, {"continue_final_message", FOR_CHAT},

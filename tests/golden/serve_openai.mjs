@@ -9,7 +9,7 @@
 // seeds (same seed -> same text, other seed -> other text); logprobs shapes
 // and greedy = argmax; 404 for an unknown model; 400 naming an unknown field
 // (never silently ignored); stop_token_ids and min_tokens; skip_special_tokens and
-// include_stop_str_in_output; and end-to-end determinism:
+// include_stop_str_in_output; truncate_prompt_tokens; and end-to-end determinism:
 // 64 concurrent seeded requests with different prompts each return exactly
 // the text they return alone.
 import { createRequire } from 'module';
@@ -184,7 +184,7 @@ await check('unknown model -> 404 NotFoundError with an OpenAI error body', asyn
 
 await check('unknown field -> 400 BadRequestError naming it; documented no-effect fields accepted', async () => {
   for (const [create, body, field] of [
-    [client.completions, { ...greedy, prompt: 'x', truncate_prompt_tokens: 4 }, 'truncate_prompt_tokens'],
+    [client.completions, { ...greedy, prompt: 'x', prompt_logprobs: 1 }, 'prompt_logprobs'],
     [client.chat.completions, { ...greedy, messages: MESSAGES, chat_template: '{{ messages }}' }, 'chat_template'],
   ]) {
     try {
@@ -272,6 +272,34 @@ await check('skip_special_tokens false shows special tokens (stop strings match 
   eq(e3.choices[0].text, '', 'a special EOS has no text while specials are skipped');
   const chat = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 2, ...only, skip_special_tokens: false });
   eq(chat.choices[0].message.content, '<|im_start|>'.repeat(2), 'chat too');
+});
+
+await check('truncate_prompt_tokens keeps the prompt\'s last tokens (usage, text, echo, chat); 0 is refused', async () => {
+  const root = baseURL.replace(/\/v1$/, '');
+  const post = async (path, body) => (await fetch(`${root}${path}`, { method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${client.apiKey}` }, body: JSON.stringify(body) })).json();
+  const ids = (await post('/tokenize', { prompt: PROMPT })).tokens;
+  const k = 5;
+  assert(ids.length > k + 2, `the prompt has ${ids.length} tokens`);
+  const r = await completeText({ truncate_prompt_tokens: k });
+  eq(r.usage.prompt_tokens, k, 'usage counts the kept tokens');
+  const byIds = await client.completions.create({ ...greedy, prompt: ids.slice(-k) });
+  eq(r.choices[0].text, byIds.choices[0].text, 'the text of the last k ids given as the prompt');
+  eq((await completeText({ truncate_prompt_tokens: ids.length + 10 })).choices[0].text, base.choices[0].text,
+    'a longer limit changes nothing');
+  const echo = await completeText({ truncate_prompt_tokens: k, echo: true, max_tokens: 2 });
+  const kept = (await post('/detokenize', { tokens: ids.slice(-k) })).prompt;
+  assert(echo.choices[0].text.startsWith(kept) && !echo.choices[0].text.startsWith(PROMPT),
+    `the echo is the kept tokens: ${JSON.stringify(echo.choices[0].text)}`);
+  const chat = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 2, truncate_prompt_tokens: 6 });
+  eq(chat.usage.prompt_tokens, 6, 'chat: the rendered prompt\'s last tokens');
+  try {
+    await completeText({ truncate_prompt_tokens: 0 });
+    throw new Error('no error for truncate_prompt_tokens 0');
+  } catch (e) {
+    eq(e.status, 400, 'status of 0');
+    eq(e.error && e.error.param, 'truncate_prompt_tokens', 'param');
+  }
 });
 
 await check('determinism: 64 concurrent seeded requests == each alone', async () => {

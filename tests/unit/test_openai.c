@@ -142,6 +142,79 @@ TEST(completions_fields_reach_params) {
     ea_oai_request_deinit(&r);
 }
 
+/* truncate_prompt_tokens (vLLM's): the last k tokens; a completions text prompt
+ * keeps the BOS its encoder adds and gives up text instead; chat and id prompts
+ * keep their last k; -1 is the context; 0, a non-integer, or no room beside the
+ * specials is a 400; the echo is then the kept tokens decoded. */
+TEST(truncate_prompt_tokens_keeps_the_last) {
+    ea_oai_request r;
+    ea_oai_error e;
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"abcdef\",\"truncate_prompt_tokens\":3,\"echo\":true}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.params.n_prompt, 3);
+    CHECK_EQ(r.params.prompt[0], 256); /* BOS kept */
+    CHECK_EQ(r.params.prompt[1], 'e');
+    CHECK_EQ(r.params.prompt[2], 'f');
+    CHECK(r.prompt_text == NULL); /* the echo decodes the kept ids */
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[[5,6,7,8],[9,10]],\"truncate_prompt_tokens\":2}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.n_choices, 2);
+    CHECK_EQ(r.choices[0].n_prompt, 2); /* ids: the last two */
+    CHECK_EQ(r.choices[0].prompt[0], 7);
+    CHECK_EQ(r.choices[1].n_prompt, 2);
+    CHECK_EQ(r.choices[1].prompt[0], 9);
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":[\"abcd\",\"xyz\"],\"truncate_prompt_tokens\":2}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.choices[0].n_prompt, 2); /* BOS + "d" */
+    CHECK_EQ(r.choices[0].prompt[1], 'd');
+    CHECK_EQ(r.choices[1].n_prompt, 2); /* every prompt of the batch: BOS + "z" */
+    CHECK_EQ(r.choices[1].prompt[0], 256);
+    CHECK_EQ(r.choices[1].prompt[1], 'z');
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],\"truncate_prompt_tokens\":4}",
+                   &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.params.n_prompt, 4); /* the end of "<user>hello<assistant>" */
+    CHECK_EQ(r.params.prompt[0], 'a');
+    CHECK_EQ(r.params.prompt[3], '>');
+    ea_oai_request_deinit(&r);
+    /* shorter than k, or -1 with a prompt inside the context: unchanged */
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"ab\",\"truncate_prompt_tokens\":9}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.params.n_prompt, 3);
+    CHECK(r.prompt_text != NULL);
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"ab\",\"truncate_prompt_tokens\":-1}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.params.n_prompt, 3);
+    ea_oai_request_deinit(&r);
+    /* -1 on a prompt past the context: cut to the context, which leaves no room */
+    char body[400];
+    snprintf(body, sizeof body, "{\"prompt\":\"%0150d\",\"truncate_prompt_tokens\":-1}", 0);
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, body, &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), -1);
+    CHECK_STREQ(e.code, "context_length_exceeded");
+    ea_oai_request_deinit(&r);
+    snprintf(body, sizeof body, "{\"prompt\":\"%0150d\",\"truncate_prompt_tokens\":90,\"max_tokens\":5}", 0);
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, body, &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0); /* 151 tokens would not fit; 90 do */
+    CHECK_EQ(r.params.n_prompt, 90);
+    ea_oai_request_deinit(&r);
+    static const char *const bad[] = {"{\"prompt\":\"ab\",\"truncate_prompt_tokens\":0}",
+                                      "{\"prompt\":\"ab\",\"truncate_prompt_tokens\":-2}",
+                                      "{\"prompt\":\"ab\",\"truncate_prompt_tokens\":1.5}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ(parse(EA_OAI_COMPLETIONS, bad[i], &r, &e), -1); /* a refused parse frees r itself */
+        CHECK_STREQ(e.param, "truncate_prompt_tokens");
+    }
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"abc\",\"truncate_prompt_tokens\":1}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), -1); /* only the BOS would fit */
+    CHECK_STREQ(e.param, "truncate_prompt_tokens");
+    ea_oai_request_deinit(&r);
+}
+
 TEST(defaults) {
     ea_oai_request r;
     ea_oai_error e;
@@ -319,7 +392,7 @@ TEST(unknown_fields_refused_naming_them) {
         int kind;
         const char *body, *param;
     } cases[] = {
-        {0, "{\"prompt\": \"x\", \"truncate_prompt_tokens\": 4}", "truncate_prompt_tokens"},
+        {0, "{\"prompt\": \"x\", \"prompt_logprobs\": 1}", "prompt_logprobs"},
         {0, "{\"prompt\": \"x\", \"temprature\": 0}", "temprature"},
         {0, "{\"prompt\": \"x\", \"top_logprobs\": 2}", "top_logprobs"}, /* chat's field */
         {0, "{\"prompt\": \"x\", \"messages\": []}", "messages"},
@@ -1172,6 +1245,7 @@ TEST(completions_choices_echo_and_usage) {
 int main(void) {
     RUN(completions_fields_reach_params);
     RUN(defaults);
+    RUN(truncate_prompt_tokens_keeps_the_last);
     RUN(nul_in_body_named);
     RUN(response_ids_random);
     RUN(kv_cache_bounds_admission);
