@@ -27,7 +27,8 @@
  *   temperature (>= 0), top_p (0,1], top_k (-1/0 off, or >= 1), min_p [0,1],
  *   seed (int), stop (string | [string], <= EA_MAX_STOP, each 1..255 bytes),
  *   n (1..EA_OAI_MAX_CHOICES, prompts x n at most that), stream (bool),
- *   stream_options.include_usage (only with stream),
+ *   stream_options.include_usage (only with stream), stream_options.continuous_usage_stats
+ *   (vLLM's: every chunk carries its choice's usage so far; needs include_usage),
  *   logprobs (completions: int 0..20; chat: bool), top_logprobs (chat: 0..20,
  *   needs logprobs), presence_penalty and frequency_penalty [-2,2],
  *   repetition_penalty (0, 100], ignore_eos (bool), stop_token_ids ([id],
@@ -127,6 +128,7 @@ typedef struct {
     int max_tokens;         /* 0 = not given (prepare picks the default) */
     int stream;
     int include_usage;
+    int continuous_usage;   /* stream_options.continuous_usage_stats (vLLM's; needs include_usage) */
     int seed_given;
     char *stop_store[EA_MAX_STOP]; /* owns */
     struct ea_grammar *grammar; /* owns a reference: structured output (constraint.h), NULL: none */
@@ -188,6 +190,7 @@ typedef struct {
     ea_chat_split split;    /* chat: reasoning / tool-call split of the text */
     ea_event done;          /* the DONE event (finish, usage) once it came */
     int finished;
+    int n_prompt, n_gen;    /* streaming with continuous usage: the prompt's tokens, tokens so far */
 } ea_oai_choice;
 
 typedef struct {
@@ -196,6 +199,7 @@ typedef struct {
     long created;           /* unix seconds */
     const char *model;      /* borrows */
     int logprobs, top_logprobs, include_usage;
+    int continuous_usage;   /* with include_usage: every chunk has its choice's usage so far */
     int n;                  /* choices per prompt (usage counts each prompt once) */
     int parse_tools;        /* chat: tool calls are split out of the text */
     int parallel_tool_calls;

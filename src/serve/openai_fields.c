@@ -540,7 +540,12 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
             return ea_oai_fail(e, 400, NULL, "stream_options", NULL, "'stream_options' must be an object");
         if (!r->stream)
             return ea_oai_fail(e, 400, NULL, "stream_options", NULL, "'stream_options' is only allowed with 'stream': true");
-        if (ea__oai_get_bool(so, "include_usage", &r->include_usage, e)) return -1;
+        if (ea__oai_get_bool(so, "include_usage", &r->include_usage, e) ||
+            ea__oai_get_bool(so, "continuous_usage_stats", &r->continuous_usage, e))
+            return -1;
+        if (r->continuous_usage && !r->include_usage) /* vLLM ignores it then; we say so */
+            return ea_oai_fail(e, 400, NULL, "stream_options.continuous_usage_stats", NULL,
+                               "'stream_options.continuous_usage_stats' needs 'stream_options.include_usage': true");
     }
     if (ea__oai_get_bool(root, "ignore_eos", &r->params.ignore_eos, e)) return -1;
     int skip_special = 1; /* vLLM's two text options (sampling params) */
@@ -564,7 +569,7 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
     json_t *ft = ea__oai_field(root, "eaas_test_forced_text");
     if (ft && (!json_is_string(ft) || !(r->forced_text = ea_strndup(json_string_value(ft), json_string_length(ft)))))
         return ea_oai_fail(e, 400, NULL, "eaas_test_forced_text", NULL, "'eaas_test_forced_text' must be a string");
-    static const char *const stream_fields[] = {"include_usage", NULL};
+    static const char *const stream_fields[] = {"include_usage", "continuous_usage_stats", NULL};
     const char *endpoint = r->kind == EA_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
     if (ea__oai_refuse_unknown(root, r->kind, NULL, "", endpoint, e) ||
         (so && ea__oai_refuse_unknown(so, r->kind, stream_fields, "stream_options.", endpoint, e)))

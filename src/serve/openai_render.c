@@ -105,6 +105,7 @@ void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *m
     o->logprobs = r->params.logprobs;
     o->top_logprobs = r->params.top_logprobs;
     o->include_usage = r->include_usage;
+    o->continuous_usage = r->include_usage && r->continuous_usage;
     o->ops = ops;
     o->n = r->n > 0 ? r->n : 1;
     o->n_ch = r->n_choices > 0 ? r->n_choices : 1;
@@ -123,6 +124,7 @@ void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *m
                  !r->params.grammar_after_think;
     int open_think = ea_prompt_opens_think(r->prompt_text);
     for (int c = 0; c < o->n_ch; c++) {
+        o->ch[c].n_prompt = r->choices ? r->choices[c].n_prompt : r->n_prompt;
         ea_chat_split_init(&o->ch[c].split, rmode, o->parse_tools ? ops->tool_format : EA_TOOL_FMT_NONE);
         ea_chat_split_set_tools(&o->ch[c].split, r->tools);
         if (forced || open_think) ea_chat_split_think_open(&o->ch[c].split, !forced);
@@ -369,6 +371,15 @@ static void sse(ea_sbuf *out, json_t *chunk) {
     json_decref(chunk);
 }
 
+/* Continuous usage (vLLM's continuous_usage_stats): choice c's prompt and the
+ * tokens it has so far (its DONE event's counts once it came). */
+static json_t *choice_usage(const ea_oai_output *o, int c) {
+    const ea_oai_choice *ch = &o->ch[c];
+    int pt = ch->finished ? ch->done.prompt_tokens : ch->n_prompt;
+    int ct = ch->finished ? ch->done.completion_tokens : ch->n_gen;
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", pt, "completion_tokens", ct, "total_tokens", pt + ct);
+}
+
 /* A chunk with choice c; delta is chat's delta object or completions' text. */
 static json_t *chunk(const ea_oai_output *o, int c, json_t *delta, json_t *lp, json_t *finish) {
     json_t *root = envelope(o, o->kind == EA_OAI_CHAT ? "chat.completion.chunk" : "text_completion");
@@ -376,7 +387,7 @@ static json_t *chunk(const ea_oai_output *o, int c, json_t *delta, json_t *lp, j
                          ? json_pack("{s:i,s:o,s:o,s:o}", "index", c, "delta", delta, "logprobs", lp, "finish_reason", finish)
                          : json_pack("{s:i,s:o,s:o,s:o}", "index", c, "text", delta, "logprobs", lp, "finish_reason", finish);
     json_object_set_new(root, "choices", json_pack("[o]", choice));
-    if (o->include_usage) json_object_set_new(root, "usage", json_null());
+    if (o->include_usage) json_object_set_new(root, "usage", o->continuous_usage ? choice_usage(o, c) : json_null());
     return root;
 }
 
@@ -428,6 +439,7 @@ void ea_oai_stream_token(ea_oai_output *o, int c, const ea_event *tok, ea_sbuf *
     if (c < 0 || c >= o->n_ch) return;
     stream_echo(o, c, out);
     ea_oai_choice *ch = &o->ch[c];
+    if (tok->token >= 0) ch->n_gen++; /* a token's later events (token -1) carry more of its text */
     size_t offset = ch->text_offset;
     ch->text_offset += (size_t)tok->text_len;
     if (tok->text_len == 0 && !o->logprobs) return;

@@ -9,7 +9,7 @@
 // seeds (same seed -> same text, other seed -> other text); logprobs shapes
 // and greedy = argmax; 404 for an unknown model; 400 naming an unknown field
 // (never silently ignored); stop_token_ids and min_tokens; skip_special_tokens and
-// include_stop_str_in_output; truncate_prompt_tokens; and end-to-end determinism:
+// include_stop_str_in_output; truncate_prompt_tokens; continuous_usage_stats; and end-to-end determinism:
 // 64 concurrent seeded requests with different prompts each return exactly
 // the text they return alone.
 import { createRequire } from 'module';
@@ -67,6 +67,40 @@ await check('completions: streaming text == non-streaming text, usage chunk', as
   eq(s.finish, 'length', 'finish');
   assert(s.usage && s.usage.completion_tokens === 24, 'usage in the last chunk');
   eq(s.usage.prompt_tokens, base.usage.prompt_tokens, 'prompt_tokens');
+});
+
+await check('stream_options.continuous_usage_stats: every chunk has its choice\'s usage so far', async () => {
+  const s = await client.completions.create({ ...greedy, prompt: PROMPT, n: 2, seed: 5, temperature: 0.7, stream: true,
+    stream_options: { include_usage: true, continuous_usage_stats: true } });
+  const last = [-1, -1];
+  let chunks = 0, final = null;
+  for await (const c of s) {
+    if (!c.choices.length) { final = c.usage; continue; }
+    const i = c.choices[0].index;
+    chunks++;
+    assert(c.usage, `chunk ${chunks} has usage`);
+    eq(c.usage.prompt_tokens, base.usage.prompt_tokens, 'prompt_tokens in every chunk');
+    assert(c.usage.completion_tokens >= last[i] && c.usage.completion_tokens >= 1 && c.usage.completion_tokens <= 24,
+      `completion_tokens grows: ${last[i]} then ${c.usage.completion_tokens}`);
+    eq(c.usage.total_tokens, c.usage.prompt_tokens + c.usage.completion_tokens, 'total_tokens');
+    last[i] = c.usage.completion_tokens;
+  }
+  eq(JSON.stringify(last), '[24,24]', 'each choice ends at its 24 tokens');
+  eq(final.completion_tokens, 48, 'the last chunk: the request\'s usage');
+  assert(chunks > 2, `chunks: ${chunks}`);
+  const cs = await client.chat.completions.create({ ...greedy, messages: [{ role: 'user', content: 'Hi' }], stream: true,
+    stream_options: { include_usage: true, continuous_usage_stats: true } });
+  const seen = [];
+  for await (const c of cs) if (c.choices.length) seen.push(c.usage.completion_tokens);
+  eq(seen[0], 0, 'chat: the role chunk has no tokens yet');
+  eq(seen[seen.length - 1], 24, 'chat: the finish chunk has them all');
+  try {
+    await client.completions.create({ ...greedy, prompt: 'x', stream: true, stream_options: { continuous_usage_stats: true } });
+    throw new Error('no error without include_usage');
+  } catch (e) {
+    eq(e.status, 400, 'without include_usage: status');
+    eq(e.error && e.error.param, 'stream_options.continuous_usage_stats', 'param');
+  }
 });
 
 const MESSAGES = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Name three colours.' }];

@@ -342,6 +342,8 @@ TEST(bad_requests_get_400_naming_the_field) {
         {0, "{\"prompt\": \"x\", \"model\": 3}", "model", 400},
         {0, "{\"prompt\": \"x\", \"ignore_eos\": 1}", "ignore_eos", 400},
         {0, "{\"prompt\": \"x\", \"skip_special_tokens\": 0}", "skip_special_tokens", 400},
+        {0, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"continuous_usage_stats\": true}}",
+         "stream_options.continuous_usage_stats", 400}, /* without include_usage it would do nothing */
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"include_stop_str_in_output\": \"yes\"}",
          "include_stop_str_in_output", 400},
         {1, "{\"messages\": []}", "messages", 400},
@@ -396,8 +398,8 @@ TEST(unknown_fields_refused_naming_them) {
         {0, "{\"prompt\": \"x\", \"temprature\": 0}", "temprature"},
         {0, "{\"prompt\": \"x\", \"top_logprobs\": 2}", "top_logprobs"}, /* chat's field */
         {0, "{\"prompt\": \"x\", \"messages\": []}", "messages"},
-        {0, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"continuous_usage_stats\": true}}",
-         "stream_options.continuous_usage_stats"},
+        {0, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"include_obfuscation\": true}}",
+         "stream_options.include_obfuscation"},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template\": \"{{x}}\"}",
          "chat_template"},
         {1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"spaces_between_special_tokens\": true}",
