@@ -88,6 +88,14 @@ await check('stream_options.continuous_usage_stats: every chunk has its choice\'
   eq(JSON.stringify(last), '[24,24]', 'each choice ends at its 24 tokens');
   eq(final.completion_tokens, 48, 'the last chunk: the request\'s usage');
   assert(chunks > 2, `chunks: ${chunks}`);
+  // text held back (it may start a stop string) goes out after the last token: it is no token of its own
+  const tail = Array.from(base.choices[0].text).pop();
+  const h = await client.completions.create({ ...greedy, prompt: PROMPT, stream: true, stop: [tail + '\u0007'],
+    stream_options: { include_usage: true, continuous_usage_stats: true } });
+  let held = '', most = 0;
+  for await (const c of h) if (c.choices.length) { held += c.choices[0].text; most = Math.max(most, c.usage.completion_tokens); }
+  eq(held, base.choices[0].text, 'the held-back end of the text comes out');
+  eq(most, 24, 'and counts no extra token');
   const cs = await client.chat.completions.create({ ...greedy, messages: [{ role: 'user', content: 'Hi' }], stream: true,
     stream_options: { include_usage: true, continuous_usage_stats: true } });
   const seen = [];
