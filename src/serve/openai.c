@@ -240,23 +240,23 @@ static int encode_prompt(ea_oai_request *r, const ea_text_ops *ops, const char *
                          ea_oai_error *e) {
     const char *what = r->kind == EA_OAI_CHAT ? "messages" : "prompt";
     if (!text) return check_ids(*ids, *n, ops, what, e);
-    ea_status s = ops->encode(ops->ctx, text, strlen(text), r->kind == EA_OAI_COMPLETIONS, ids, n);
+    ea_status s = ops->encode(ops->ctx, text, strlen(text), r->add_special, ids, n);
     return s != EA_OK ? tok_fail(e, s, what) : 0;
 }
 
 /* truncate_prompt_tokens (vLLM's, which asks the tokenizer to truncate from the
  * left): a prompt of more than k tokens keeps its last k. A completions text
- * prompt keeps the special tokens its tokenizer adds around the text (BOS) and
- * gives up text tokens instead, as a tokenizer truncating to k does; its echo
- * is then the kept tokens decoded (*text freed), what the model continued.
- * Chat prompts (templates write their own specials) and id prompts keep their
- * last k tokens. */
+ * prompt keeps the special tokens its tokenizer added around the text (BOS,
+ * add_special_tokens) and gives up text tokens instead, as a tokenizer
+ * truncating to k does; its echo is then the kept tokens decoded (*text
+ * freed), what the model continued. Chat prompts (templates write their own
+ * specials) and id prompts keep their last k tokens. */
 static int truncate_prompt(ea_oai_request *r, const ea_text_ops *ops, int ctx_len, char **text, int32_t *ids, int *n,
                            ea_oai_error *e) {
     int k = r->truncate < 0 ? ctx_len : r->truncate;
     if (r->truncate == 0 || *n <= k) return 0;
     int pre = 0, post = 0; /* special tokens the encoder added before and after the text */
-    if (*text && r->kind == EA_OAI_COMPLETIONS) {
+    if (*text && r->add_special) {
         int32_t *c = NULL;
         int nc = 0;
         ea_status s = ops->encode(ops->ctx, *text, strlen(*text), 0, &c, &nc);

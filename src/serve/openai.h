@@ -35,6 +35,7 @@
  *   <= EA_MAX_STOP_IDS, checked as prompt ids), min_tokens (0..max_tokens),
  *   skip_special_tokens (bool, default true: special tokens give no text),
  *   truncate_prompt_tokens (-1 = the context length, or >= 1: a longer prompt keeps its last tokens),
+ *   add_special_tokens (bool; default true for completions, false for chat),
  *   include_stop_str_in_output (bool: the stop string, EOS or stop id text ends the output),
  *   logit_bias ({"id": bias in [-100, 100]}, ids checked as prompt ids),
  *   echo (completions; with logprobs the prompt's tokens come first in
@@ -138,6 +139,8 @@ typedef struct {
     int n;                  /* choices per prompt */
     int echo;               /* completions: the prompt text before each choice's text */
     int prompt_is_ids;      /* completions: the prompts were token ids (echo decodes them) */
+    int add_special;        /* add_special_tokens (vLLM's): the encoder adds BOS/EOS as the tokenizer says;
+                               default 1 for completions, 0 for chat (its template writes them) */
     int truncate;           /* truncate_prompt_tokens (vLLM's): a longer prompt keeps its last `truncate`
                                tokens (its special tokens kept); -1: the context length; 0: not given */
     ea_oai_prompt *more;    /* owns: (n_more) batched prompts after the first (prompt_text/prompt_ids) */

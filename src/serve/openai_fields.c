@@ -472,6 +472,7 @@ static const struct {
     {"presence_penalty", FOR_BOTH}, {"frequency_penalty", FOR_BOTH}, {"repetition_penalty", FOR_BOTH},
     {"seed", FOR_BOTH}, {"stop", FOR_BOTH}, {"stop_token_ids", FOR_BOTH}, {"min_tokens", FOR_BOTH},
     {"skip_special_tokens", FOR_BOTH}, {"include_stop_str_in_output", FOR_BOTH}, {"truncate_prompt_tokens", FOR_BOTH},
+    {"add_special_tokens", FOR_BOTH},
     {"logprobs", FOR_BOTH}, {"top_logprobs", FOR_CHAT},
     {"logit_bias", FOR_BOTH}, {"echo", FOR_CMPL},
     {"tools", FOR_CHAT}, {"tool_choice", FOR_CHAT}, {"parallel_tool_calls", FOR_CHAT},
@@ -553,6 +554,8 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
         ea__oai_get_bool(root, "include_stop_str_in_output", &r->params.include_stop, e))
         return -1;
     r->params.keep_special = !skip_special;
+    r->add_special = r->kind == EA_OAI_COMPLETIONS; /* as /tokenize: the chat template writes its own */
+    if (ea__oai_get_bool(root, "add_special_tokens", &r->add_special, e)) return -1;
     if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_stop_ids(root, r, e) ||
         parse_logprobs(root, r, e) || parse_logit_bias(root, r, e) || ea_oai_parse_constraint(root, &r->grammar, e))
         return -1;

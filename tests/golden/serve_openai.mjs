@@ -316,7 +316,7 @@ await check('skip_special_tokens false shows special tokens (stop strings match 
   eq(chat.choices[0].message.content, '<|im_start|>'.repeat(2), 'chat too');
 });
 
-await check('truncate_prompt_tokens keeps the prompt\'s last tokens (usage, text, echo, chat); 0 is refused', async () => {
+await check('truncate_prompt_tokens keeps the prompt\'s last tokens (usage, text, echo, chat); 0 is refused; add_special_tokens', async () => {
   const root = baseURL.replace(/\/v1$/, '');
   const post = async (path, body) => (await fetch(`${root}${path}`, { method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${client.apiKey}` }, body: JSON.stringify(body) })).json();
@@ -333,6 +333,9 @@ await check('truncate_prompt_tokens keeps the prompt\'s last tokens (usage, text
   const kept = (await post('/detokenize', { tokens: ids.slice(-k) })).prompt;
   assert(echo.choices[0].text.startsWith(kept) && !echo.choices[0].text.startsWith(PROMPT),
     `the echo is the kept tokens: ${JSON.stringify(echo.choices[0].text)}`);
+  // add_special_tokens (vLLM's) is taken; this tokenizer (Qwen's) adds no BOS either way
+  eq((await completeText({ add_special_tokens: false, max_tokens: 1 })).usage.prompt_tokens, ids.length,
+    'add_special_tokens false');
   const chat = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 2, truncate_prompt_tokens: 6 });
   eq(chat.usage.prompt_tokens, 6, 'chat: the rendered prompt\'s last tokens');
   try {

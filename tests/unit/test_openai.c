@@ -145,8 +145,9 @@ TEST(completions_fields_reach_params) {
 /* truncate_prompt_tokens (vLLM's): the last k tokens; a completions text prompt
  * keeps the BOS its encoder adds and gives up text instead; chat and id prompts
  * keep their last k; -1 is the context; 0, a non-integer, or no room beside the
- * specials is a 400; the echo is then the kept tokens decoded. */
-TEST(truncate_prompt_tokens_keeps_the_last) {
+ * specials is a 400; the echo is then the kept tokens decoded. add_special_tokens
+ * (vLLM's) turns the encoder's BOS off for completions, on for chat. */
+TEST(truncate_prompt_tokens_and_add_special_tokens) {
     ea_oai_request r;
     ea_oai_error e;
     CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"abcdef\",\"truncate_prompt_tokens\":3,\"echo\":true}", &r, &e), 0);
@@ -209,6 +210,23 @@ TEST(truncate_prompt_tokens_keeps_the_last) {
         CHECK_EQ(parse(EA_OAI_COMPLETIONS, bad[i], &r, &e), -1); /* a refused parse frees r itself */
         CHECK_STREQ(e.param, "truncate_prompt_tokens");
     }
+    /* add_special_tokens (vLLM's): completions without the BOS; chat with one, kept by truncation */
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"abc\",\"add_special_tokens\":false}", &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.params.n_prompt, 3);
+    CHECK_EQ(r.params.prompt[0], 'a');
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT,
+                   "{\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],\"add_special_tokens\":true,"
+                   "\"truncate_prompt_tokens\":3}",
+                   &r, &e), 0);
+    CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
+    CHECK_EQ(r.params.n_prompt, 3);
+    CHECK_EQ(r.params.prompt[0], 256);
+    CHECK_EQ(r.params.prompt[2], '>');
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"abc\",\"add_special_tokens\":1}", &r, &e), -1);
+    CHECK_STREQ(e.param, "add_special_tokens");
     CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"abc\",\"truncate_prompt_tokens\":1}", &r, &e), 0);
     CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), -1); /* only the BOS would fit */
     CHECK_STREQ(e.param, "truncate_prompt_tokens");
@@ -1247,7 +1265,7 @@ TEST(completions_choices_echo_and_usage) {
 int main(void) {
     RUN(completions_fields_reach_params);
     RUN(defaults);
-    RUN(truncate_prompt_tokens_keeps_the_last);
+    RUN(truncate_prompt_tokens_and_add_special_tokens);
     RUN(nul_in_body_named);
     RUN(response_ids_random);
     RUN(kv_cache_bounds_admission);
