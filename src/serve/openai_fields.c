@@ -288,7 +288,8 @@ static int parse_stop(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
 }
 
 /* stop_token_ids: up to EA_MAX_STOP_IDS ids (checked against the vocabulary in
- * prepare); min_tokens: >= 0 (checked against max_tokens in prepare). */
+ * prepare); min_tokens: >= 0 (checked against max_tokens in prepare);
+ * truncate_prompt_tokens: -1 or >= 1 (applied in prepare, after encoding). */
 static int parse_stop_ids(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
     json_t *a = ea__oai_field(root, "stop_token_ids");
     if (a) {

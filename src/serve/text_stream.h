@@ -63,9 +63,9 @@ void ea_text_stream_arm(ea_text_stream *ts, int armed);
 int ea_text_stream_add(ea_text_stream *ts, int32_t token, ea_text_slices *out);
 /* Everything held back (the request ended without a stop match), into *out. */
 void ea_text_stream_flush(ea_text_stream *ts, ea_text_slices *out);
-/* The request ended with token (EOS or a stop id): with EA_TEXT_INCLUDE_STOP its
- * text, then everything held back, into *out (no stop string is looked for);
- * without, what ea_text_stream_flush gives. */
+/* The request ended with token (EOS or a stop id): everything held back, then
+ * with EA_TEXT_INCLUDE_STOP the token's own text, into *out (no stop string is
+ * looked for); without the flag, what ea_text_stream_flush gives. */
 void ea_text_stream_last(ea_text_stream *ts, int32_t token, ea_text_slices *out);
 /* Slice i of out (*len bytes, > 0). */
 const char *ea_text_slice(const ea_text_slices *out, int i, int *len);
