@@ -203,6 +203,8 @@ typedef struct {
     const char *model;      /* borrows */
     int logprobs, top_logprobs, include_usage;
     int continuous_usage;   /* with include_usage: every chunk has its choice's usage so far */
+    char *stop[EA_MAX_STOP]; /* owns: the request's stop strings, for stop_reason */
+    int n_stop;
     int n;                  /* choices per prompt (usage counts each prompt once) */
     int parse_tools;        /* chat: tool calls are split out of the text */
     int parallel_tool_calls;

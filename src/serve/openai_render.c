@@ -106,6 +106,8 @@ void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *m
     o->top_logprobs = r->params.top_logprobs;
     o->include_usage = r->include_usage;
     o->continuous_usage = r->include_usage && r->continuous_usage;
+    for (int i = 0; i < r->params.n_stop && i < EA_MAX_STOP; i++)
+        if ((o->stop[o->n_stop] = ea_strdup(r->params.stop[i]))) o->n_stop++;
     o->ops = ops;
     o->n = r->n > 0 ? r->n : 1;
     o->n_ch = r->n_choices > 0 ? r->n_choices : 1;
@@ -143,6 +145,7 @@ void ea_oai_output_deinit(ea_oai_output *o) {
         json_decref(ch->lp);
         ea_chat_split_deinit(&ch->split);
     }
+    for (int i = 0; i < o->n_stop; i++) ea_free(o->stop[i]);
     for (int p = 0; o->echo && p < o->n_ch / o->n; p++) ea_free(o->echo[p]);
     ea_free(o->echo);
     ea_free(o->ch);
@@ -326,6 +329,15 @@ static json_t *finish_json(const ea_oai_choice *ch) {
     return n ? json_string(n) : json_null();
 }
 
+/* vLLM's stop_reason: the stop string or the stop_token_ids id that ended the
+ * choice; null for EOS, length, tool calls, cancellation. */
+static json_t *stop_reason_json(const ea_oai_output *o, const ea_oai_choice *ch) {
+    if (ch->done.finish != EA_FINISH_STOP) return json_null();
+    if (ch->done.stop_index >= 0 && ch->done.stop_index < o->n_stop) return json_string(o->stop[ch->done.stop_index]);
+    if (ch->done.stop_id >= 0) return json_integer(ch->done.stop_id);
+    return json_null();
+}
+
 static json_t *sbuf_str(const ea_sbuf *b) { return ea__oai_jstr(b->data ? b->data : "", b->len); }
 
 static json_t *chat_message(const ea_oai_output *o, const ea_oai_choice *ch) {
@@ -345,14 +357,14 @@ void ea_oai_render_final(ea_oai_output *o, ea_sbuf *out) {
         json_t *lp = ch->lp ? json_incref(ch->lp) : o->logprobs ? new_logprobs(o->kind) : json_null();
         json_t *choice;
         if (o->kind == EA_OAI_CHAT) {
-            choice = json_pack("{s:i,s:o,s:o,s:o}", "index", c, "message", chat_message(o, ch), "logprobs", lp,
-                               "finish_reason", finish_json(ch));
+            choice = json_pack("{s:i,s:o,s:o,s:o,s:o}", "index", c, "message", chat_message(o, ch), "logprobs", lp,
+                               "finish_reason", finish_json(ch), "stop_reason", stop_reason_json(o, ch));
         } else {
             ea_sbuf t = {0};
             if (o->echo) ea_sbuf_puts(&t, o->echo[c / o->n]);
             ea_sbuf_append(&t, ch->text.data ? ch->text.data : "", ch->text.len);
-            choice = json_pack("{s:i,s:o,s:o,s:o}", "index", c, "text", sbuf_str(&t), "logprobs", lp, "finish_reason",
-                               finish_json(ch));
+            choice = json_pack("{s:i,s:o,s:o,s:o,s:o}", "index", c, "text", sbuf_str(&t), "logprobs", lp,
+                               "finish_reason", finish_json(ch), "stop_reason", stop_reason_json(o, ch));
             ea_sbuf_deinit(&t);
         }
         json_array_append_new(choices, choice);
@@ -467,7 +479,9 @@ void ea_oai_stream_done(ea_oai_output *o, int c, const ea_event *done, ea_sbuf *
     ch->done = *done;
     ch->finished = 1;
     json_t *delta = o->kind == EA_OAI_CHAT ? json_object() : json_string("");
-    sse(out, chunk(o, c, delta, json_null(), finish_json(ch)));
+    json_t *fin = chunk(o, c, delta, json_null(), finish_json(ch));
+    json_object_set_new(json_array_get(json_object_get(fin, "choices"), 0), "stop_reason", stop_reason_json(o, ch));
+    sse(out, fin);
 }
 
 void ea_oai_stream_end(ea_oai_output *o, ea_sbuf *out) {

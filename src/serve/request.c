@@ -292,6 +292,7 @@ ea_status ea__req_new(const ea__req_limits *lim, const ea_req_params *p, int hea
                         (r->p.keep_special ? EA_TEXT_KEEP_SPECIAL : 0u) | (r->p.include_stop ? EA_TEXT_INCLUDE_STOP : 0u));
     r->seq = -1;
     r->plp_next = p->prompt_logprobs ? 0 : p->n_prompt;
+    r->stop_index = r->stop_id = -1;
     ea_rng_seed(&r->rng, p->sp.seed);
     r->t_arrival = ea_now_s();
     *out = r;

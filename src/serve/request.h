@@ -43,6 +43,8 @@ struct ea_request {
     struct ea_gmatcher *gm;   /* owns: the matcher of p.grammar (which holds a reference), NULL without one */
     int grammar_on;           /* gm masks and takes tokens (after p.think_end under p.grammar_after_think) */
     ea_text_stream text;      /* the output text: UTF-8 assembly and stop-string hold-back */
+    int stop_index;           /* what ended it (the DONE event's stop_index / stop_id); -1: not that */
+    int32_t stop_id;
     int finished;             /* step loop: DONE/ERROR pushed */
     int headless;             /* made from the control bus on a rank without clients */
     int owner;                /* data-parallel attention: the rank that runs it (0 otherwise) */

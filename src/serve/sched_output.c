@@ -17,11 +17,17 @@
 #include "serve/request.h"
 #include "serve/sched_impl.h"
 
+/* 1 if t is one of r's stop_token_ids (what vLLM reports as the stop_reason). */
+static int ea__is_stop_id(const ea_request *r, int32_t t) {
+    for (int i = 0; i < r->p.n_stop_ids; i++)
+        if (r->p.stop_ids[i] == t) return 1;
+    return 0;
+}
+
 /* A token that ends r: EOS unless it asked to ignore EOS, or one of its stop_token_ids. */
 static int ea__is_eos(const ea_sched *s, const ea_request *r, int32_t t) {
     const ea_model_config *c = &s->e->m->cfg;
-    for (int i = 0; i < r->p.n_stop_ids; i++)
-        if (r->p.stop_ids[i] == t) return 1;
+    if (ea__is_stop_id(r, t)) return 1;
     if (r->p.ignore_eos) return 0;
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_token_ids[i] == t) return 1;
@@ -144,10 +150,11 @@ void ea__after_logits(ea_sched *s, ea_request *r, float *row) {
         }
         eos = ea_gmatcher_done(r->gm) ? 2 : 0;
     }
-    if (eos == 1) /* EOS and stop ids: the text held back, and theirs only with include_stop */
+    if (eos == 1) { /* EOS and stop ids: the text held back, and theirs only with include_stop */
+        if (ea__is_stop_id(r, ev.token)) r->stop_id = ev.token;
         ea__req_end_text(r, &ev, &s->slices);
-    else
-        stopped = ea__req_emit_text(r, &ev, &s->slices);
+    } else if ((stopped = ea__req_emit_text(r, &ev, &s->slices)))
+        r->stop_index = r->text.st.matched;
     ea_finish why = ea__finish_reason(r, eos, stopped);
     if (why == EA_FINISH_NONE) return;
     if (!stopped && eos != 1) ea__req_flush_text(r, &s->slices);

@@ -100,6 +100,8 @@ void ea__finish(ea_sched *s, ea_request *r, ea_finish why, ea_status err, const 
         ev.prompt_tokens = r->p.n_prompt;
         ev.completion_tokens = r->n_generated;
         ev.cached_tokens = r->cached_tokens;
+        ev.stop_index = why == EA_FINISH_STOP ? r->stop_index : -1;
+        ev.stop_id = why == EA_FINISH_STOP ? r->stop_id : -1;
     }
     ea__req_push(r, &ev);
     if (r->seq >= 0) {

@@ -112,6 +112,8 @@ typedef struct {
     /* DONE */
     ea_finish finish;
     int prompt_tokens, completion_tokens, cached_tokens;
+    int stop_index;   /* finish stop by a stop string: its index in the request's stop; else -1 */
+    int32_t stop_id;  /* finish stop by one of stop_token_ids: that id; else -1 (EOS: both -1) */
     /* ERROR */
     ea_status status;
     char message[256];

@@ -56,12 +56,13 @@ int ea_stop_text_add(ea_stop_text *st, const char *bytes, int n, ea_stop_text_si
         st->n_pend = 0;
     }
     /* the earliest match anywhere in hold */
-    int cut = -1, cut_len = 0;
+    int cut = -1, cut_len = 0, which = -1;
     for (int i = 0; i < st->n_stop; i++) {
         const char *m = memmem(st->hold, (size_t)st->n_hold, st->stop[i], strlen(st->stop[i]));
         if (m && (cut < 0 || m - st->hold < cut)) {
             cut = (int)(m - st->hold);
             cut_len = (int)strlen(st->stop[i]);
+            which = i;
         }
     }
     if (cut >= 0 && st->disarmed) { /* emit through the end of the last match; none is left after it */
@@ -82,6 +83,7 @@ int ea_stop_text_add(ea_stop_text *st, const char *bytes, int n, ea_stop_text_si
     }
     emit(st, st->include ? cut + cut_len : cut, sink, ctx);
     st->n_hold = 0;
+    st->matched = which;
     return 1;
 }
 

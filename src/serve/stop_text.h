@@ -40,6 +40,7 @@ typedef struct {
     int disarmed;                  /* 1: a stop string here does not end the text (min_tokens not
                                       reached); it is emitted, what may start one is still held */
     int include;                   /* 1: a matched stop string is emitted before the text ends */
+    int matched;                   /* after ea_stop_text_add returned 1: the index of that stop string */
 } ea_stop_text;
 
 void ea_stop_text_init(ea_stop_text *st, const char *const *stop, int n_stop);

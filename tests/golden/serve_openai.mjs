@@ -9,7 +9,7 @@
 // seeds (same seed -> same text, other seed -> other text); logprobs shapes
 // and greedy = argmax; 404 for an unknown model; 400 naming an unknown field
 // (never silently ignored); stop_token_ids and min_tokens; skip_special_tokens and
-// include_stop_str_in_output; truncate_prompt_tokens; continuous_usage_stats; and end-to-end determinism:
+// include_stop_str_in_output; truncate_prompt_tokens; continuous_usage_stats; stop_reason; and end-to-end determinism:
 // 64 concurrent seeded requests with different prompts each return exactly
 // the text they return alone.
 import { createRequire } from 'module';
@@ -32,15 +32,15 @@ async function completeText(extra) {
 async function streamCompletion(extra) {
   const s = await client.completions.create({ ...greedy, prompt: PROMPT, stream: true, ...extra });
   const chunks = [];
-  let usage = null, finish = null;
+  let usage = null, finish = null, stopReason;
   for await (const c of s) {
     if (c.usage) usage = c.usage;
     if (c.choices.length) {
       chunks.push(c.choices[0].text);
-      if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
+      if (c.choices[0].finish_reason) [finish, stopReason] = [c.choices[0].finish_reason, c.choices[0].stop_reason];
     }
   }
-  return { text: chunks.join(''), chunks, usage, finish };
+  return { text: chunks.join(''), chunks, usage, finish, stopReason };
 }
 
 await check('models list names the served model', async () => {
@@ -55,6 +55,7 @@ await check('completions: non-streaming, usage, finish length', async () => {
   const c = base.choices[0];
   eq(base.object, 'text_completion', 'object');
   eq(c.finish_reason, 'length', 'finish_reason');
+  eq(c.stop_reason, null, 'stop_reason (vLLM\'s) null: no stop string or id ended it');
   eq(base.usage.completion_tokens, 24, 'completion_tokens');
   assert(base.usage.prompt_tokens > 5, 'prompt_tokens > 5');
   eq(base.usage.total_tokens, base.usage.prompt_tokens + 24, 'total_tokens');
@@ -117,6 +118,7 @@ await check('chat: non-streaming == streaming, role chunk, usage', async () => {
   eq(r.object, 'chat.completion', 'object');
   eq(r.choices[0].message.role, 'assistant', 'role');
   eq(r.usage.completion_tokens, 24, 'completion_tokens');
+  eq(r.choices[0].stop_reason, null, 'chat: stop_reason');
   const s = await client.chat.completions.create({ ...greedy, messages: MESSAGES, stream: true, stream_options: { include_usage: true } });
   let text = '', role = null, usage = null, finish = null;
   for await (const c of s) {
@@ -262,9 +264,11 @@ await check('stop_token_ids stop at the id (its text not shown); min_tokens hold
   eq(r.choices[0].finish_reason, 'stop', 'finish_reason');
   eq(r.choices[0].text, prefix, 'text up to the stop id, without it');
   eq(r.usage.completion_tokens, k + 1, 'the stop id counts as a completion token');
+  eq(r.choices[0].stop_reason, id, 'stop_reason: the stop id');
   const s = await streamCompletion({ stop_token_ids: [id] });
   eq(s.text, prefix, 'streaming');
   eq(s.finish, 'stop', 'streaming finish_reason');
+  eq(s.stopReason, id, 'streaming stop_reason');
   // min_tokens: neither the id nor a stop string may end the text before k + 2 tokens
   const m = await completeText({ stop_token_ids: [id], min_tokens: k + 2 });
   assert(m.usage.completion_tokens >= k + 2, `min_tokens: ${m.usage.completion_tokens} tokens`);
@@ -272,6 +276,10 @@ await check('stop_token_ids stop at the id (its text not shown); min_tokens hold
   const st = await completeText({ stop: [toks[k]], min_tokens: k + 2 });
   const without = await completeText({ stop: [toks[k]] });
   eq(without.choices[0].text, prefix, 'the stop string alone cuts at k');
+  eq(without.choices[0].stop_reason, toks[k], 'stop_reason: the stop string');
+  const two = await completeText({ stop: ['\u0007never', toks[k]] });
+  eq(two.choices[0].stop_reason, toks[k], 'stop_reason: the one of two that matched');
+  eq((await streamCompletion({ stop: [toks[k]] })).stopReason, toks[k], 'streaming stop_reason: the stop string');
   eq(st.choices[0].text.slice(0, full.choices[0].text.length), full.choices[0].text.slice(0, st.choices[0].text.length),
     'min_tokens with a stop string: the greedy text');
   assert(st.choices[0].text.includes(toks[k]), `the stop string before min_tokens is text: ${JSON.stringify(st.choices[0].text)}`);
@@ -306,6 +314,7 @@ await check('skip_special_tokens false shows special tokens (stop strings match 
   const eos = { logit_bias: { [IM_END]: 100 }, ignore_eos: false };
   const e0 = await said(eos);
   eq(JSON.stringify([e0.choices[0].text, e0.choices[0].finish_reason, e0.usage.completion_tokens]), '["","stop",1]', 'EOS ends the text');
+  eq(e0.choices[0].stop_reason, null, 'EOS: stop_reason null');
   const e1 = await said({ ...eos, skip_special_tokens: false });
   eq(e1.choices[0].text, '', 'EOS text not shown without include_stop_str_in_output');
   const e2 = await said({ ...eos, skip_special_tokens: false, include_stop_str_in_output: true });

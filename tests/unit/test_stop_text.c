@@ -125,6 +125,7 @@ TEST(include_emits_the_matched_stop) {
     memset(&o, 0, sizeof o);
     CHECK_EQ(ea_stop_text_add(&st, toks[0], 4, sink, &o), 1);
     CHECK_STREQ(o.text, "wxy");
+    CHECK_EQ(st.matched, 1); /* "xy": what the API reports as stop_reason */
     const char *stops2[] = {"END", "ENDING"};
     const char *toks2[] = {"ab", "E", "NDINGcd", NULL};
     ea_stop_text_init(&st, stops2, 2);
@@ -139,6 +140,7 @@ TEST(include_emits_the_matched_stop) {
     CHECK_EQ(i, 3);
     CHECK_STREQ(em[1], "ab"); /* "E" may start a stop: held */
     CHECK_STREQ(o.text, "abEND"); /* "END" listed first, at the same place as "ENDING" */
+    CHECK_EQ(st.matched, 0);
     /* without include the same input ends before the stop */
     CHECK_EQ(feed(&st, stops2, 2, toks2, &o, em), 2);
     CHECK_STREQ(o.text, "ab");
