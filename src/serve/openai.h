@@ -36,6 +36,8 @@
  *   skip_special_tokens (bool, default true: special tokens give no text),
  *   truncate_prompt_tokens (-1 = the context length, or >= 1: a longer prompt keeps its last tokens),
  *   add_special_tokens (bool; default true for completions, false for chat),
+ *   prompt_logprobs (vLLM's, 0..20, not with stream: per prompt token {id: {logprob, rank,
+ *   decoded_token}} for it and its top alternatives; completions per choice, chat top level),
  *   include_stop_str_in_output (bool: the stop string, EOS or stop id text ends the output),
  *   logit_bias ({"id": bias in [-100, 100]}, ids checked as prompt ids),
  *   echo (completions; with logprobs the prompt's tokens come first in
@@ -141,6 +143,10 @@ typedef struct {
     int prompt_is_ids;      /* completions: the prompts were token ids (echo decodes them) */
     int add_special;        /* add_special_tokens (vLLM's): the encoder adds BOS/EOS as the tokenizer says;
                                default 1 for completions, 0 for chat (its template writes them) */
+    int want_prompt_lp;     /* prompt_logprobs (vLLM's) given: each prompt token's logprob, rank and */
+    int prompt_lp_top;      /* this many alternatives (non-streaming only) */
+    int gen_top;            /* top alternatives of generated tokens as asked (params.top_logprobs is
+                               raised to prompt_lp_top when that is more: the PROMPT events use it) */
     int truncate;           /* truncate_prompt_tokens (vLLM's): a longer prompt keeps its last `truncate`
                                tokens (its special tokens kept); -1: the context length; 0: not given */
     ea_oai_prompt *more;    /* owns: (n_more) batched prompts after the first (prompt_text/prompt_ids) */
@@ -194,6 +200,7 @@ typedef struct {
     ea_event done;          /* the DONE event (finish, usage) once it came */
     int finished;
     int n_prompt, n_gen;    /* streaming with continuous usage: the prompt's tokens, tokens so far */
+    json_t *plp;            /* owns: prompt_logprobs (vLLM's) so far; NULL: not asked */
 } ea_oai_choice;
 
 typedef struct {
@@ -203,6 +210,7 @@ typedef struct {
     const char *model;      /* borrows */
     int logprobs, top_logprobs, include_usage;
     int continuous_usage;   /* with include_usage: every chunk has its choice's usage so far */
+    int plp_top;            /* prompt_logprobs: alternatives per prompt token; -1: not asked */
     char *stop[EA_MAX_STOP]; /* owns: the request's stop strings, for stop_reason */
     int n_stop;
     int n;                  /* choices per prompt (usage counts each prompt once) */

@@ -453,6 +453,17 @@ static int parse_logprobs(const json_t *root, ea_oai_request *r, ea_oai_error *e
     return 0;
 }
 
+/* prompt_logprobs (vLLM's, both endpoints): 0..EA_MAX_TOP_LOGPROBS alternatives per
+ * prompt token; refused with stream (vLLM's rule: they come in the body). */
+static int parse_prompt_logprobs(const json_t *root, ea_oai_request *r, ea_oai_error *e) {
+    long long v;
+    if (get_int(root, "prompt_logprobs", 0, EA_MAX_TOP_LOGPROBS, &v, &r->want_prompt_lp, e)) return -1;
+    if (r->want_prompt_lp && r->stream)
+        return ea_oai_fail(e, 400, NULL, "prompt_logprobs", NULL, "'prompt_logprobs' is not available with 'stream': true");
+    r->prompt_lp_top = r->want_prompt_lp ? (int)v : 0;
+    return 0;
+}
+
 /* Every top-level field a request may carry, and for which endpoint. A field
  * not in this table is refused with a 400 naming it (docs/decisions.md, "Unknown
  * request fields"): a client that sends a field expects it to do something, and
@@ -473,7 +484,7 @@ static const struct {
     {"presence_penalty", FOR_BOTH}, {"frequency_penalty", FOR_BOTH}, {"repetition_penalty", FOR_BOTH},
     {"seed", FOR_BOTH}, {"stop", FOR_BOTH}, {"stop_token_ids", FOR_BOTH}, {"min_tokens", FOR_BOTH},
     {"skip_special_tokens", FOR_BOTH}, {"include_stop_str_in_output", FOR_BOTH}, {"truncate_prompt_tokens", FOR_BOTH},
-    {"add_special_tokens", FOR_BOTH},
+    {"add_special_tokens", FOR_BOTH}, {"prompt_logprobs", FOR_BOTH},
     {"logprobs", FOR_BOTH}, {"top_logprobs", FOR_CHAT},
     {"logit_bias", FOR_BOTH}, {"echo", FOR_CMPL},
     {"tools", FOR_CHAT}, {"tool_choice", FOR_CHAT}, {"parallel_tool_calls", FOR_CHAT},
@@ -558,7 +569,8 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
     r->add_special = r->kind == EA_OAI_COMPLETIONS; /* as /tokenize: the chat template writes its own */
     if (ea__oai_get_bool(root, "add_special_tokens", &r->add_special, e)) return -1;
     if (parse_unsupported(root, e) || parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_stop_ids(root, r, e) ||
-        parse_logprobs(root, r, e) || parse_logit_bias(root, r, e) || ea_oai_parse_constraint(root, &r->grammar, e))
+        parse_logprobs(root, r, e) || parse_prompt_logprobs(root, r, e) || parse_logit_bias(root, r, e) ||
+        ea_oai_parse_constraint(root, &r->grammar, e))
         return -1;
     r->params.grammar = r->grammar;
     if (r->grammar) { /* what the other ranks compile it from, under --parallel */
@@ -569,6 +581,11 @@ static int parse_fields(const json_t *root, ea_oai_request *r, ea_oai_error *e) 
     }
     if (ea__oai_get_bool(root, "echo", &r->echo, e)) return -1;
     r->params.prompt_logprobs = r->echo && r->params.logprobs; /* the echoed prompt's logprobs come first */
+    r->gen_top = r->params.top_logprobs;
+    if (r->want_prompt_lp) { /* the PROMPT events carry the larger top; each rendering takes its own */
+        r->params.prompt_logprobs = 1;
+        if (r->prompt_lp_top > r->params.top_logprobs) r->params.top_logprobs = r->prompt_lp_top;
+    }
     if (r->kind == EA_OAI_CHAT && (ea_oai_parse_tools(root, r, e) || ea__oai_parse_chat_options(root, r, e))) return -1;
     json_t *ft = ea__oai_field(root, "eaas_test_forced_text");
     if (ft && (!json_is_string(ft) || !(r->forced_text = ea_strndup(json_string_value(ft), json_string_length(ft)))))

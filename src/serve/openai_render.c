@@ -103,7 +103,8 @@ void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *m
     o->created = created;
     o->model = model;
     o->logprobs = r->params.logprobs;
-    o->top_logprobs = r->params.top_logprobs;
+    o->top_logprobs = r->want_prompt_lp ? r->gen_top : r->params.top_logprobs;
+    o->plp_top = r->want_prompt_lp ? r->prompt_lp_top : -1;
     o->include_usage = r->include_usage;
     o->continuous_usage = r->include_usage && r->continuous_usage;
     for (int i = 0; i < r->params.n_stop && i < EA_MAX_STOP; i++)
@@ -133,7 +134,7 @@ void ea_oai_output_init(ea_oai_output *o, const ea_oai_request *r, const char *m
     }
     if (r->echo && (o->echo = ea_calloc((size_t)(o->n_ch / o->n), sizeof *o->echo)))
         for (int p = 0; p < o->n_ch / o->n; p++) o->echo[p] = echo_text(r, ops, p);
-    o->prompt_lp = o->echo && r->params.prompt_logprobs;
+    o->prompt_lp = o->echo && r->params.logprobs;
 }
 
 void ea_oai_output_deinit(ea_oai_output *o) {
@@ -143,6 +144,7 @@ void ea_oai_output_deinit(ea_oai_output *o) {
         ea_sbuf_deinit(&ch->reasoning);
         json_decref(ch->calls);
         json_decref(ch->lp);
+        json_decref(ch->plp);
         ea_chat_split_deinit(&ch->split);
     }
     for (int i = 0; i < o->n_stop; i++) ea_free(o->stop[i]);
@@ -266,9 +268,37 @@ static size_t echo_len(const ea_oai_output *o, int c) {
     return o->prompt_lp && o->echo[c / o->n] ? strlen(o->echo[c / o->n]) : 0;
 }
 
+/* One {token id: {logprob, rank, decoded_token}} entry of vLLM's prompt_logprobs. */
+static void plp_put(const ea_oai_output *o, json_t *entry, int32_t id, float lp, int rank) {
+    char key[16];
+    snprintf(key, sizeof key, "%d", (int)id);
+    if (json_object_get(entry, key)) return;
+    size_t n;
+    char *t = token_bytes(o, id, &n);
+    json_object_set_new(entry, key, json_pack("{s:o,s:i,s:o}", "logprob", jnum(lp), "rank", rank, "decoded_token",
+                                              ea__oai_jstr(t ? t : "", n)));
+    ea_free(t);
+}
+
+/* vLLM's prompt_logprobs: null for the first prompt token (no context), then the
+ * token itself with its rank and its top plp_top alternatives (ranks 1..k). */
+static void plp_add(const ea_oai_output *o, ea_oai_choice *ch, const ea_event *ev) {
+    if (!ch->plp && !(ch->plp = json_array())) return;
+    if (isnan(ev->logprob)) {
+        json_array_append_new(ch->plp, json_null());
+        return;
+    }
+    json_t *entry = json_object();
+    plp_put(o, entry, ev->token, ev->logprob, ev->rank);
+    for (int i = 0; i < ev->n_top && i < o->plp_top; i++) plp_put(o, entry, ev->top_ids[i], ev->top_lp[i], i + 1);
+    json_array_append_new(ch->plp, entry);
+}
+
 void ea_oai_output_prompt(ea_oai_output *o, int c, const ea_event *ev) {
-    if (c < 0 || c >= o->n_ch || !o->prompt_lp) return;
+    if (c < 0 || c >= o->n_ch) return;
     ea_oai_choice *ch = &o->ch[c];
+    if (o->plp_top >= 0) plp_add(o, ch, ev);
+    if (!o->prompt_lp) return;
     if (!ch->lp) ch->lp = new_logprobs(o->kind);
     add_logprobs(o, ch->lp, ev, ch->prompt_offset);
     size_t n;
@@ -365,12 +395,16 @@ void ea_oai_render_final(ea_oai_output *o, ea_sbuf *out) {
             ea_sbuf_append(&t, ch->text.data ? ch->text.data : "", ch->text.len);
             choice = json_pack("{s:i,s:o,s:o,s:o,s:o}", "index", c, "text", sbuf_str(&t), "logprobs", lp,
                                "finish_reason", finish_json(ch), "stop_reason", stop_reason_json(o, ch));
+            if (o->plp_top >= 0)
+                json_object_set_new(choice, "prompt_logprobs", ch->plp ? json_incref(ch->plp) : json_array());
             ea_sbuf_deinit(&t);
         }
         json_array_append_new(choices, choice);
     }
     json_t *root = envelope(o, o->kind == EA_OAI_CHAT ? "chat.completion" : "text_completion");
     json_object_set_new(root, "choices", choices);
+    if (o->kind == EA_OAI_CHAT && o->plp_top >= 0) /* vLLM's: the prompt's, once, at the top level */
+        json_object_set_new(root, "prompt_logprobs", o->n_ch && o->ch[0].plp ? json_incref(o->ch[0].plp) : json_array());
     json_object_set_new(root, "usage", usage_json(o));
     ea_sbuf_json(out, root);
     json_decref(root);

@@ -175,6 +175,8 @@ void ea__prompt_logprob(ea_sched *s, ea_request *r, int i, float *row) {
     ea_sampler_mask(s->sampler, row);
     ev.n_top = r->p.top_logprobs;
     ev.logprob = ea_logprob(row, s->vocab, ev.token, ev.n_top, ev.top_ids, ev.top_lp);
+    ev.rank = 1;
+    for (int v = 0; v < s->vocab; v++) ev.rank += row[v] > row[ev.token];
     ea__req_push(r, &ev);
     r->plp_next = i + 1;
 }

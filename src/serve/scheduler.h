@@ -106,6 +106,7 @@ typedef struct {
     int text_len;
     int32_t token;
     float logprob;
+    int rank;                  /* PROMPT: 1 + the ids with a higher logprob (vLLM's rank) */
     int n_top;
     int32_t top_ids[EA_MAX_TOP_LOGPROBS];
     float top_lp[EA_MAX_TOP_LOGPROBS];

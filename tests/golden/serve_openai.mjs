@@ -9,7 +9,8 @@
 // seeds (same seed -> same text, other seed -> other text); logprobs shapes
 // and greedy = argmax; 404 for an unknown model; 400 naming an unknown field
 // (never silently ignored); stop_token_ids and min_tokens; skip_special_tokens and
-// include_stop_str_in_output; truncate_prompt_tokens; continuous_usage_stats; stop_reason; and end-to-end determinism:
+// include_stop_str_in_output; truncate_prompt_tokens; continuous_usage_stats; stop_reason; prompt_logprobs;
+// and end-to-end determinism:
 // 64 concurrent seeded requests with different prompts each return exactly
 // the text they return alone.
 import { createRequire } from 'module';
@@ -228,7 +229,7 @@ await check('unknown model -> 404 NotFoundError with an OpenAI error body', asyn
 
 await check('unknown field -> 400 BadRequestError naming it; documented no-effect fields accepted', async () => {
   for (const [create, body, field] of [
-    [client.completions, { ...greedy, prompt: 'x', prompt_logprobs: 1 }, 'prompt_logprobs'],
+    [client.completions, { ...greedy, prompt: 'x', prompt_embeds: 'AAAA' }, 'prompt_embeds'],
     [client.chat.completions, { ...greedy, messages: MESSAGES, chat_template: '{{ messages }}' }, 'chat_template'],
   ]) {
     try {
@@ -353,6 +354,42 @@ await check('truncate_prompt_tokens keeps the prompt\'s last tokens (usage, text
   } catch (e) {
     eq(e.status, 400, 'status of 0');
     eq(e.error && e.error.param, 'truncate_prompt_tokens', 'param');
+  }
+});
+
+await check('prompt_logprobs (vLLM\'s): each prompt token with its rank and top alternatives; the echo\'s logprobs agree', async () => {
+  const root = baseURL.replace(/\/v1$/, '');
+  const ids = (await (await fetch(`${root}/tokenize`, { method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${client.apiKey}` },
+    body: JSON.stringify({ prompt: PROMPT }) })).json()).tokens;
+  const r = await completeText({ prompt_logprobs: 3, logprobs: 1, max_tokens: 4 });
+  const plp = r.choices[0].prompt_logprobs;
+  eq(plp.length, ids.length, 'one entry per prompt token');
+  eq(plp[0], null, 'the first has no context');
+  const echo = await completeText({ echo: true, logprobs: 0, max_tokens: 1 });
+  const elp = echo.choices[0].logprobs.token_logprobs;
+  for (let i = 1; i < ids.length; i++) {
+    const e = plp[i], mine = e[String(ids[i])];
+    assert(mine && mine.rank >= 1, `entry ${i} has the prompt token ${ids[i]} with a rank: ${JSON.stringify(e)}`);
+    eq(mine.logprob, elp[i], `entry ${i}: the echo's logprob of that token`);
+    const ranks = Object.values(e).map(x => x.rank).sort((a, b) => a - b);
+    assert(ranks[0] === 1 && ranks.includes(2) && ranks.includes(3) && Object.keys(e).length <= 4, `entry ${i}: ranks ${ranks}`);
+    const best = Object.values(e).find(x => x.rank === 1);
+    assert(Object.values(e).every(x => x.logprob <= best.logprob), `entry ${i}: rank 1 is the most likely`);
+    if (mine.rank <= 3) eq(Object.keys(e).length, 3, `entry ${i}: the prompt token is one of the three`);
+    assert(typeof mine.decoded_token === 'string', 'decoded_token');
+  }
+  for (const t of r.choices[0].logprobs.top_logprobs)
+    assert(Object.keys(t).length <= 1, 'the generated tokens keep their own top (1)');
+  const chat = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 1, prompt_logprobs: 0 });
+  eq(chat.prompt_logprobs.length, chat.usage.prompt_tokens, 'chat: at the top level, one per prompt token');
+  assert(chat.prompt_logprobs.slice(1).every(e => Object.keys(e).length === 1), 'prompt_logprobs 0: the token alone');
+  try {
+    await client.completions.create({ ...greedy, prompt: 'x', stream: true, prompt_logprobs: 1 });
+    throw new Error('no error with stream');
+  } catch (e) {
+    eq(e.status, 400, 'with stream: status');
+    eq(e.error && e.error.param, 'prompt_logprobs', 'param');
   }
 });
 

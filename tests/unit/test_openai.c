@@ -210,6 +210,22 @@ TEST(truncate_prompt_tokens_and_add_special_tokens) {
         CHECK_EQ(parse(EA_OAI_COMPLETIONS, bad[i], &r, &e), -1); /* a refused parse frees r itself */
         CHECK_STREQ(e.param, "truncate_prompt_tokens");
     }
+    /* prompt_logprobs (vLLM's): the prompt's logprobs with the larger top of the two asks; not streamed */
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"abc\",\"logprobs\":1,\"prompt_logprobs\":4}", &r, &e), 0);
+    CHECK_EQ(r.want_prompt_lp, 1);
+    CHECK_EQ(r.prompt_lp_top, 4);
+    CHECK_EQ(r.params.prompt_logprobs, 1);
+    CHECK_EQ(r.params.top_logprobs, 4);
+    CHECK_EQ(r.gen_top, 1);
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prompt_logprobs\":0}", &r, &e), 0);
+    CHECK_EQ(r.params.prompt_logprobs, 1);
+    CHECK_EQ(r.params.logprobs, 0);
+    ea_oai_request_deinit(&r);
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"abc\",\"prompt_logprobs\":21}", &r, &e), -1);
+    CHECK_STREQ(e.param, "prompt_logprobs");
+    CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"abc\",\"stream\":true,\"prompt_logprobs\":1}", &r, &e), -1);
+    CHECK_STREQ(e.param, "prompt_logprobs");
     /* add_special_tokens (vLLM's): completions without the BOS; chat with one, kept by truncation */
     CHECK_EQ(parse(EA_OAI_COMPLETIONS, "{\"prompt\":\"abc\",\"add_special_tokens\":false}", &r, &e), 0);
     CHECK_EQ(ea_oai_prepare(&r, &OPS, 100, 0, 7, &e), 0);
@@ -412,7 +428,7 @@ TEST(unknown_fields_refused_naming_them) {
         int kind;
         const char *body, *param;
     } cases[] = {
-        {0, "{\"prompt\": \"x\", \"prompt_logprobs\": 1}", "prompt_logprobs"},
+        {0, "{\"prompt\": \"x\", \"prompt_embeds\": \"AAAA\"}", "prompt_embeds"},
         {0, "{\"prompt\": \"x\", \"temprature\": 0}", "temprature"},
         {0, "{\"prompt\": \"x\", \"top_logprobs\": 2}", "top_logprobs"}, /* chat's field */
         {0, "{\"prompt\": \"x\", \"messages\": []}", "messages"},
