@@ -381,6 +381,22 @@ await check('prompt_logprobs (vLLM\'s): each prompt token with its rank and top 
   }
   for (const t of r.choices[0].logprobs.top_logprobs)
     assert(Object.keys(t).length <= 1, 'the generated tokens keep their own top (1)');
+  // the greedy continuation appended to the prompt: each of its tokens was the argmax there, so rank 1
+  const gen = [];
+  for (const t of (await completeText({ logprobs: 0, max_tokens: 8 })).choices[0].logprobs.tokens) {
+    const one = (await (await fetch(`${root}/tokenize`, { method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${client.apiKey}` },
+      body: JSON.stringify({ prompt: t, add_special_tokens: false }) })).json()).tokens;
+    if (!one || one.length !== 1) break;
+    gen.push(one[0]);
+  }
+  assert(gen.length >= 2, `greedy tokens that are one id each: ${gen.length}`);
+  const g = await client.completions.create({ ...greedy, prompt: [...ids, ...gen], max_tokens: 1, prompt_logprobs: 1 });
+  for (let j = 0; j < gen.length; j++) {
+    const e = g.choices[0].prompt_logprobs[ids.length + j], mine = e[String(gen[j])];
+    eq(mine.rank, 1, `greedy token ${j} has rank 1`);
+    eq(Object.keys(e).length, 1, `greedy token ${j} is its own top 1`);
+  }
   const chat = await client.chat.completions.create({ ...greedy, messages: MESSAGES, max_tokens: 1, prompt_logprobs: 0 });
   eq(chat.prompt_logprobs.length, chat.usage.prompt_tokens, 'chat: at the top level, one per prompt token');
   assert(chat.prompt_logprobs.slice(1).every(e => Object.keys(e).length === 1), 'prompt_logprobs 0: the token alone');
