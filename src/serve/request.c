@@ -145,31 +145,31 @@ static int push_slices(ea_request *r, ea_event *ev, const ea_text_slices *sl) {
     return pushed;
 }
 
+/* The token's event(s): its slices, or one event with empty text when there are
+ * none (the token still reports its id). */
+static void push_token(ea_request *r, ea_event *ev, const ea_text_slices *sl) {
+    if (push_slices(r, ev, sl) > 0) return;
+    ev->text[0] = 0;
+    ev->text_len = 0;
+    ea__req_push(r, ev);
+}
+
 int ea__req_emit_text(ea_request *r, ea_event *ev, ea_text_slices *sl) {
     ea_text_stream_arm(&r->text, r->n_generated >= r->p.min_tokens); /* vLLM: checked once min_tokens are out */
     int stopped = ea_text_stream_add(&r->text, ev->token, sl);
-    if (push_slices(r, ev, sl) == 0) {
-        ev->text[0] = 0;
-        ev->text_len = 0;
-        ea__req_push(r, ev);
-    }
+    push_token(r, ev, sl);
     return stopped;
 }
 
 void ea__req_end_text(ea_request *r, ea_event *ev, ea_text_slices *sl) {
     if (!r->p.include_stop) { /* the token's event has no text; what was held back follows it */
-        ev->text[0] = 0;
-        ev->text_len = 0;
-        ea__req_push(r, ev);
+        sl->n = 0;
+        push_token(r, ev, sl);
         ea__req_flush_text(r, sl);
         return;
     }
     ea_text_stream_last(&r->text, ev->token, sl); /* held back + the token's text, on its event */
-    if (push_slices(r, ev, sl) == 0) {
-        ev->text[0] = 0;
-        ev->text_len = 0;
-        ea__req_push(r, ev);
-    }
+    push_token(r, ev, sl);
 }
 
 void ea__req_flush_text(ea_request *r, ea_text_slices *sl) {

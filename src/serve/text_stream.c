@@ -31,11 +31,16 @@ void ea_text_stream_init(ea_text_stream *ts, const struct ea_tokenizer *tok, con
 
 void ea_text_stream_arm(ea_text_stream *ts, int armed) { ts->st.disarmed = !armed; }
 
-int ea_text_stream_add(ea_text_stream *ts, int32_t token, ea_text_slices *out) {
+/* token's bytes into stop_text; returns what ea_stop_text_add does. */
+static int add_token(ea_text_stream *ts, int32_t token, ea_text_slices *out) {
     char bytes[EA_TEXT_TOKEN_MAX];
     int nb = ea_detok_token_bytes(ts->tok, token, ts->keep_special, bytes, (int)sizeof bytes);
-    out->n = 0;
     return ea_stop_text_add(&ts->st, bytes, nb, sink, out);
+}
+
+int ea_text_stream_add(ea_text_stream *ts, int32_t token, ea_text_slices *out) {
+    out->n = 0;
+    return add_token(ts, token, out);
 }
 
 void ea_text_stream_flush(ea_text_stream *ts, ea_text_slices *out) {
@@ -46,10 +51,8 @@ void ea_text_stream_flush(ea_text_stream *ts, ea_text_slices *out) {
 void ea_text_stream_last(ea_text_stream *ts, int32_t token, ea_text_slices *out) {
     out->n = 0;
     if (ts->st.include) {
-        char bytes[EA_TEXT_TOKEN_MAX];
-        int nb = ea_detok_token_bytes(ts->tok, token, ts->keep_special, bytes, (int)sizeof bytes);
         ts->st.disarmed = 1; /* the token ended the text: no stop string ends it again */
-        ea_stop_text_add(&ts->st, bytes, nb, sink, out);
+        add_token(ts, token, out);
     }
     ea_stop_text_flush(&ts->st, sink, out);
 }
