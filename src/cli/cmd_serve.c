@@ -90,6 +90,7 @@ typedef struct {
     /* Expert-as-a-Service */
     const char *experts_remote;
     int expert_timeout_ms;
+    int enable_dbo, dbo_min_tokens;
 } serve_flags;
 
 /* The EPLB tuning flags only make sense with EPLB on */
@@ -175,7 +176,7 @@ int ea_cmd_serve(int argc, char **argv) {
     serve_flags f = {.dist_timeout = -1, .generation_config = "auto", .reasoning_parser = "none", .tool_call_parser = "auto", .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
                      .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .idle_timeout_s = 5,
                      .kv_disk_max_mib = 1024, .eplb_window = 1000, .eplb_interval = 1000, .eplb_min_bal = 0.9,
-                     .expert_timeout_ms = 1000};
+                     .expert_timeout_ms = 1000, .dbo_min_tokens = 2};
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &f.model, "PATH", "model directory (HF) or .gguf file"},
         {"host", EA_ARG_STR, &f.host, "ADDR", "address to listen on (default 127.0.0.1)"},
@@ -222,6 +223,8 @@ int ea_cmd_serve(int argc, char **argv) {
         {"ep-capacity-factor", EA_ARG_DOUBLE, &f.ep_capacity_factor, "X", "expert mode: combine buffers per rank hold X times an even share of a step's pairs; the rest goes in more rounds, never dropped (1.25)", 0.01, 1000, "parallel"},
         {"experts-remote", EA_ARG_STR, &f.experts_remote, "HOST:PORT", "run the experts on expert servers (eaas expert) found through this monitor"},
         {"expert-timeout-ms", EA_ARG_INT, &f.expert_timeout_ms, "MS", "an expert server's answer to one call; past it the call goes to a replica (1000)", 1, 3600000, "experts-remote"},
+        {"enable-dbo", EA_ARG_BOOL, &f.enable_dbo, NULL, "double-batch overlap: a step's sequences go as two micro-batches, one's attention while the expert servers run the other's experts (two slots per server)", 0, 0, "experts-remote"},
+        {"dbo-min-tokens", EA_ARG_INT, &f.dbo_min_tokens, "N", "overlap only steps of at least N tokens (2)", 2, 1 << 20, "enable-dbo"},
         {0}};
     ea_args_rest rest;
     int rc = ea_cli_parse("serve", usage_text, spec, argc, argv, &rest);
@@ -285,6 +288,7 @@ int ea_cmd_serve(int argc, char **argv) {
     if (f.experts_remote && pmode == EA_PAR_NONE) /* under --parallel the ranks hold the experts */
         eo.moe = (ea_engine_moe_opts){.kind = EA_BACKEND_REMOTE,
                                       .remote = {.monitor = f.experts_remote, .timeout_s = f.expert_timeout_ms / 1000.0}};
+    eo.dbo_min_tokens = f.enable_dbo ? f.dbo_min_tokens : 0;
     if ((st = ea_engine_create(&eo, &engine)) != EA_OK) goto fail;
     /* each rank's resident memory against the plan, on rank 0's log (a collective: every rank calls it) */
     if (engine->par && (st = ea_ep_engine_report_memory(engine->par, stderr)) != EA_OK) goto fail;

@@ -107,6 +107,8 @@ static ea_status check_model(const glue *g, const char *who, const json_t *m) {
 
 static ea_status parse_slot(dial *d, const json_t *j, ea_xsrv_slot_info *out) {
     EA_TRY(check_model(d->g, d->sv->id, json_object_get(j, "model")));
+    ea_free(d->rkey), ea_free(d->addr); /* the last lane's, used by now (remote.c connects lane by lane) */
+    d->rkey = d->addr = NULL;
     json_int_t client = json_integer_value(json_object_get(j, "client"));
     json_int_t addr = json_integer_value(json_object_get(j, "slot_addr"));
     json_int_t bytes = json_integer_value(json_object_get(j, "slot_bytes"));
@@ -293,7 +295,8 @@ ea_status ea_eaas_client_create(const ea_eaas_client_opts *o, ea_moe_backend **o
     }
     ea_remote_opts ro = {.n_layers = o->n_layers, .n_experts = o->n_experts, .hidden = o->hidden,
                          .max_tokens = o->max_tokens, .max_k = o->max_k, .sync = sync_table, .sync_ctx = g,
-                         .release = release, .coming = coming, .timeout_s = o->timeout_s};
+                         .release = release, .coming = coming, .timeout_s = o->timeout_s,
+                         .lanes = o->lanes};
     ea_moe_backend *be;
     ea_status st = ea_remote_create(&ro, &be);
     if (st != EA_OK) {

@@ -27,6 +27,7 @@ typedef struct {
     const char *arch;     /* the model's family name, checked against each server's */
     int n_layers, n_experts, hidden, max_tokens, max_k;
     double timeout_s;     /* an expert server's answer to one call (--expert-timeout-ms) */
+    int lanes;            /* 2: two slots per server, for double-batch overlap (--enable-dbo); else 1 */
     double wait_first_s;  /* create waits this long for a table with a live server; <= 0: 30 s */
 } ea_eaas_client_opts;
 

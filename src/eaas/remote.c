@@ -7,8 +7,15 @@
  * under a new sequence number — its result region holds one answer at a
  * time, and recomputing a pair gives the same bits.
  *
- * Buffers (at create): per server a result region (UCX) and a staging copy of
- * header + payload (kept until the put's flush); owner (T*K).
+ * Lanes (double-batch overlap, moe.h): with opts.lanes = 2 the client holds
+ * two connections to every server — two slots there, two result regions
+ * here, each with its own sequence numbers — and a call's state (owner,
+ * pending, resend) is per lane, so a call of each lane can be in flight at
+ * once. To the server the two lanes are two clients; the wire is the same.
+ *
+ * Buffers (at create): per server and lane a result region (UCX) and a
+ * staging copy of header + payload (kept until the put's flush); per lane
+ * owner (T*K).
  */
 #include "eaas/remote.h"
 
@@ -23,19 +30,24 @@
 #include "base/util.h"
 #include "kernels/ops.h"
 
+/* One connection to a server: its slot there, our result region here. */
 typedef struct {
-    char name[64];
-    uint8_t *hosted;     /* owns: (n_layers, n_experts) */
     ea_ucx_mem *res;     /* owns: result region */
     ea_ucx_ep *ep;       /* owns */
     ea_ucx_remote *slot; /* owns */
-    uint32_t id;
+    uint32_t id;         /* the client id the server gave this slot */
+    uint8_t *stage;      /* owns: header + payload staging */
+    uint64_t word;       /* the state word being put (kept until the flush) */
+    uint64_t seq;        /* rises over every server this entry has held: a stale word never matches */
+    int pending;         /* sent in this lane's call, not answered yet */
+    int resend;          /* its owned set grew: send again */
+} rlane;
+
+typedef struct {
+    char name[64];
+    uint8_t *hosted; /* owns: (n_layers, n_experts) */
     atomic_int live;
-    uint8_t *stage; /* owns: header + payload staging */
-    uint64_t word;  /* the state word being put (kept until the flush) */
-    uint64_t seq;   /* rises over every server this entry has held: a stale word never matches */
-    int pending;    /* sent in this call, not answered yet */
-    int resend;     /* its owned set grew: send again */
+    rlane ln[EA_MOE_MAX_LANES];
 } rsrv;
 
 /* Round-trip histogram bounds (seconds) of eaas:remote_roundtrip_seconds. */
@@ -49,9 +61,10 @@ typedef struct {
     pthread_mutex_t mu; /* guards n_sv and the entries' name and hosted for other threads (health) */
     rsrv *sv;           /* [max_servers] */
     int n_sv;           /* entries in use */
-    int32_t *owner;
-    double t_submit;
-    atomic_uint_fast64_t calls, failovers, timeouts, refusals, failed_pairs;
+    int32_t *owner[EA_MOE_MAX_LANES];  /* per lane: the server of each pair of the call in flight */
+    double t_submit[EA_MOE_MAX_LANES];
+    int in_flight[EA_MOE_MAX_LANES];   /* submitted, not waited for */
+    atomic_uint_fast64_t calls, failovers, timeouts, refusals, failed_pairs, overlapped;
     atomic_uint_fast64_t rt_count[RT_N + 1];
     _Atomic double rt_sum;
 } remote;
@@ -76,9 +89,10 @@ static void mark_dead(remote *R, int s, const char *why) {
     if (atomic_exchange(&R->sv[s].live, 0)) EA_LOGW("remote experts: server %s is gone: %s", R->sv[s].name, why);
 }
 
-/* Send server s its owned pairs of call c (ids of other servers' pairs as -1). */
+/* Send server s its owned pairs of call c (ids of other servers' pairs as -1), on c's lane. */
 static ea_status send_to(remote *R, int s, const ea_moe_call *c) {
-    rsrv *v = &R->sv[s];
+    rlane *v = &R->sv[s].ln[c->lane];
+    const int32_t *owner = R->owner[c->lane];
     int H = R->o.hidden, P = c->n_tokens * c->k;
     ea_slot_header h = {.seq = ++v->seq, .client = v->id, .layer = c->layer, .n_tokens = c->n_tokens, .k = c->k,
                         .hidden = H};
@@ -86,7 +100,7 @@ static ea_status send_to(remote *R, int s, const ea_moe_call *c) {
     ea_slot_header_write(st, &h);
     memcpy(st + EA_SLOT_HEADER_BYTES, c->x, sizeof(float) * (size_t)c->n_tokens * H);
     int32_t *ids = (int32_t *)(st + EA_SLOT_HEADER_BYTES + sizeof(float) * (size_t)c->n_tokens * H);
-    for (int p = 0; p < P; p++) ids[p] = R->owner[p] == s ? c->ids[p] : -1;
+    for (int p = 0; p < P; p++) ids[p] = owner[p] == s ? c->ids[p] : -1;
     v->word = ea_slot_word(EA_SLOT_WRITTEN, v->seq);
     EA_TRY(ea_ucx_put(v->slot, EA_SLOT_HEADER_OFF, st,
                       EA_SLOT_HEADER_BYTES + ea_slot_payload_bytes(c->n_tokens, c->k, H)));
@@ -100,12 +114,13 @@ static ea_status send_to(remote *R, int s, const ea_moe_call *c) {
 
 /* Pairs of dead servers go to their next live replica (or -1); the servers that got pairs resend. */
 static void reassign(remote *R, const ea_moe_call *c) {
+    int32_t *owner = R->owner[c->lane];
     for (int p = 0; p < c->n_tokens * c->k; p++) {
-        int s = R->owner[p];
+        int s = owner[p];
         if (s < 0 || atomic_load(&R->sv[s].live)) continue;
         int t = pick(R, c->layer, c->ids[p]);
-        R->owner[p] = t;
-        if (t >= 0) R->sv[t].resend = 1;
+        owner[p] = t;
+        if (t >= 0) R->sv[t].ln[c->lane].resend = 1;
         atomic_fetch_add(&R->failovers, 1);
     }
 }
@@ -118,12 +133,13 @@ static void send_all(remote *R, const ea_moe_call *c) {
     for (int round = 0; round <= R->n_sv; round++) {
         int again = 0;
         for (int s = 0; s < R->n_sv; s++) {
-            if (!R->sv[s].resend || R->sv[s].pending || !atomic_load(&R->sv[s].live)) continue;
+            rlane *v = &R->sv[s].ln[c->lane];
+            if (!v->resend || v->pending || !atomic_load(&R->sv[s].live)) continue;
             ea_status st = send_to(R, s, c);
             if (st != EA_OK) {
                 if (st == EA_ERR_TIMEOUT) atomic_fetch_add(&R->timeouts, 1);
                 mark_dead(R, s, ea_errmsg());
-                R->sv[s].pending = 0;
+                v->pending = 0;
                 again = 1;
             }
         }
@@ -137,15 +153,25 @@ static ea_status remote_submit(ea_moe_backend *be, const ea_moe_call *c) {
     if (c->n_tokens > R->o.max_tokens || c->k > R->o.max_k || c->layer < 0 || c->layer >= R->o.n_layers)
         return ea_err(EA_ERR_RANGE, "remote experts: call of layer %d, %d tokens x %d slots exceeds %d x %d",
                       c->layer, c->n_tokens, c->k, R->o.max_tokens, R->o.max_k);
-    if (R->o.sync) R->o.sync(R->o.sync_ctx, be);
-    atomic_fetch_add(&R->calls, 1);
-    R->t_submit = ea_now_s();
-    for (int s = 0; s < R->n_sv; s++) R->sv[s].pending = R->sv[s].resend = 0;
-    for (int p = 0; p < c->n_tokens * c->k; p++) {
+    if (c->lane < 0 || c->lane >= R->o.lanes || R->in_flight[c->lane])
+        return ea_err(EA_ERR_INVALID_ARG, "remote experts: lane %d of %d %s", c->lane, R->o.lanes,
+                      c->lane < 0 || c->lane >= R->o.lanes ? "does not exist" : "has a call in flight");
+    for (int p = 0; p < c->n_tokens * c->k; p++)
         if (c->ids[p] < 0 || c->ids[p] >= R->o.n_experts)
             return ea_err(EA_ERR_RANGE, "remote experts: expert %d not in [0, %d)", c->ids[p], R->o.n_experts);
-        R->owner[p] = pick(R, c->layer, c->ids[p]);
-        if (R->owner[p] >= 0) R->sv[R->owner[p]].resend = 1;
+    /* membership changes only while no call is in flight: a call's owners name entries a new server may reuse */
+    int busy = 0;
+    for (int i = 0; i < R->o.lanes; i++) busy |= R->in_flight[i];
+    if (R->o.sync && !busy) R->o.sync(R->o.sync_ctx, be);
+    atomic_fetch_add(&R->calls, 1);
+    if (busy) atomic_fetch_add(&R->overlapped, 1);
+    R->t_submit[c->lane] = ea_now_s();
+    R->in_flight[c->lane] = 1;
+    int32_t *owner = R->owner[c->lane];
+    for (int s = 0; s < R->n_sv; s++) R->sv[s].ln[c->lane].pending = R->sv[s].ln[c->lane].resend = 0;
+    for (int p = 0; p < c->n_tokens * c->k; p++) {
+        owner[p] = pick(R, c->layer, c->ids[p]);
+        if (owner[p] >= 0) R->sv[owner[p]].ln[c->lane].resend = 1;
     }
     send_all(R, c);
     return EA_OK;
@@ -162,11 +188,14 @@ static void observe_roundtrip(remote *R, double s) {
 
 static ea_status remote_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
     remote *R = (remote *)be;
-    int H = R->o.hidden, k = c->k;
+    int H = R->o.hidden, k = c->k, lane = c->lane;
+    if (lane < 0 || lane >= R->o.lanes || !R->in_flight[lane])
+        return ea_err(EA_ERR_INVALID_ARG, "remote experts: wait on lane %d with no call in flight", lane);
+    R->in_flight[lane] = 0;
     for (int round = 0; round <= 2 * R->n_sv; round++) { /* each round a server answers, or dies */
         double end = ea_now_s() + R->o.timeout_s;
         int left = 0;
-        for (int s = 0; s < R->n_sv; s++) left += R->sv[s].pending;
+        for (int s = 0; s < R->n_sv; s++) left += R->sv[s].ln[lane].pending;
         double t_spin = ea_now_s() + 20e-6;
         while (left > 0) {
             /* spin 20 us, then give the core away between polls: the servers
@@ -174,8 +203,13 @@ static ea_status remote_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_ou
             if (ea_now_s() > t_spin) sched_yield();
             ea_ucx_progress(R->u);
             for (int s = 0; s < R->n_sv; s++) {
-                rsrv *v = &R->sv[s];
+                rlane *v = &R->sv[s].ln[lane];
                 if (!v->pending) continue;
+                if (!atomic_load(&R->sv[s].live)) { /* the other lane's wait gave it up: reassign now */
+                    v->pending = 0;
+                    left--;
+                    continue;
+                }
                 uint64_t w = __atomic_load_n((const uint64_t *)ea_ucx_mem_ptr(v->res), __ATOMIC_ACQUIRE);
                 if (ea_slot_word_seq(w) != (v->seq & EA_SLOT_SEQ_MASK)) continue; /* stale: an older answer */
                 ea_slot_state st = ea_slot_word_state(w);
@@ -195,33 +229,34 @@ static ea_status remote_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_ou
             }
             if (left > 0 && ea_now_s() > end) {
                 for (int s = 0; s < R->n_sv; s++)
-                    if (R->sv[s].pending) {
+                    if (R->sv[s].ln[lane].pending) {
                         atomic_fetch_add(&R->timeouts, 1);
                         mark_dead(R, s, "no answer within the deadline");
-                        R->sv[s].pending = 0;
+                        R->sv[s].ln[lane].pending = 0;
                     }
                 left = 0;
             }
         }
         reassign(R, c);
         int resend = 0;
-        for (int s = 0; s < R->n_sv; s++) resend |= R->sv[s].resend && atomic_load(&R->sv[s].live);
+        for (int s = 0; s < R->n_sv; s++) resend |= R->sv[s].ln[lane].resend && atomic_load(&R->sv[s].live);
         if (!resend) break;
         send_all(R, c);
     }
-    observe_roundtrip(R, ea_now_s() - R->t_submit);
+    observe_roundtrip(R, ea_now_s() - R->t_submit[lane]);
+    const int32_t *owner = R->owner[lane];
     /* combine in slot order from 0.0f (moe.h), as moe_local.c does */
     for (int t = 0; t < c->n_tokens; t++) {
         float *yt = c->y + (size_t)t * H;
         memset(yt, 0, sizeof(float) * (size_t)H);
         for (int j = 0; j < k; j++) {
-            int p = t * k + j, s = R->owner[p];
+            int p = t * k + j, s = owner[p];
             if (s < 0) {
                 atomic_fetch_add(&R->failed_pairs, 1);
                 EA_TRY(ea_moe_outcome_fail(out, t, c->layer, c->ids[p], -1, "no live replica"));
                 continue;
             }
-            const float *o = (const float *)((const uint8_t *)ea_ucx_mem_ptr(R->sv[s].res) + EA_SLOT_RESULT_OUT_OFF);
+            const float *o = (const float *)((const uint8_t *)ea_ucx_mem_ptr(R->sv[s].ln[lane].res) + EA_SLOT_RESULT_OUT_OFF);
             ea_k_axpy(c->w[p], o + (size_t)p * H, yt, H);
         }
     }
@@ -270,12 +305,17 @@ static void remote_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
     ea_remote_get_stats(be, &st);
     if (json)
         json_object_set_new(json, "remote",
-                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:i}", "calls", (json_int_t)st.calls, "failovers",
-                                      (json_int_t)st.failovers, "timeouts", (json_int_t)st.timeouts, "refusals",
-                                      (json_int_t)st.refusals, "failed_pairs", (json_int_t)st.failed_pairs,
-                                      "servers_live", st.servers_live));
+                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:i}", "calls", (json_int_t)st.calls,
+                                      "overlapped", (json_int_t)st.overlapped, "failovers", (json_int_t)st.failovers,
+                                      "timeouts", (json_int_t)st.timeouts, "refusals", (json_int_t)st.refusals,
+                                      "failed_pairs", (json_int_t)st.failed_pairs, "servers_live", st.servers_live));
     if (!prom) return;
     ea_sbuf_printf(prom,
+                   "# HELP eaas:remote_calls_total MoE layer calls sent to the expert servers\n"
+                   "# TYPE eaas:remote_calls_total counter\neaas:remote_calls_total %llu\n"
+                   "# HELP eaas:remote_overlapped_calls_total calls sent while the other micro-batch's call was in "
+                   "flight (double-batch overlap)\n"
+                   "# TYPE eaas:remote_overlapped_calls_total counter\neaas:remote_overlapped_calls_total %llu\n"
                    "# HELP eaas:remote_failovers_total (token, slot) pairs moved to a replica\n"
                    "# TYPE eaas:remote_failovers_total counter\neaas:remote_failovers_total %llu\n"
                    "# HELP eaas:remote_timeouts_total expert server answers that missed the deadline\n"
@@ -284,17 +324,20 @@ static void remote_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
                    "# TYPE eaas:remote_failed_pairs_total counter\neaas:remote_failed_pairs_total %llu\n"
                    "# HELP eaas:remote_servers_live expert servers this client sends work to\n"
                    "# TYPE eaas:remote_servers_live gauge\neaas:remote_servers_live %d\n",
+                   (unsigned long long)st.calls, (unsigned long long)st.overlapped,
                    (unsigned long long)st.failovers, (unsigned long long)st.timeouts,
                    (unsigned long long)st.failed_pairs, st.servers_live);
     roundtrip_prom((remote *)be, prom);
 }
 
-/* Closes entry s's connection (its result region and staging stay for reuse). */
+/* Closes entry s's connections (their result regions and staging stay for reuse). */
 static void close_server(rsrv *v) {
-    ea_ucx_remote_close(v->slot);
-    ea_ucx_disconnect(v->ep, 0.05);
-    v->slot = NULL;
-    v->ep = NULL;
+    for (int i = 0; i < EA_MOE_MAX_LANES; i++) {
+        ea_ucx_remote_close(v->ln[i].slot);
+        ea_ucx_disconnect(v->ln[i].ep, 0.05);
+        v->ln[i].slot = NULL;
+        v->ln[i].ep = NULL;
+    }
 }
 
 static void remote_destroy(ea_moe_backend *be) {
@@ -302,19 +345,24 @@ static void remote_destroy(ea_moe_backend *be) {
     if (R->o.release) R->o.release(R->o.sync_ctx);
     for (int s = 0; R->sv && s < R->o.max_servers; s++) {
         close_server(&R->sv[s]);
-        ea_ucx_mem_free(R->sv[s].res);
-        ea_free(R->sv[s].stage);
+        for (int i = 0; i < EA_MOE_MAX_LANES; i++) {
+            ea_ucx_mem_free(R->sv[s].ln[i].res);
+            ea_free(R->sv[s].ln[i].stage);
+        }
         ea_free(R->sv[s].hosted);
     }
     ea_free(R->sv);
-    ea_free(R->owner);
+    for (int i = 0; i < EA_MOE_MAX_LANES; i++) ea_free(R->owner[i]);
     ea_ucx_destroy(R->u);
     pthread_mutex_destroy(&R->mu);
     ea_free(R);
 }
 
+static int remote_lanes(ea_moe_backend *be) { return ((remote *)be)->o.lanes; }
+
 static const ea_moe_backend_vtable remote_vt = {.submit = remote_submit,
                                                 .wait = remote_wait,
+                                                .lanes = remote_lanes,
                                                 .health = remote_health,
                                                 .stats = remote_stats,
                                                 .destroy = remote_destroy,
@@ -331,10 +379,13 @@ ea_status ea_remote_create(const ea_remote_opts *o, ea_moe_backend **out) {
     R->o = *o;
     if (R->o.timeout_s <= 0) R->o.timeout_s = 1.0;
     if (R->o.max_servers <= 0) R->o.max_servers = 64;
+    R->o.lanes = o->lanes < 1 ? 1 : o->lanes > EA_MOE_MAX_LANES ? EA_MOE_MAX_LANES : o->lanes;
     pthread_mutex_init(&R->mu, NULL);
     R->sv = ea_calloc((size_t)R->o.max_servers, sizeof *R->sv);
-    R->owner = ea_calloc((size_t)o->max_tokens * (size_t)o->max_k, sizeof(int32_t));
-    ea_status st = !R->sv || !R->owner ? ea_err(EA_ERR_NOMEM, "remote experts") : ea_ucx_create(&R->u);
+    int ok = R->sv != NULL;
+    for (int i = 0; i < R->o.lanes; i++)
+        ok &= (R->owner[i] = ea_calloc((size_t)o->max_tokens * (size_t)o->max_k, sizeof(int32_t))) != NULL;
+    ea_status st = !ok ? ea_err(EA_ERR_NOMEM, "remote experts") : ea_ucx_create(&R->u);
     if (st != EA_OK) {
         remote_destroy(&R->base);
         return st;
@@ -351,8 +402,10 @@ static int free_entry(remote *R) {
     for (int s = 0; s < R->n_sv; s++)
         if (!atomic_load(&R->sv[s].live)) {
             close_server(&R->sv[s]);
-            ea_ucx_mem_free(R->sv[s].res);
-            R->sv[s].res = NULL;
+            for (int i = 0; i < EA_MOE_MAX_LANES; i++) {
+                ea_ucx_mem_free(R->sv[s].ln[i].res);
+                R->sv[s].ln[i].res = NULL;
+            }
             return s;
         }
     return -1;
@@ -363,9 +416,26 @@ static ea_status entry_buffers(remote *R, rsrv *v) {
     size_t hb = (size_t)R->o.n_layers * R->o.n_experts;
     size_t sb = EA_SLOT_HEADER_BYTES + ea_slot_payload_bytes(R->o.max_tokens, R->o.max_k, R->o.hidden);
     if (!v->hosted && !(v->hosted = ea_malloc(hb))) return ea_err(EA_ERR_NOMEM, "remote experts: hosted table");
-    if (!v->stage && !(v->stage = ea_malloc(sb))) return ea_err(EA_ERR_NOMEM, "remote experts: staging");
-    if (!v->res) EA_TRY(ea_ucx_mem_alloc(R->u, ea_slot_result_bytes(R->o.max_tokens, R->o.max_k, R->o.hidden), &v->res));
-    memset(ea_ucx_mem_ptr(v->res), 0, EA_SLOT_RESULT_OUT_OFF); /* no word of the entry's last server is read again */
+    for (int i = 0; i < R->o.lanes; i++) {
+        rlane *l = &v->ln[i];
+        if (!l->stage && !(l->stage = ea_malloc(sb))) return ea_err(EA_ERR_NOMEM, "remote experts: staging");
+        if (!l->res)
+            EA_TRY(ea_ucx_mem_alloc(R->u, ea_slot_result_bytes(R->o.max_tokens, R->o.max_k, R->o.hidden), &l->res));
+        memset(ea_ucx_mem_ptr(l->res), 0, EA_SLOT_RESULT_OUT_OFF); /* no word of the entry's last server is read again */
+    }
+    return EA_OK;
+}
+
+/* Connects lane l of entry v: our side goes to connect(), the server's slot comes back. */
+static ea_status connect_lane(remote *R, rlane *l, ea_remote_connect_fn connect, void *ctx) {
+    ea_remote_hello me = {.result_addr = ea_ucx_mem_addr(l->res), .result_bytes = ea_ucx_mem_size(l->res)};
+    ea_ucx_address(R->u, &me.addr, &me.addr_len);
+    ea_ucx_mem_rkey(l->res, &me.rkey, &me.rkey_len);
+    ea_xsrv_slot_info si;
+    EA_TRY(connect(ctx, &me, &si));
+    EA_TRY(ea_ucx_connect(R->u, si.server_addr, si.server_addr_len, &l->ep));
+    EA_TRY(ea_ucx_remote_open(l->ep, si.slot_addr, si.slot_bytes, si.rkey, si.rkey_len, &l->slot));
+    l->id = si.client;
     return EA_OK;
 }
 
@@ -376,14 +446,8 @@ ea_status ea_remote_add_server(ea_moe_backend *be, const char *name, const uint8
     if (s < 0) return ea_err(EA_ERR_RANGE, "remote experts: %d servers are live, no room for %s", R->n_sv, name);
     rsrv *v = &R->sv[s];
     EA_TRY(entry_buffers(R, v));
-    ea_remote_hello me = {.result_addr = ea_ucx_mem_addr(v->res),
-                          .result_bytes = ea_ucx_mem_size(v->res)};
-    ea_ucx_address(R->u, &me.addr, &me.addr_len);
-    ea_ucx_mem_rkey(v->res, &me.rkey, &me.rkey_len);
-    ea_xsrv_slot_info si;
-    EA_TRY(connect(ctx, &me, &si));
-    ea_status st = ea_ucx_connect(R->u, si.server_addr, si.server_addr_len, &v->ep);
-    if (st == EA_OK) st = ea_ucx_remote_open(v->ep, si.slot_addr, si.slot_bytes, si.rkey, si.rkey_len, &v->slot);
+    ea_status st = EA_OK;
+    for (int i = 0; i < R->o.lanes && st == EA_OK; i++) st = connect_lane(R, &v->ln[i], connect, ctx);
     if (st != EA_OK) {
         close_server(v);
         return st;
@@ -391,12 +455,12 @@ ea_status ea_remote_add_server(ea_moe_backend *be, const char *name, const uint8
     pthread_mutex_lock(&R->mu);
     snprintf(v->name, sizeof v->name, "%s", name);
     memcpy(v->hosted, hosted, (size_t)R->o.n_layers * R->o.n_experts);
-    v->id = si.client;
     atomic_store(&v->live, 1);
     if (s == R->n_sv) R->n_sv++;
     pthread_mutex_unlock(&R->mu);
     *index = s;
-    EA_LOGI("remote experts: server %s connected (client id %u)", v->name, v->id);
+    EA_LOGI("remote experts: server %s connected (client id %u%s)", v->name, v->ln[0].id,
+            R->o.lanes > 1 ? ", and a second slot for double-batch overlap" : "");
     return EA_OK;
 }
 
@@ -407,6 +471,7 @@ void ea_remote_get_stats(ea_moe_backend *be, ea_remote_stats *out) {
     out->timeouts = atomic_load(&R->timeouts);
     out->refusals = atomic_load(&R->refusals);
     out->failed_pairs = atomic_load(&R->failed_pairs);
+    out->overlapped = atomic_load(&R->overlapped);
     out->servers_live = 0;
     for (int s = 0; s < R->n_sv; s++) out->servers_live += atomic_load(&R->sv[s].live);
 }

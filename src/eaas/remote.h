@@ -57,6 +57,7 @@ typedef struct {
      * expert is not reported missing. Any thread. NULL: none. */
     int (*coming)(void *ctx, int layer, int expert);
     double timeout_s; /* a server's answer to one call; past it the server is treated as dead */
+    int lanes;        /* calls in flight at once (moe.h): 2 holds two slots on every server; <= 1: one */
 } ea_remote_opts;
 
 /* Sets up one connection: given this client's side, returns the server's slot
@@ -67,7 +68,7 @@ typedef ea_status (*ea_remote_connect_fn)(void *ctx, const ea_remote_hello *mine
 ea_status ea_remote_create(const ea_remote_opts *o, ea_moe_backend **out);
 
 /* Adds a server hosting the (layer, expert) pairs where hosted (n_layers,
- * n_experts; copied) is 1, connecting through connect(ctx); its index is
+ * n_experts; copied) is 1, connecting through connect(ctx) once per lane; its index is
  * written to *index. Only on the thread that calls the backend (from sync, or
  * before the first call). name is for logs and health (copied). */
 ea_status ea_remote_add_server(ea_moe_backend *be, const char *name, const uint8_t *hosted,
@@ -75,6 +76,7 @@ ea_status ea_remote_add_server(ea_moe_backend *be, const char *name, const uint8
 
 typedef struct {
     uint64_t calls, failovers, timeouts, refusals, failed_pairs;
+    uint64_t overlapped; /* calls submitted while another lane's call was in flight */
     int servers_live;
 } ea_remote_stats;
 

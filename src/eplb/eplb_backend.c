@@ -43,8 +43,8 @@ struct ea_eplb_backend {
     ea_moe_backend *inner;        /* owns: the backend over the physical slots */
     int32_t *moe_of;              /* owns [n_layers] */
     int32_t *layer_of;            /* owns [n_moe] */
-    int32_t *phys;                /* owns [max_tokens * max_k] physical ids of a call */
-    ea_moe_call call;             /* the inner call in flight (ids = phys), from submit to wait */
+    int32_t *phys;                /* owns [lanes][max_tokens * max_k] physical ids of a call */
+    ea_moe_call call[EA_MOE_MAX_LANES]; /* per lane the inner call in flight (ids = phys), submit to wait */
     ea_eplb_meta meta;            /* owns */
     ea_eplb_recorder win, rec;    /* own */
     ea_eplb_manager *periodic;    /* owns; NULL when interval <= 0 */
@@ -87,7 +87,9 @@ static ea_status ea__be_submit(ea_moe_backend *be, const ea_moe_call *c) {
     if (n < 0 || k < 0 || n > b->o.max_tokens || k > b->o.max_k)
         return ea_err(EA_ERR_RANGE, "EPLB: moe call of %d tokens x %d slots exceeds %d x %d", n, k, b->o.max_tokens,
                       b->o.max_k);
+    if (c->lane < 0 || c->lane >= EA_MOE_MAX_LANES) return ea_err(EA_ERR_RANGE, "EPLB: lane %d", c->lane);
     int ml = b->moe_of[layer], nk = n * k;
+    int32_t *phys = b->phys + (size_t)c->lane * b->o.max_tokens * b->o.max_k;
     /* record (logical ids) */
     pthread_mutex_lock(&b->mu);
     ea_eplb_record(&b->win, ml, ids, nk);
@@ -95,28 +97,30 @@ static ea_status ea__be_submit(ea_moe_backend *be, const ea_moe_call *c) {
     pthread_mutex_unlock(&b->mu);
     /* logical -> physical, nearest replica to the sending rank */
     if (b->o.rank >= 0)
-        ea_eplb_meta_map(&b->meta, ml, b->o.rank, ids, nk, b->phys);
+        ea_eplb_meta_map(&b->meta, ml, b->o.rank, ids, nk, phys);
     else
         for (int t = 0; t < n; t++)
-            ea_eplb_meta_map(&b->meta, ml, t % b->meta.n_ranks, ids + (size_t)t * k, k, b->phys + (size_t)t * k);
+            ea_eplb_meta_map(&b->meta, ml, t % b->meta.n_ranks, ids + (size_t)t * k, k, phys + (size_t)t * k);
     for (int i = 0; i < nk; i++)
-        if (b->phys[i] < 0)
+        if (phys[i] < 0)
             return ea_err(EA_ERR_RANGE, "EPLB: layer %d token %d slot %d: logical expert %d not in [0, %d)", layer,
                           i / k, i % k, ids[i], b->o.n_logical);
-    b->call = *c;
-    b->call.ids = b->phys;
-    return b->inner->vt->submit(b->inner, &b->call);
+    ea_moe_call *call = &b->call[c->lane];
+    *call = *c;
+    call->ids = phys;
+    return b->inner->vt->submit(b->inner, call);
 }
 
 /* The inner backend names PHYSICAL slots in its failures; the outcome speaks of logical experts. */
 static ea_status ea__be_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
     ea_eplb_backend *b = (ea_eplb_backend *)be;
-    (void)c;
+    if (c->lane < 0 || c->lane >= EA_MOE_MAX_LANES) return ea_err(EA_ERR_RANGE, "EPLB: lane %d", c->lane);
+    const ea_moe_call *call = &b->call[c->lane];
     int before = out ? out->n_fail : 0;
-    EA_TRY(b->inner->vt->wait(b->inner, &b->call, out));
-    const int32_t *p2l = b->meta.phy2log + (size_t)b->moe_of[b->call.layer] * (size_t)b->P;
+    EA_TRY(b->inner->vt->wait(b->inner, call, out));
+    const int32_t *p2l = b->meta.phy2log + (size_t)b->moe_of[call->layer] * (size_t)b->P;
     for (int i = before; out && i < out->n_fail; i++)
-        if (out->fail[i].layer == b->call.layer && out->fail[i].expert >= 0 && out->fail[i].expert < b->P)
+        if (out->fail[i].layer == call->layer && out->fail[i].expert >= 0 && out->fail[i].expert < b->P)
             out->fail[i].expert = p2l[out->fail[i].expert];
     return EA_OK;
 }
@@ -124,6 +128,8 @@ static ea_status ea__be_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_ou
 static ea_moe_health ea__be_health(ea_moe_backend *be, char *why, size_t n) {
     return ea_moe_backend_health(((ea_eplb_backend *)be)->inner, why, n);
 }
+
+static int ea__be_lanes(ea_moe_backend *be) { return ea_moe_lanes(((ea_eplb_backend *)be)->inner); }
 
 static void ea__be_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
     ea_eplb_backend *b = (ea_eplb_backend *)be;
@@ -260,6 +266,7 @@ static const ea_moe_backend_vtable ea__be_vt = {.submit = ea__be_submit,
                                                 .wait = ea__be_wait,
                                                 .end_step = ea__be_end_step,
                                                 .health = ea__be_health,
+                                                .lanes = ea__be_lanes,
                                                 .stats = ea__be_stats,
                                                 .destroy = ea__be_destroy,
                                                 .name = "eplb",
@@ -371,7 +378,7 @@ ea_status ea_eplb_backend_create(const ea_eplb_backend_opts *o, ea_eplb_meta *pl
     int P = b->P = b->meta.n_physical;
     ea_status s = ea__check_opts(o);
     if (s == EA_OK) s = ea__layers(b, o);
-    if (s == EA_OK && !(b->phys = ea_malloc(sizeof(int32_t) * (size_t)o->max_tokens * (size_t)o->max_k)))
+    if (s == EA_OK && !(b->phys = ea_malloc(sizeof(int32_t) * EA_MOE_MAX_LANES * (size_t)o->max_tokens * (size_t)o->max_k)))
         s = ea_err(EA_ERR_NOMEM, "EPLB backend");
     if (s == EA_OK) s = ea__manage(b, o);
     if (s != EA_OK) {

@@ -20,6 +20,8 @@
 #include "model/forward.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -112,6 +114,17 @@ static void ea__router_from_config(const ea_model_config *c, ea_router *r) {
 
 int ea_forward_kv_layers(const ea_model_config *c) { return c->n_layers - c->n_linear_layers; }
 
+ea_status ea_forward_dbo_check(const ea_model_config *c, int tp, int lanes, const char *backend) {
+    if (c->n_linear_layers > 0 || tp)
+        return ea_err(EA_ERR_UNSUPPORTED, "double-batch overlap: not with %s",
+                      tp ? "tensor-parallel attention" : "DeltaNet layers (qwen3_next, qwen3_5_moe)");
+    if (lanes < 2)
+        return ea_err(EA_ERR_UNSUPPORTED, "double-batch overlap needs a MoE backend that computes while attention "
+                                          "runs (expert servers: --experts-remote); the %s backend has one lane",
+                      backend);
+    return EA_OK;
+}
+
 void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim) {
     if (c->kv_lora_rank > 0) {
         *k_dim = c->kv_lora_rank + c->qk_rope_head_dim;
@@ -122,8 +135,11 @@ void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim) {
     }
 }
 
+static void ea__window(ea_forward *f, int t0);
+
 void ea_forward_destroy(ea_forward *f) {
     if (!f) return;
+    if (f->rows.h) ea__window(f, 0); /* the allocations themselves */
     if (f->mla) ea__mla_destroy(f);
     if (f->dn_w || f->dn_x) ea__dn_destroy(f);
     if (f->lv) {
@@ -200,6 +216,7 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     if (c->kv_lora_rank > 0) s = ea__mla_create(f); /* sets q_dim, kv_dim, rot, attn_scale */
     int att_dim = f->q_dim;
     if (f->mla && c->n_heads * c->v_head_dim > att_dim) att_dim = c->n_heads * c->v_head_dim;
+    f->att_dim = att_dim;
     if (s == EA_OK) f->lv = ea_calloc((size_t)c->n_layers, sizeof *f->lv);
     if (s == EA_OK && !f->lv) s = ea_err(EA_ERR_NOMEM, "forward");
     for (int l = 0; s == EA_OK && f->lv && l < c->n_layers; l++) {
@@ -256,10 +273,15 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     f->ids = ea_calloc(T * K, sizeof(int32_t));
     f->outcome.tok_fail = ea_calloc(T, sizeof(int16_t));
     if (s == EA_OK && (!ok || !f->ids || !f->outcome.tok_fail || !f->tiles)) s = ea_err(EA_ERR_NOMEM, "forward buffers for %zu tokens", T);
+    if (s == EA_OK && o->dbo_min_tokens > 0) s = ea_forward_dbo_check(c, o->tp != NULL, ea_moe_lanes(be), be->vt->name);
     if (s != EA_OK) {
         ea_forward_destroy(f);
         return s;
     }
+    f->rows.h = f->h, f->rows.xn = f->xn, f->rows.y = f->y, f->rows.q = f->q, f->rows.k = f->k, f->rows.v = f->v;
+    f->rows.att = f->att, f->rows.rl = f->rl, f->rows.w = f->w, f->rows.g = f->g, f->rows.u = f->u;
+    f->rows.sgate = f->sgate, f->rows.route_scratch = f->route_scratch, f->rows.qg = f->qg, f->rows.gate = f->gate;
+    f->rows.ids = f->ids;
 
     double inv[512];
     if (f->rot / 2 > 512) {
@@ -476,22 +498,42 @@ static void ea__route_task(ea_forward *f, int t0, int t1, const void *arg) {
                        f->route_scratch + (size_t)t * 2 * E);
 }
 
-/* moe: y = backend(route(router · xn)) (+ shared expert, gated for qwen2_moe).
- * Tokens whose experts could not run are marked in f->outcome (moe.h). */
-static ea_status ea__moe(ea_forward *f, int l, int n) {
+/* moe, first half: ids, w = route(router · xn); the backend starts
+ * y = experts(xn) on micro-batch `lane`'s call; the shared expert runs
+ * meanwhile (into att, free at this point; its gate into sgate). */
+static ea_status ea__moe_submit(ea_forward *f, int l, int n, int lane) {
     const ea_model_config *c = f->c;
     const ea_layer_weights *L = &f->m->layers[l];
-    int K = c->n_experts_per_tok, H = c->hidden_size;
-    ea_k_matmul(f->o.kctx_router ? f->o.kctx_router : f->kctx, &L->router, f->xn, n, f->rl);
+    ea_kctx *kr = f->o.kctx_router ? f->o.kctx_router : f->kctx;
+    ea_k_matmul(kr, &L->router, f->xn, n, f->rl);
     ea_router r = f->router;
     r.bias = f->lv[l].router_bias;
     ea__over_tokens(f, n, ea__route_task, &r);
-    ea_moe_call call = {.layer = l, .x = f->xn, .n_tokens = n, .k = K, .ids = f->ids, .w = f->w, .y = f->y};
-    EA_TRY(ea_moe_forward(f->be, &call, &f->outcome));
+    ea_moe_call *call = &f->mb_call[lane];
+    *call = (ea_moe_call){.layer = l, .lane = lane, .x = f->xn, .n_tokens = n, .k = c->n_experts_per_tok,
+                          .ids = f->ids, .w = f->w, .y = f->y};
+    EA_TRY(ea_moe_submit(f->be, call));
+    f->mb_busy[lane] = 1;
     if (L->shared.gate.data) {
-        /* the shared expert's output goes to att (free at this point), then adds in */
         ea__ffn(f, &L->shared, n, f->att);
-        if (L->shared_gate.data) ea_k_matmul(f->o.kctx_router ? f->o.kctx_router : f->kctx, &L->shared_gate, f->xn, n, f->sgate);
+        if (L->shared_gate.data) ea_k_matmul(kr, &L->shared_gate, f->xn, n, f->sgate);
+    }
+    return EA_OK;
+}
+
+/* moe, second half: y = the backend's result (+ the shared expert, gated for
+ * qwen2_moe). Tokens whose experts could not run are marked in f->outcome
+ * (moe.h), at their rows of the whole run (t0: the micro-batch's first). */
+static ea_status ea__moe_wait(ea_forward *f, int lane, int t0) {
+    const ea_moe_call *call = &f->mb_call[lane];
+    const ea_layer_weights *L = &f->m->layers[call->layer];
+    int n = call->n_tokens, H = f->c->hidden_size;
+    f->mb_busy[lane] = 0; /* no longer in flight, whatever wait answers */
+    f->outcome.t0 = t0;
+    ea_status st = ea_moe_wait(f->be, call, &f->outcome);
+    f->outcome.t0 = 0;
+    EA_TRY(st);
+    if (L->shared.gate.data) {
         for (int t = 0; t < n; t++) {
             float gsc = L->shared_gate.data ? ea_k_sigmoid(f->sgate[t]) : 1.0f;
             float *y = f->y + (size_t)t * H;
@@ -514,6 +556,90 @@ static void ea__residual_task(ea_forward *f, int t0, int t1, const void *arg) {
 
 static void ea__residual(ea_forward *f, int n) { ea__over_tokens(f, n, ea__residual_task, NULL); }
 
+/* ---------------------------------------------------------------- micro-batches */
+
+/* One micro-batch: tokens [t0, t0 + n) of the run, its MoE calls on `lane`. */
+typedef struct {
+    int t0, n, lane;
+} ea__mb;
+
+/* Points the per-token buffers and run_pos/run_seq at token t0 (forward_impl.h). */
+static void ea__window(ea_forward *f, int t0) {
+    const ea_model_config *c = f->c;
+    size_t t = (size_t)t0, H = (size_t)c->hidden_size, E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
+    size_t K = (size_t)(c->n_experts_per_tok > 0 ? c->n_experts_per_tok : 1), F = (size_t)f->ffn_max;
+    f->h = f->rows.h + t * H, f->xn = f->rows.xn + t * H, f->y = f->rows.y + t * H;
+    f->q = f->rows.q + t * f->q_dim, f->k = f->rows.k + t * f->kv_dim, f->v = f->rows.v + t * f->kv_dim;
+    f->att = f->rows.att + t * f->att_dim, f->rl = f->rows.rl + t * E, f->w = f->rows.w + t * K;
+    f->ids = f->rows.ids + t * K, f->g = f->rows.g + t * F, f->u = f->rows.u + t * F, f->sgate = f->rows.sgate + t;
+    f->route_scratch = f->rows.route_scratch + t * 2 * E;
+    if (f->rows.qg) f->qg = f->rows.qg + t * 2 * f->q_dim, f->gate = f->rows.gate + t * f->q_dim;
+    if (f->rows.pos) f->run_pos = f->rows.pos + t, f->run_seq = f->rows.seq + t;
+}
+
+/* How the run splits: two micro-batches at the sequence boundary nearest the
+ * middle when overlap is on and the run is long enough, else one. A sequence
+ * stays in one micro-batch, so neither reads what the other writes (its KV
+ * rows, its recurrent state). Returns the number of micro-batches. */
+static int ea__split(const ea_forward *f, int n, ea__mb mb[2]) {
+    mb[0] = (ea__mb){0, n, 0};
+    if (f->o.dbo_min_tokens <= 0 || n < f->o.dbo_min_tokens) return 1;
+    int cut = 0;
+    for (int t = 1; t < n; t++)
+        if (f->rows.seq[t] != f->rows.seq[t - 1] && abs(2 * t - n) < abs(2 * cut - n)) cut = t;
+    if (cut == 0) return 1;
+    mb[0].n = cut;
+    mb[1] = (ea__mb){cut, n - cut, 1};
+    return 2;
+}
+
+/* Layer l of a micro-batch up to its MoE call, which stays in flight:
+ * attention (or DeltaNet), residual, norm, then the routed experts submitted
+ * (ea__layer_end collects them) — or, for a dense layer, the whole layer. */
+static ea_status ea__layer_begin(ea_forward *f, int l, const ea__mb *mb) {
+    const ea_model_config *c = f->c;
+    int n = mb->n;
+    ea__norm_rows(f, n, f->lv[l].attn_norm);
+    if (c->layer_is_linear[l])
+        EA_TRY(ea__deltanet(f, l, n));
+    else
+        EA_TRY(f->mla ? ea__mla_attention(f, l, n) : ea__attention(f, l, n));
+    ea__residual(f, n);
+    ea__norm_rows(f, n, f->lv[l].ffn_norm);
+    if (c->layer_is_moe[l]) return ea__moe_submit(f, l, n, mb->lane);
+    ea__ffn(f, &f->m->layers[l].dense, n, f->y);
+    ea__residual(f, n);
+    return EA_OK;
+}
+
+/* The rest of a micro-batch's layer: its MoE call's result, residual. */
+static ea_status ea__layer_end(ea_forward *f, const ea__mb *mb) {
+    if (!f->mb_busy[mb->lane]) return EA_OK;
+    EA_TRY(ea__moe_wait(f, mb->lane, mb->t0));
+    ea__residual(f, mb->n);
+    return EA_OK;
+}
+
+/* Every layer of the run. With two micro-batches A and B, layer l runs as
+ *   end(A, l-1)  begin(A, l)  end(B, l-1)  begin(B, l)
+ * so B's attention runs while A's experts are computed elsewhere, and A's
+ * attention of the next layer while B's are; with one, begin and end alternate.
+ * Every token sees the same operations either way (the kernels are batch
+ * invariant), so the bits do not depend on the split. */
+static ea_status ea__layers(ea_forward *f, const ea__mb *mb, int n_mb) {
+    for (int l = 0; l < f->c->n_layers; l++)
+        for (int i = 0; i < n_mb; i++) {
+            ea__window(f, mb[i].t0);
+            EA_TRY(ea__layer_end(f, &mb[i]));
+            EA_TRY(ea__layer_begin(f, l, &mb[i]));
+        }
+    for (int i = 0; i < n_mb; i++) {
+        ea__window(f, mb[i].t0);
+        EA_TRY(ea__layer_end(f, &mb[i]));
+    }
+    return EA_OK;
+}
+
 ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int32_t *pos,
                          const int32_t *seq, int n_out, const int32_t *out_rows, float *logits) {
     const ea_model_config *c = f->c;
@@ -521,26 +647,29 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
     if (n <= 0 || n > f->o.max_tokens)
         return ea_err(EA_ERR_RANGE, "batch of %d tokens (limit %d)", n, f->o.max_tokens);
     f->run_n = n;
-    f->run_pos = pos;
-    f->run_seq = seq;
+    f->rows.pos = pos;
+    f->rows.seq = seq;
+    ea__window(f, 0);
     ea_moe_outcome_clear(&f->outcome, n);
+    for (int i = 0; i < EA_MOE_MAX_LANES; i++) f->mb_busy[i] = 0;
 
     EA_TRY(ea__embed(f, n, tokens));
     if (c->n_linear_layers > 0) EA_TRY(ea__dn_begin(f, n));
-    for (int l = 0; l < c->n_layers; l++) {
-        ea__norm_rows(f, n, f->lv[l].attn_norm);
-        if (c->layer_is_linear[l])
-            EA_TRY(ea__deltanet(f, l, n));
-        else
-            EA_TRY(f->mla ? ea__mla_attention(f, l, n) : ea__attention(f, l, n));
-        ea__residual(f, n);
-        ea__norm_rows(f, n, f->lv[l].ffn_norm);
-        if (c->layer_is_moe[l])
-            EA_TRY(ea__moe(f, l, n));
-        else
-            ea__ffn(f, &f->m->layers[l].dense, n, f->y);
-        ea__residual(f, n);
+    ea__mb mb[2];
+    int n_mb = ea__split(f, n, mb);
+    ea_status s = ea__layers(f, mb, n_mb);
+    if (s != EA_OK) { /* a call still in flight is collected (its lane free again); the first error stands */
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", ea_errmsg());
+        for (int i = 0; i < n_mb; i++)
+            if (f->mb_busy[mb[i].lane]) {
+                ea__window(f, mb[i].t0);
+                (void)ea__moe_wait(f, mb[i].lane, mb[i].t0);
+            }
+        ea__window(f, 0);
+        return ea_err(s, "%s", msg);
     }
+    ea__window(f, 0);
     if (c->n_linear_layers > 0) ea__dn_end(f, n);
 
     for (int i = 0; i < n_out; i++) {
@@ -554,6 +683,7 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
 ea_status ea_forward_run_empty(ea_forward *f) {
     const ea_model_config *c = f->c;
     f->run_n = 0;
+    ea__window(f, 0);
     ea_moe_outcome_clear(&f->outcome, 0);
     for (int l = 0; l < c->n_layers; l++) {
         if (!c->layer_is_moe[l]) continue;

@@ -90,6 +90,18 @@ struct ea_forward {
     /* current run (read by pool tasks) */
     int run_n, run_layer;
     const int32_t *run_pos, *run_seq;
+
+    /* Micro-batches (double-batch overlap): the buffers above with one row per
+     * token are WINDOWS — each points at its micro-batch's first token — over
+     * the allocations kept here; run_pos/run_seq likewise over the run's. */
+    struct {
+        float *h, *xn, *y, *q, *k, *v, *att, *rl, *w, *g, *u, *sgate, *route_scratch, *qg, *gate;
+        int32_t *ids;
+        const int32_t *pos, *seq;
+    } rows;
+    int att_dim;
+    ea_moe_call mb_call[EA_MOE_MAX_LANES]; /* each micro-batch's MoE call (borrowed by the backend until its wait) */
+    int mb_busy[EA_MOE_MAX_LANES];         /* 1: that call is in flight */
 };
 
 

@@ -11,6 +11,7 @@
 void ea_moe_outcome_clear(ea_moe_outcome *o, int n_tokens) {
     for (int t = 0; t < n_tokens; t++) o->tok_fail[t] = -1;
     o->n_tokens = n_tokens;
+    o->t0 = 0;
     o->n_failed_tokens = 0;
     o->n_fail = 0;
 }
@@ -20,6 +21,7 @@ ea_status ea_moe_outcome_fail(ea_moe_outcome *o, int t, int layer, int expert, i
     if (!o)
         return peer >= 0 ? ea_err(EA_ERR_UNAVAILABLE, "layer %d expert %d (peer %d): %s", layer, expert, peer, why)
                          : ea_err(EA_ERR_UNAVAILABLE, "layer %d expert %d: %s", layer, expert, why);
+    t += o->t0;
     if (t < 0 || t >= o->n_tokens || o->tok_fail[t] >= 0) return EA_OK;
     int i = 0;
     while (i < o->n_fail && !(o->fail[i].layer == layer && o->fail[i].expert == expert && o->fail[i].peer == peer)) i++;
@@ -34,9 +36,18 @@ ea_status ea_moe_outcome_fail(ea_moe_outcome *o, int t, int layer, int expert, i
     return EA_OK;
 }
 
+ea_status ea_moe_submit(ea_moe_backend *be, const ea_moe_call *c) { return be->vt->submit(be, c); }
+
+ea_status ea_moe_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) { return be->vt->wait(be, c, out); }
+
+int ea_moe_lanes(ea_moe_backend *be) {
+    int n = be->vt->lanes ? be->vt->lanes(be) : 1;
+    return n < 1 ? 1 : n > EA_MOE_MAX_LANES ? EA_MOE_MAX_LANES : n;
+}
+
 ea_status ea_moe_forward(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
-    EA_TRY(be->vt->submit(be, c));
-    return be->vt->wait(be, c, out);
+    EA_TRY(ea_moe_submit(be, c));
+    return ea_moe_wait(be, c, out);
 }
 
 ea_status ea_moe_apply_placement(ea_moe_backend *be, int layer, const int32_t *physical_to_logical, int n_physical) {

@@ -24,7 +24,9 @@
  *
  *   submit(call)        start the MoE work of one layer for one micro-batch
  *                       and return; x, ids, w and y stay the caller's until
- *                       wait returns
+ *                       wait returns. call.lane (0 .. lanes-1) names the
+ *                       micro-batch: calls of different lanes may be in
+ *                       flight at once, one per lane
  *   wait(call, out)     finish it: y is written; per-token failures in *out
  *   end_step()          after a forward step's last layer: statistics, and
  *                       EPLB's rebalancing — which may MOVE EXPERT WEIGHTS, so
@@ -38,10 +40,13 @@
  *                       rank — EPLB agrees on a requested rebalance with it)
  *   health(why)         ok / degraded (some experts cannot run) / failed
  *   stats(json, prom)   this backend's statistics, then its inner backend's
+ *   lanes()             how many calls may be in flight at once (NULL: 1)
  *
- * A call is submit+wait (ea_moe_forward); the forward pass may submit one
- * micro-batch, run attention of another, then wait (double-batch overlap).
- * A backend may do all the work in submit (local, ep) or in wait.
+ * A call is submit+wait (ea_moe_forward). With two lanes the forward pass
+ * submits one micro-batch, runs attention of the other, then waits
+ * (double-batch overlap, forward.c); only a backend that computes while the
+ * caller goes on (remote: the expert servers) offers a second lane. A
+ * backend may do all the work in submit (local, ep) or in wait.
  *
  * Two kinds of failure, and a backend says which it reports (`fails`):
  *   - a status other than EA_OK from submit or wait stops the whole forward
@@ -87,8 +92,11 @@ typedef struct ea_moe_backend ea_moe_backend;
 
 /* One MoE call: x (n_tokens, hidden); ids/w (n_tokens, k) in slot order;
  * y (n_tokens, hidden) is overwritten. All borrowed from the caller. */
+#define EA_MOE_MAX_LANES 2
+
 typedef struct {
     int layer; /* model layer */
+    int lane;  /* the micro-batch: 0 .. ea_moe_lanes(be) - 1 */
     const float *x;
     int n_tokens, k;
     const int32_t *ids;
@@ -112,6 +120,7 @@ typedef struct {
 typedef struct {
     int16_t *tok_fail; /* (n_tokens) -1: the token's experts all ran; else an index into fail[] */
     int n_tokens;
+    int t0;            /* the row of tok_fail that a call's token 0 is (its micro-batch's first token); 0 */
     int n_failed_tokens;
     int n_fail;        /* distinct failures in fail[]; beyond EA_MOE_MAX_FAILURES the last is reused */
     ea_moe_failure fail[EA_MOE_MAX_FAILURES];
@@ -152,6 +161,9 @@ typedef struct {
      * backends also make apply_placement collective: every rank switches the same
      * layer at the same step, or none does. May be NULL: one process, v kept. */
     ea_status (*agree)(ea_moe_backend *be, int64_t *v, int n);
+    /* Calls that may be in flight at once, each on its own lane (<= EA_MOE_MAX_LANES).
+     * May be NULL: 1. Wrappers answer for the backend inside them. */
+    int (*lanes)(ea_moe_backend *be);
     void (*destroy)(ea_moe_backend *be);
     const char *name;
     ea_moe_fail_kind fails;
@@ -160,6 +172,12 @@ typedef struct {
 struct ea_moe_backend {
     const ea_moe_backend_vtable *vt;
 };
+
+/* The vtable's submit and wait (ea_moe_wait adds the call's failures to out). */
+ea_status ea_moe_submit(ea_moe_backend *be, const ea_moe_call *c);
+ea_status ea_moe_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out);
+/* Calls the chain may have in flight at once (the vtable's lanes). */
+int ea_moe_lanes(ea_moe_backend *be);
 
 /* submit + wait. With out == NULL a partial failure fails the whole call
  * (EA_ERR_UNAVAILABLE naming the expert). */

@@ -128,7 +128,8 @@ static ea_status remote_backend(ea_engine *e, ea_moe_backend **out) {
     ea_eaas_client_opts co = {.monitor = e->o.moe.remote.monitor, .arch = ea_arch_names[c->arch],
                               .n_layers = c->n_layers, .n_experts = c->n_experts, .hidden = c->hidden_size,
                               .max_tokens = e->o.max_tokens, .max_k = c->n_experts_per_tok,
-                              .timeout_s = e->o.moe.remote.timeout_s};
+                              .timeout_s = e->o.moe.remote.timeout_s,
+                              .lanes = e->o.dbo_min_tokens > 0 ? 2 : 1};
     return ea_eaas_client_create(&co, out);
 }
 
@@ -206,6 +207,8 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
         if ((s = ea_kctx_set_isa(e->kctx_router, alt)) != EA_OK) goto fail;
     }
     if ((s = apply_test_router_bias(e)) != EA_OK) goto fail;
+    /* before the chain, which may wait for expert servers: a model that cannot overlap says so at once */
+    if (eo->dbo_min_tokens > 0 && (s = ea_forward_dbo_check(c, eo->moe.kind == EA_BACKEND_TP, 2, "")) != EA_OK) goto fail;
     if ((s = moe_chain(e)) != EA_OK) goto fail;
 
     int kd, vd;
@@ -239,7 +242,7 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
                 (size_t)(((size_t)((eo->max_ctx + eo->block_size - 1) / eo->block_size) * per_block + (1u << 20) - 1) >> 20));
     ea_forward_opts fo = {.max_tokens = eo->max_tokens, .max_ctx = eo->max_ctx, .kctx_router = e->kctx_router,
                          .mla_expanded = eo->mla_expanded, .tp = e->par ? ea_ep_engine_forward_tp(e->par) : NULL,
-                         .lin = c->n_linear_layers > 0 ? &e->lin : NULL};
+                         .lin = c->n_linear_layers > 0 ? &e->lin : NULL, .dbo_min_tokens = eo->dbo_min_tokens};
     if ((s = ea_forward_create(e->m, e->kctx, e->pool, e->be, &e->kv, &fo, &e->fw)) != EA_OK) goto fail;
     EA_LOGD("engine: %s, %d threads, isa %s, kv %d blocks x %d tokens (%.1f MiB)", ea_arch_names[c->arch],
             ea_pool_size(e->pool), ea_kctx_isa(e->kctx), n_blocks, eo->block_size,

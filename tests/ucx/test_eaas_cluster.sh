@@ -11,7 +11,11 @@
 # and the servers count poll rounds that gathered both clients' calls (with a
 # gather window of 20 ms, which only a call waits out while the other client is
 # connected but not writing: on a 2-core machine the two clients seldom run at the
-# same instant otherwise).
+# same instant otherwise). Three cases run the client with double-batch overlap
+# (--enable-dbo: qwen3_moe, qwen2_moe's gated shared expert, deepseek_v3's MLA,
+# shared expert and dense first layer): 8 concurrent streams equal the local
+# server's, and the client's metrics count calls sent while the other
+# micro-batch's were in flight. A hybrid model refuses the flag at start.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster_lib.sh"
@@ -40,9 +44,22 @@ same_choices() {
   fi
 }
 
-run_case() { # FAMILY FORMAT LAYOUT(replicas|overlap) [two-clients]
-  local fam=$1 fmt=$2 layout=$3 two=${4:-}
+# same_streams NAME PORT_REF PORT_CLUSTER: 8 concurrent streams through the openai client, cluster = local
+same_streams() {
+  EA_SRC="$EA_SRC" node "$here/streams.mjs" "http://127.0.0.1:$2/v1" 8 24 "$tmp/s_ref.json" >/dev/null
+  EA_SRC="$EA_SRC" node "$here/streams.mjs" "http://127.0.0.1:$3/v1" 8 24 "$tmp/s_cl.json" >/dev/null
+  if python3 - "$tmp/s_ref.json" "$tmp/s_cl.json" <<'PY'
+import json, sys
+ref, a = (json.load(open(p)) for p in sys.argv[1:])
+sys.exit(0 if ref["texts"] == a["texts"] and not any(a["errors"]) and len(set(a["texts"])) > 1 else 1)
+PY
+  then ok "$1"; else bad "$1: $(head -c 300 "$tmp/s_cl.json") vs local $(head -c 300 "$tmp/s_ref.json")"; fi
+}
+
+run_case() { # FAMILY FORMAT LAYOUT(replicas|overlap) [two-clients|dbo]
+  local fam=$1 fmt=$2 layout=$3 two=${4:-} dbo=()
   local model="$tmp/$fam-$fmt" name="$fam/$fmt/$layout"
+  if [ "$two" = dbo ]; then two=""; dbo=(--enable-dbo); name="$name/dbo"; fi
   [ "$fmt" = gguf ] && model="$model.gguf"
   "$EAAS_BIN" make-model --family "$fam" --preset tiny --seed 5 --format "$fmt" --out "$model" >/dev/null ||
     { bad "$name: make-model"; return; }
@@ -56,10 +73,20 @@ run_case() { # FAMILY FORMAT LAYOUT(replicas|overlap) [two-clients]
   local ref_pid=$SRV_PID ref=$PORT
   SRV_PID=""
   cl_pids+=("$ref_pid")
-  start_server "$tmp/client.log" --model "$model" --threads 1 --experts-remote "$MON" || { bad "$name: client"; return; }
+  start_server "$tmp/client.log" --model "$model" --threads 1 --experts-remote "$MON" "${dbo[@]}" ||
+    { bad "$name: client"; return; }
   local cl=$PORT
   same_choices "$name: greedy with logprobs" "$ref" "$cl" ', "temperature": 0'
   same_choices "$name: seeded at temperature 0.9" "$ref" "$cl" ', "temperature": 0.9, "seed": 3'
+  if [ ${#dbo[@]} -gt 0 ]; then
+    same_streams "$name: 8 streams at once = local" "$ref" "$cl"
+    local ov calls
+    local lbl="{model_name=\"$(basename "$model")\"}"
+    ov=$(metric "http://127.0.0.1:$cl" "eaas:remote_overlapped_calls_total$lbl")
+    calls=$(metric "http://127.0.0.1:$cl" "eaas:remote_calls_total$lbl")
+    [ "${ov:-0}" -gt 0 ] && ok "$name: $ov of $calls MoE calls went while the other micro-batch's were in flight" ||
+      bad "$name: no overlapped call (${ov:-none} of ${calls:-none})"
+  fi
   if [ -n "$two" ]; then
     local cl2_pid=$SRV_PID
     SRV_PID=""
@@ -94,7 +121,7 @@ PY
 }
 
 i=0
-for fam in ${EA_CLUSTER_FAMILIES:-qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3 qwen3_next qwen3_5_moe}; do
+for fam in ${EA_CLUSTER_FAMILIES-qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 deepseek_v3 qwen3_next qwen3_5_moe}; do
   for fmt in hf gguf; do
     layout=replicas; [ $((i % 2)) -eq 1 ] && layout=overlap
     two=""; [ "$i" -eq 0 ] && two=yes
@@ -102,4 +129,21 @@ for fam in ${EA_CLUSTER_FAMILIES:-qwen3_moe qwen2_moe mixtral olmoe deepseek_v2 
     i=$((i + 1))
   done
 done
+if [ "${EA_CLUSTER_DBO:-1}" = 1 ]; then
+  run_case qwen3_moe hf replicas dbo
+  run_case qwen2_moe gguf overlap dbo
+  run_case deepseek_v3 hf overlap dbo
+  # a hybrid refuses the flag, saying why
+  "$EAAS_BIN" make-model --family qwen3_next --preset tiny --seed 5 --format hf --out "$tmp/hyb" >/dev/null
+  start_monitor
+  if "$EAAS_BIN" serve --model "$tmp/hyb" --port 0 --threads 1 --experts-remote "$MON" --enable-dbo \
+      >"$tmp/hyb.log" 2>&1; then
+    bad "qwen3_next with --enable-dbo started"
+  elif grep -q 'double-batch overlap: not with DeltaNet layers' "$tmp/hyb.log"; then
+    ok "qwen3_next refuses --enable-dbo, naming the DeltaNet layers"
+  else
+    bad "qwen3_next with --enable-dbo: $(tail -3 "$tmp/hyb.log")"
+  fi
+  kill -TERM "$MON_PID"; wait "$MON_PID" 2>/dev/null
+fi
 serve_test_summary

@@ -23,6 +23,11 @@
 #     requests fail with an error naming a layer and an expert, /health
 #     answers 503 naming it; a server that hosts them again joins and /health
 #     is 200 and requests complete again.
+#
+# With EA_FAULTS_DBO=1 (test_eaas_faults_dbo.sh) the client runs with
+# double-batch overlap (--enable-dbo: two slots per server, a call of each
+# micro-batch in flight at once), and at the end its metrics must count
+# overlapped calls.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster_lib.sh"
@@ -40,7 +45,8 @@ start_monitor --heartbeat-ms 100 --dead-after-ms 500 || exit 1
 MON_PORT=${MON##*:}
 start_expert xa --model "$model" --threads 1 || exit 1
 start_expert xb --model "$model" --threads 1 || exit 1
-start_server "$tmp/client.log" --model "$model" --threads 1 --experts-remote "$MON" --expert-timeout-ms 1000 || exit 1
+dbo=(); [ "${EA_FAULTS_DBO:-0}" = 1 ] && dbo=(--enable-dbo)
+start_server "$tmp/client.log" --model "$model" --threads 1 --experts-remote "$MON" --expert-timeout-ms 1000 "${dbo[@]}" || exit 1
 cl=$PORT; CL_PID=$SRV_PID; cl_pids+=("$CL_PID")
 
 # streams_with FAULT-COMMAND: 16 streams on the client; FAULT-COMMAND runs once all have started
@@ -169,4 +175,9 @@ t1=$(client_metric eaas:remote_timeouts_total)
 check_run "after xg (which ran ${n:-0} pairs) died while idle"
 [ "${n:-0}" -gt 0 ] && [ "$t1" = "$t0" ] && ok "the monitor's notice dropped xg: no call waited for it (timeouts $t0 -> $t1)" ||
   bad "xg: ran ${n:-0} pairs; timeouts $t0 -> $t1"
+if [ ${#dbo[@]} -gt 0 ]; then
+  ov=$(client_metric eaas:remote_overlapped_calls_total)
+  [ "${ov:-0}" -gt 0 ] && ok "double-batch overlap: $ov calls went while the other micro-batch's were in flight" ||
+    bad "double-batch overlap: no overlapped call (${ov:-none})"
+fi
 serve_test_summary

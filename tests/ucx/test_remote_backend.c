@@ -4,14 +4,18 @@
  * server 0 hosts the lower half of every layer's experts, server 1 the upper
  * half, server 2 all of them (a replica of both).
  *
- *   - remote = local bit for bit, on every MoE layer;
+ *   - remote = local bit for bit, on every MoE layer, with a call on each of
+ *     the backend's two lanes in flight at once (double-batch overlap: two
+ *     slots per server);
  *   - server 0 stops answering (its thread no longer polls it): the same calls
- *     still give the local bits, through failover to server 2, and the
- *     failover and timeout counters count it;
+ *     still give the local bits, through failover to server 2 — the lane
+ *     waited second finds server 0 already given up and moves at once — and
+ *     the failover and timeout counters count it;
  *   - server 2 stops too: the lower-half experts have no live replica; only
  *     the tokens routed to one of them fail (moe.h partial failure, naming
  *     layer and expert), the other tokens' rows are still exact, and health
- *     is degraded naming an expert.
+ *     is degraded naming an expert; on lane 1, with the outcome's rows
+ *     starting at t0 (a second micro-batch), the same tokens fail at t0 + t.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -57,24 +61,59 @@ static ea_status connect_cb(void *ctx, const ea_remote_hello *me, ea_xsrv_slot_i
 
 static void routing(uint64_t seed, float *x, int32_t *ids, float *w) { rig_routing(seed, NT, H, K, NE, x, ids, w); }
 
-/* remote vs local on every MoE layer; returns the number of layers that differ */
+/* remote vs local on every MoE layer, two calls at once (lane 0: this layer,
+ * lane 1: the next MoE layer or this one, other tokens); returns the number of
+ * calls that differ */
 static int compare_all(uint64_t seed) {
-    float *x = malloc(sizeof(float) * NT * H), *w = malloc(sizeof(float) * NT * K);
-    float *yl = malloc(sizeof(float) * NT * H), *yr = malloc(sizeof(float) * NT * H);
-    int32_t *ids = malloc(sizeof(int32_t) * NT * K);
-    int bad = 0;
-    for (int l = 0; l < E->m->cfg.n_layers; l++) {
-        if (!E->m->cfg.layer_is_moe[l]) continue;
-        routing(seed + (uint64_t)l, x, ids, w);
-        if (ea_moe_backend_forward(E->be, l, x, NT, K, ids, w, yl) != EA_OK ||
-            ea_moe_backend_forward(RB, l, x, NT, K, ids, w, yr) != EA_OK ||
-            memcmp(yl, yr, sizeof(float) * NT * H) != 0) {
-            fprintf(stderr, "  layer %d: remote != local (%s)\n", l, ea_errmsg());
-            bad++;
-        }
+    float *x[2], *w[2], *yl[2], *yr[2];
+    int32_t *ids[2];
+    for (int i = 0; i < 2; i++) {
+        x[i] = malloc(sizeof(float) * NT * H), w[i] = malloc(sizeof(float) * NT * K);
+        yl[i] = malloc(sizeof(float) * NT * H), yr[i] = malloc(sizeof(float) * NT * H);
+        ids[i] = malloc(sizeof(int32_t) * NT * K);
     }
-    free(x), free(w), free(yl), free(yr), free(ids);
+    int bad = 0, L = E->m->cfg.n_layers;
+    for (int l = 0; l < L; l++) {
+        if (!E->m->cfg.layer_is_moe[l]) continue;
+        int l2 = l + 1;
+        while (l2 < L && !E->m->cfg.layer_is_moe[l2]) l2++;
+        if (l2 == L) l2 = l;
+        ea_moe_call c[2];
+        for (int i = 0; i < 2; i++) {
+            routing(seed + (uint64_t)l + 1000u * (uint64_t)i, x[i], ids[i], w[i]);
+            c[i] = (ea_moe_call){.layer = i ? l2 : l, .lane = i, .x = x[i], .n_tokens = NT, .k = K, .ids = ids[i],
+                                 .w = w[i], .y = yr[i]};
+            if (ea_moe_backend_forward(E->be, c[i].layer, x[i], NT, K, ids[i], w[i], yl[i]) != EA_OK) bad++;
+        }
+        ea_status s = ea_moe_submit(RB, &c[0]);
+        if (s == EA_OK) s = ea_moe_submit(RB, &c[1]);
+        if (s == EA_OK) s = ea_moe_wait(RB, &c[0], NULL);
+        if (s == EA_OK) s = ea_moe_wait(RB, &c[1], NULL);
+        for (int i = 0; i < 2; i++)
+            if (s != EA_OK || memcmp(yl[i], yr[i], sizeof(float) * NT * H) != 0) {
+                fprintf(stderr, "  layer %d lane %d: remote != local (%s)\n", c[i].layer, i, ea_errmsg());
+                bad++;
+            }
+    }
+    for (int i = 0; i < 2; i++) free(x[i]), free(w[i]), free(yl[i]), free(yr[i]), free(ids[i]);
     return bad;
+}
+
+TEST(a_lane_in_flight_takes_no_second_call) {
+    int l = 0;
+    while (!E->m->cfg.layer_is_moe[l]) l++;
+    float x[NT * 64] = {0}, w[NT * 16] = {0}, y[NT * 64];
+    int32_t ids[NT * 16] = {0};
+    CHECK(H <= 64 && K <= 16);
+    ea_moe_call c = {.layer = l, .lane = 1, .x = x, .n_tokens = NT, .k = K, .ids = ids, .w = w, .y = y};
+    CHECK_EQ(ea_moe_lanes(RB), 2);
+    CHECK_EQ(ea_moe_submit(RB, &c), EA_OK);
+    CHECK_EQ(ea_moe_submit(RB, &c), EA_ERR_INVALID_ARG);
+    CHECK(strstr(ea_errmsg(), "in flight") != NULL);
+    CHECK_EQ(ea_moe_wait(RB, &c, NULL), EA_OK);
+    CHECK_EQ(ea_moe_wait(RB, &c, NULL), EA_ERR_INVALID_ARG);
+    c.lane = 2;
+    CHECK_EQ(ea_moe_submit(RB, &c), EA_ERR_INVALID_ARG);
 }
 
 TEST(remote_equals_local) { CHECK_EQ(compare_all(1), 0); }
@@ -130,6 +169,18 @@ TEST(no_replica_fails_only_its_tokens) {
     CHECK_EQ(oc.n_failed_tokens, lower);
     CHECK(oc.n_fail >= 1 && oc.fail[0].layer == l && oc.fail[0].expert < NE / 2);
     CHECK(strstr(oc.fail[0].why, "no live replica") != NULL);
+    /* lane 1, as the second micro-batch of a run of 2*NT tokens: the rows from NT on */
+    int16_t tf2[2 * NT];
+    ea_moe_outcome oc2 = {.tok_fail = tf2};
+    ea_moe_outcome_clear(&oc2, 2 * NT);
+    oc2.t0 = NT;
+    c.lane = 1;
+    CHECK_EQ(ea_moe_forward(RB, &c, &oc2), EA_OK);
+    for (int t = 0; t < NT; t++) {
+        CHECK_EQ(oc2.tok_fail[t], -1);
+        CHECK_EQ(oc2.tok_fail[NT + t] >= 0, oc.tok_fail[t] >= 0);
+    }
+    CHECK_EQ(oc2.n_failed_tokens, lower);
     /* without an outcome the call fails, naming the expert */
     CHECK_EQ(ea_moe_backend_forward(RB, l, x, NT, K, ids, w, yr), EA_ERR_UNAVAILABLE);
     CHECK(strstr(ea_errmsg(), "expert") != NULL);
@@ -151,7 +202,7 @@ int main(void) {
         return 1;
     }
     ea_remote_opts ro = {.n_layers = cfg->n_layers, .n_experts = NE, .hidden = H, .max_tokens = NT, .max_k = K,
-                         .timeout_s = 0.3};
+                         .timeout_s = 0.3, .lanes = 2};
     if (ea_remote_create(&ro, &RB) != EA_OK) {
         fprintf(stderr, "remote: %s\n", ea_errmsg());
         return 1;
@@ -169,6 +220,7 @@ int main(void) {
     pthread_t th;
     pthread_create(&th, NULL, server_loop, NULL);
     RUN(remote_equals_local);
+    RUN(a_lane_in_flight_takes_no_second_call);
     RUN(failover_to_a_replica_keeps_the_bits);
     RUN(no_replica_fails_only_its_tokens);
     atomic_store(&stop, 1);
