@@ -2,16 +2,19 @@
 # bench_eaas_decode.sh — decode throughput with the experts on expert servers
 # (1 client + 2 servers, each server hosting half of the experts) against the
 # same model served with its experts in process, on this machine, in the same
-# run, alternating. Prints JSON lines:
-#   {"bench":"eaas_decode","mode":"local"|"remote","batch":B,"round":r,"output_tok_s":..,"tpot_ms_p50":..}
+# run, alternating; and a second client on the same servers with double-batch
+# overlap (--enable-dbo). Prints JSON lines:
+#   {"bench":"eaas_decode","mode":"local"|"remote"|"remote_dbo","batch":B,"round":r,"output_tok_s":..,"tpot_ms_p50":..}
 # usage: bench/bench_eaas_decode.sh MODEL [ROUNDS=3] [BATCHES="1 16"] [OUTPUT_LEN=64]
-# Threads: the local server gets 2 (all cores); the client 1 and each expert
-# server 1 (the same 2 cores between the three). EAAS_BIN defaults to build/eaas.
+# MODES (environment) picks and orders the modes of a round: "local remote remote_dbo".
+# Threads: the local server gets 2 (all cores); each client 1 and each expert
+# server 1 (the same 2 cores between them; the client not measured is idle).
+# EAAS_BIN defaults to build/eaas.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 E=${EAAS_BIN:-build/eaas}
 MODEL=${1:?usage: bench_eaas_decode.sh MODEL [ROUNDS] [BATCHES] [OUTPUT_LEN]}
-ROUNDS=${2:-3}; BATCHES=${3:-1 16}; OLEN=${4:-64}
+ROUNDS=${2:-3}; BATCHES=${3:-1 16}; OLEN=${4:-64}; MODES=${MODES:-local remote remote_dbo}
 tmp=$(mktemp -d); pids=()
 trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; sleep 1; for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 wait_re() { for _ in $(seq 1 1200); do grep -qE "$2" "$1" && { grep -oE "$2" "$1" | head -1; return 0; }; sleep 0.1; done; cat "$1" >&2; return 1; }
@@ -26,6 +29,9 @@ MON=$(wait_re "$tmp/mon.log" 'listening on [0-9.]+:[0-9]+' | sed 's/listening on
 wait_re "$tmp/xa.log" 'listening on' >/dev/null && wait_re "$tmp/xb.log" 'listening on' >/dev/null
 "$E" serve --model "$MODEL" --port 0 --threads 1 --experts-remote "$MON" 2>"$tmp/remote.log" & pids+=($!)
 RP=$(wait_re "$tmp/remote.log" 'listening on http://[0-9.]+:[0-9]+' | sed 's/.*://'); wait_re "$tmp/remote.log" ' ready: ' >/dev/null
+"$E" serve --model "$MODEL" --port 0 --threads 1 --experts-remote "$MON" --enable-dbo 2>"$tmp/dbo.log" & pids+=($!)
+DP=$(wait_re "$tmp/dbo.log" 'listening on http://[0-9.]+:[0-9]+' | sed 's/.*://'); wait_re "$tmp/dbo.log" ' ready: ' >/dev/null
+port_of() { case $1 in local) echo "$LP" ;; remote) echo "$RP" ;; remote_dbo) echo "$DP" ;; esac; }
 
 run() { # MODE PORT BATCH ROUND
   "$E" bench serve --url "http://127.0.0.1:$2" --concurrency "$3" --num-prompts "$(( $3 * 2 ))" --input-len 16 \
@@ -33,6 +39,7 @@ run() { # MODE PORT BATCH ROUND
     python3 -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(json.dumps({"bench":"eaas_decode","mode":sys.argv[1],"batch":int(sys.argv[2]),"round":int(sys.argv[3]),"output_tok_s":d.get("output_tok_s",d.get("output_throughput")),"tpot_ms_p50":d.get("tpot_ms",{}).get("p50") if isinstance(d.get("tpot_ms"),dict) else d.get("tpot_p50_ms")}))' "$1" "$3" "$4"
 }
 for b in $BATCHES; do
-  run local "$LP" "$b" 0 >/dev/null; run remote "$RP" "$b" 0 >/dev/null   # warm-up: weights paged in
-  for r in $(seq 1 "$ROUNDS"); do run local "$LP" "$b" "$r"; run remote "$RP" "$b" "$r"; done
+  for m in $MODES; do run "$m" "$(port_of "$m")" "$b" 0 >/dev/null; done   # warm-up: weights paged in
+  for r in $(seq 1 "$ROUNDS"); do for m in $MODES; do run "$m" "$(port_of "$m")" "$b" "$r"; done; done
 done
+curl -s "http://127.0.0.1:$DP/metrics" | grep -E '^eaas:remote_(calls|overlapped_calls)_total' >&2

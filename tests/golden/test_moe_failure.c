@@ -12,7 +12,11 @@
  *      one) is chosen to go missing
  *   3. all requests at once, in fail mode: a request ends with an error naming
  *      the layer and the expert exactly when it used that expert alone; every
- *      other one completes with the same tokens as alone
+ *      other one completes with the same tokens as alone — once with one
+ *      micro-batch per step, once with double-batch overlap (the test backend
+ *      then offers two lanes and computes a call when it is waited for, so the
+ *      forward pass runs two micro-batches and marks the second's failed
+ *      tokens at their rows of the whole step)
  *   4. GET /health over HTTP: 503 "degraded" naming the expert while it is
  *      missing, 200 after it is back
  */
@@ -41,6 +45,9 @@ typedef struct {
     int fail_layer, fail_expert;
     volatile int failing; /* read by health() on HTTP threads */
     uint8_t used[MAX_E];  /* record mode: experts routed to at fail_layer since the last reset */
+    int lanes;            /* 2: calls run when waited for, one per lane in flight (double-batch overlap) */
+    int in_flight[2];
+    long lane1_calls;
 } failer;
 
 static ea_status failer_submit(ea_moe_backend *be, const ea_moe_call *c) {
@@ -48,12 +55,24 @@ static ea_status failer_submit(ea_moe_backend *be, const ea_moe_call *c) {
     if (c->layer == f->fail_layer)
         for (int i = 0; i < c->n_tokens * c->k; i++)
             if (c->ids[i] >= 0 && c->ids[i] < MAX_E) f->used[c->ids[i]] = 1;
-    return f->inner->vt->submit(f->inner, c);
+    if (f->lanes == 1) return f->inner->vt->submit(f->inner, c);
+    if (c->lane < 0 || c->lane > 1 || f->in_flight[c->lane]) return ea_err(EA_ERR_INVALID_ARG, "lane %d", c->lane);
+    f->in_flight[c->lane] = 1;
+    f->lane1_calls += c->lane == 1;
+    return EA_OK;
 }
 
 static ea_status failer_wait(ea_moe_backend *be, const ea_moe_call *c, ea_moe_outcome *out) {
     failer *f = (failer *)be;
-    EA_TRY(f->inner->vt->wait(f->inner, c, out));
+    if (f->lanes == 1) {
+        EA_TRY(f->inner->vt->wait(f->inner, c, out));
+    } else {
+        if (c->lane < 0 || c->lane > 1 || !f->in_flight[c->lane]) return ea_err(EA_ERR_INVALID_ARG, "lane %d", c->lane);
+        f->in_flight[c->lane] = 0;
+        ea_moe_call one = *c;
+        one.lane = 0; /* the local backend inside has one */
+        EA_TRY(ea_moe_forward(f->inner, &one, out));
+    }
     if (!f->failing || c->layer != f->fail_layer) return EA_OK;
     for (int t = 0; t < c->n_tokens; t++)
         for (int j = 0; j < c->k; j++)
@@ -71,6 +90,8 @@ static ea_moe_health failer_health(ea_moe_backend *be, char *why, size_t n) {
     return EA_MOE_DEGRADED;
 }
 
+static int failer_lanes(ea_moe_backend *be) { return ((failer *)be)->lanes; }
+
 static void failer_destroy(ea_moe_backend *be) {
     failer *f = (failer *)be;
     ea_moe_backend_destroy(f->inner);
@@ -80,6 +101,7 @@ static void failer_destroy(ea_moe_backend *be) {
 static const ea_moe_backend_vtable failer_vt = {.submit = failer_submit,
                                                 .wait = failer_wait,
                                                 .health = failer_health,
+                                                .lanes = failer_lanes,
                                                 .destroy = failer_destroy,
                                                 .name = "failer",
                                                 .fails = EA_MOE_FAILS_TOKENS};
@@ -159,9 +181,13 @@ static int plen[NREQ];
 static outcome alone[NREQ];
 static uint8_t used[NREQ][MAX_E];
 
-static ea_sched *start(ea_engine **e, int max_seqs) {
+static ea_sched *start(ea_engine **e, int max_seqs, int dbo) {
+    F.lanes = dbo ? 2 : 1;
+    F.in_flight[0] = F.in_flight[1] = 0;
+    F.lane1_calls = 0;
     ea_engine_opts o = {.model_path = model, .threads = 2, .max_tokens = 64, .max_ctx = 64, .max_seqs = max_seqs,
-                        .block_size = 16, .test_wrap_backend = failer_wrap, .test_wrap_ctx = &F};
+                        .block_size = 16, .test_wrap_backend = failer_wrap, .test_wrap_ctx = &F,
+                        .dbo_min_tokens = dbo};
     if (ea_engine_create(&o, e) != EA_OK) {
         fprintf(stderr, "engine: %s\n", ea_errmsg());
         return NULL;
@@ -174,7 +200,7 @@ static ea_sched *start(ea_engine **e, int max_seqs) {
 
 TEST(only_requests_using_the_missing_expert_fail) {
     ea_engine *e;
-    ea_sched *s = start(&e, 1);
+    ea_sched *s = start(&e, 1, 0);
     CHECK(s != NULL);
     int n_layers = e->m->cfg.n_layers, E = e->m->cfg.n_experts;
     CHECK(E <= MAX_E);
@@ -207,8 +233,15 @@ TEST(only_requests_using_the_missing_expert_fail) {
     F.fail_expert = best;
     fprintf(stderr, "  layer %d expert %d: used by %d of %d requests alone\n", F.fail_layer, best, best_n, NREQ);
 
-    /* 3. all at once with the expert missing */
-    s = start(&e, 8);
+    char want[64];
+    snprintf(want, sizeof want, "layer %d expert %d", F.fail_layer, best);
+    /* 3. all at once with the expert missing: one micro-batch per step, then two */
+    for (int dbo = 0; dbo <= 2; dbo += 2) {
+    if (dbo) {
+        ea_sched_destroy(s);
+        ea_engine_destroy(e);
+    }
+    s = start(&e, 8, dbo);
     CHECK(s != NULL);
     F.failing = 1;
     ea_request *rs[NREQ];
@@ -217,8 +250,6 @@ TEST(only_requests_using_the_missing_expert_fail) {
         params(&rp, prompts[i], plen[i], i);
         CHECK_EQ(ea_sched_submit(s, &rp, &rs[i]), EA_OK);
     }
-    char want[64];
-    snprintf(want, sizeof want, "layer %d expert %d", F.fail_layer, best);
     int n_failed = 0;
     for (int i = 0; i < NREQ; i++) {
         outcome got;
@@ -237,6 +268,11 @@ TEST(only_requests_using_the_missing_expert_fail) {
         }
     }
     CHECK_EQ(n_failed, best_n);
+    if (dbo) fprintf(stderr, "  with double-batch overlap: %ld calls on the second lane\n", F.lane1_calls);
+    CHECK(dbo ? F.lane1_calls > 0 : F.lane1_calls == 0);
+    F.failing = 0;
+    }
+    F.failing = 1;
 
     /* 4. /health over HTTP: degraded while the expert is missing, ok after */
     ea_metrics *mx = NULL;
