@@ -1,17 +1,20 @@
 /*
- * test_remote_backend.c — the remote MoE backend (eaas/remote.h) against three
+ * test_remote_backend.c — the remote MoE backend (eaas/remote.h) against four
  * expert servers over real UCX (servers on their own thread, one process):
  * server 0 hosts the lower half of every layer's experts, server 1 the upper
- * half, server 2 all of them (a replica of both).
+ * half, servers 2 and 3 all of them (replicas of both).
  *
  *   - remote = local bit for bit, on every MoE layer, with a call on each of
  *     the backend's two lanes in flight at once (double-batch overlap: two
  *     slots per server);
+ *   - server 3 hangs (its worker still takes the puts, it computes nothing):
+ *     with a call of each lane in flight, the first wait times out and moves
+ *     its pairs to a replica; the second finds server 3 given up and moves at
+ *     once — one deadline is waited out, not two — and the bits are local;
  *   - server 0 stops answering (its thread no longer polls it): the same calls
- *     still give the local bits, through failover to server 2 — the lane
- *     waited second finds server 0 already given up and moves at once — and
- *     the failover and timeout counters count it;
- *   - server 2 stops too: the lower-half experts have no live replica; only
+ *     still give the local bits, through failover to server 2, and the
+ *     failover and timeout counters count it;
+ *   - server 2 stops too (3 hangs): the lower-half experts have no live replica; only
  *     the tokens routed to one of them fail (moe.h partial failure, naming
  *     layer and expert), the other tokens' rows are still exact, and health
  *     is degraded naming an expert; on lane 1, with the outcome's rows
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "eaas/remote.h"
 #include "eaas_rig.h"
 #include "harness.h"
@@ -30,7 +34,7 @@
 #include "serve/engine.h"
 
 #define NT 8
-#define NS 3
+#define NS 4
 
 static char model[1024];
 static ea_engine *E;
@@ -40,17 +44,20 @@ static ea_moe_backend *RB;
 
 
 static rig_server S[NS];
-static atomic_int down[NS]; /* the server thread no longer polls server i */
+static atomic_int down[NS]; /* 1: the server thread no longer polls server i; 2: it only progresses its worker (hung) */
 
-/* server 0 the lower half of each layer's experts, server 1 the upper half, server 2 all of them */
-static int halves_and_a_replica(int server, int expert, int ne) { return server == 2 || (expert < ne / 2) == (server == 0); }
+/* server 0 the lower half of each layer's experts, server 1 the upper half, servers 2 and 3 all of them */
+static int halves_and_a_replica(int server, int expert, int ne) { return server >= 2 || (expert < ne / 2) == (server == 0); }
 static atomic_int stop;
 
 static void *server_loop(void *arg) {
     (void)arg;
     while (!atomic_load(&stop))
         for (int i = 0; i < NS; i++)
-            if (!atomic_load(&down[i])) ea_xsrv_poll(S[i].s);
+            if (!atomic_load(&down[i]))
+                ea_xsrv_poll(S[i].s);
+            else if (atomic_load(&down[i]) == 2)
+                ea_ucx_progress(S[i].u);
     return NULL;
 }
 
@@ -117,6 +124,22 @@ TEST(a_lane_in_flight_takes_no_second_call) {
 }
 
 TEST(remote_equals_local) { CHECK_EQ(compare_all(1), 0); }
+
+TEST(a_hung_server_costs_one_deadline_for_both_lanes) {
+    ea_remote_stats a, b;
+    ea_remote_get_stats(RB, &a);
+    atomic_store(&down[3], 2);
+    double t0 = ea_now_s();
+    CHECK_EQ(compare_all(7), 0);
+    double dt = ea_now_s() - t0;
+    ea_remote_get_stats(RB, &b);
+    fprintf(stderr, "  server 3 hung: %.3f s, %llu timeout(s), %llu failovers\n", dt,
+            (unsigned long long)(b.timeouts - a.timeouts), (unsigned long long)(b.failovers - a.failovers));
+    CHECK_EQ(b.timeouts - a.timeouts, 1);
+    CHECK(b.failovers > a.failovers);
+    CHECK_EQ(b.servers_live, 3);
+    atomic_store(&down[3], 1);
+}
 
 TEST(failover_to_a_replica_keeps_the_bits) {
     atomic_store(&down[0], 1);
@@ -187,7 +210,7 @@ TEST(no_replica_fails_only_its_tokens) {
     char why[128];
     CHECK_EQ(ea_moe_backend_health(RB, why, sizeof why), EA_MOE_DEGRADED);
     CHECK(strstr(why, "no live replica") != NULL);
-    fprintf(stderr, "  servers 0 and 2 down: %d of %d tokens failed; health: %s\n", oc.n_failed_tokens, NT, why);
+    fprintf(stderr, "  servers 0, 2 and 3 down: %d of %d tokens failed; health: %s\n", oc.n_failed_tokens, NT, why);
     free(x), free(w), free(yl), free(yr), free(ids);
 }
 
@@ -221,6 +244,7 @@ int main(void) {
     pthread_create(&th, NULL, server_loop, NULL);
     RUN(remote_equals_local);
     RUN(a_lane_in_flight_takes_no_second_call);
+    RUN(a_hung_server_costs_one_deadline_for_both_lanes);
     RUN(failover_to_a_replica_keeps_the_bits);
     RUN(no_replica_fails_only_its_tokens);
     atomic_store(&stop, 1);
