@@ -9,12 +9,15 @@
 # MODES (environment) picks and orders the modes of a round: "local remote remote_dbo".
 # Threads: the local server gets 2 (all cores); each client 1 and each expert
 # server 1 (the same 2 cores between them; the client not measured is idle).
-# EAAS_BIN defaults to build/eaas.
+# PIN=1 (environment): the clients run on CPU 0 and the expert servers on CPU 1
+# (taskset), as if the servers were another host with a core of its own; the
+# local server keeps both. EAAS_BIN defaults to build/eaas.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 E=${EAAS_BIN:-build/eaas}
 MODEL=${1:?usage: bench_eaas_decode.sh MODEL [ROUNDS] [BATCHES] [OUTPUT_LEN]}
 ROUNDS=${2:-3}; BATCHES=${3:-1 16}; OLEN=${4:-64}; MODES=${MODES:-local remote remote_dbo}
+CL=(); XS=(); [ "${PIN:-0}" = 1 ] && CL=(taskset -c 0) XS=(taskset -c 1)
 tmp=$(mktemp -d); pids=()
 trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; sleep 1; for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 wait_re() { for _ in $(seq 1 1200); do grep -qE "$2" "$1" && { grep -oE "$2" "$1" | head -1; return 0; }; sleep 0.1; done; cat "$1" >&2; return 1; }
@@ -24,12 +27,12 @@ NE=$("$E" inspect --json "$MODEL" | python3 -c 'import json,sys; print(json.load
 LP=$(wait_re "$tmp/local.log" 'listening on http://[0-9.]+:[0-9]+' | sed 's/.*://'); wait_re "$tmp/local.log" ' ready: ' >/dev/null
 "$E" monitor --port 0 >"$tmp/mon.log" 2>&1 & pids+=($!)
 MON=$(wait_re "$tmp/mon.log" 'listening on [0-9.]+:[0-9]+' | sed 's/listening on //')
-"$E" expert --model "$MODEL" --monitor "$MON" --port 0 --id xa --threads 1 --experts "0-$((NE / 2 - 1))" >"$tmp/xa.log" 2>&1 & pids+=($!)
-"$E" expert --model "$MODEL" --monitor "$MON" --port 0 --id xb --threads 1 --experts "$((NE / 2))-$((NE - 1))" >"$tmp/xb.log" 2>&1 & pids+=($!)
+"${XS[@]}" "$E" expert --model "$MODEL" --monitor "$MON" --port 0 --id xa --threads 1 --experts "0-$((NE / 2 - 1))" >"$tmp/xa.log" 2>&1 & pids+=($!)
+"${XS[@]}" "$E" expert --model "$MODEL" --monitor "$MON" --port 0 --id xb --threads 1 --experts "$((NE / 2))-$((NE - 1))" >"$tmp/xb.log" 2>&1 & pids+=($!)
 wait_re "$tmp/xa.log" 'listening on' >/dev/null && wait_re "$tmp/xb.log" 'listening on' >/dev/null
-"$E" serve --model "$MODEL" --port 0 --threads 1 --experts-remote "$MON" 2>"$tmp/remote.log" & pids+=($!)
+"${CL[@]}" "$E" serve --model "$MODEL" --port 0 --threads 1 --experts-remote "$MON" 2>"$tmp/remote.log" & pids+=($!)
 RP=$(wait_re "$tmp/remote.log" 'listening on http://[0-9.]+:[0-9]+' | sed 's/.*://'); wait_re "$tmp/remote.log" ' ready: ' >/dev/null
-"$E" serve --model "$MODEL" --port 0 --threads 1 --experts-remote "$MON" --enable-dbo 2>"$tmp/dbo.log" & pids+=($!)
+"${CL[@]}" "$E" serve --model "$MODEL" --port 0 --threads 1 --experts-remote "$MON" --enable-dbo 2>"$tmp/dbo.log" & pids+=($!)
 DP=$(wait_re "$tmp/dbo.log" 'listening on http://[0-9.]+:[0-9]+' | sed 's/.*://'); wait_re "$tmp/dbo.log" ' ready: ' >/dev/null
 port_of() { case $1 in local) echo "$LP" ;; remote) echo "$RP" ;; remote_dbo) echo "$DP" ;; esac; }
 
