@@ -577,17 +577,19 @@ static void ea__window(ea_forward *f, int t0) {
     if (f->rows.pos) f->run_pos = f->rows.pos + t, f->run_seq = f->rows.seq + t;
 }
 
-/* How the run splits: two micro-batches at the sequence boundary nearest the
- * middle when overlap is on and the run is long enough, else one. A sequence
- * stays in one micro-batch, so neither reads what the other writes (its KV
- * rows, its recurrent state). Returns the number of micro-batches. */
+/* How the run splits: with overlap on and a run long enough, two
+ * micro-batches — at the sequence boundary nearest the middle if one lies in
+ * the middle half, else at the middle, inside a sequence (a long prompt
+ * alone). A sequence cut in two keeps its earlier tokens in A: at every layer
+ * A's attention writes their KV rows before B's reads them (ea__layers).
+ * Returns the number of micro-batches. */
 static int ea__split(const ea_forward *f, int n, ea__mb mb[2]) {
     mb[0] = (ea__mb){0, n, 0};
-    if (f->o.dbo_min_tokens <= 0 || n < f->o.dbo_min_tokens) return 1;
+    if (f->o.dbo_min_tokens <= 0 || n < f->o.dbo_min_tokens || n < 2) return 1;
     int cut = 0;
     for (int t = 1; t < n; t++)
         if (f->rows.seq[t] != f->rows.seq[t - 1] && abs(2 * t - n) < abs(2 * cut - n)) cut = t;
-    if (cut == 0) return 1;
+    if (cut == 0 || abs(2 * cut - n) > n / 2) cut = n / 2;
     mb[0].n = cut;
     mb[1] = (ea__mb){cut, n - cut, 1};
     return 2;

@@ -65,8 +65,8 @@ typedef struct {
     ea_lin_state *lin;  /* borrows: recurrent state of the DeltaNet layers (qwen3_next, qwen3_5_moe; required
                            there), slots = the KV cache's sequence slots; the KV cache then holds only the
                            full-attention layers (ea_forward_kv_layers) */
-    int dbo_min_tokens; /* double-batch overlap: a run of at least this many tokens and two sequences or
-                           more goes as two micro-batches, one's attention beside the other's experts
+    int dbo_min_tokens; /* double-batch overlap: a run of at least this many tokens (>= 2) goes as two
+                           micro-batches, one's attention beside the other's experts
                            (forward.c); needs a backend with two lanes (moe.h), no DeltaNet layers and no
                            tensor-parallel attention. 0: off */
 } ea_forward_opts;

@@ -100,8 +100,8 @@ typedef struct {
     void *progress_ctx;
 
     ea_engine_moe_opts moe;   /* the inner MoE backend (zero: local) */
-    int dbo_min_tokens;       /* double-batch overlap (--enable-dbo): steps of this many tokens or more, over two
-                                 sequences or more, run as two micro-batches (ea_forward_opts); 0: off */
+    int dbo_min_tokens;       /* double-batch overlap (--enable-dbo): steps of this many tokens or more run as
+                                 two micro-batches (ea_forward_opts); 0: off */
     ea_engine_eplb_opts eplb; /* the EPLB wrapper (zero: off) */
 
     /* Test hooks. test_router_bias (n_experts floats, borrowed during create):
