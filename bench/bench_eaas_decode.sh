@@ -4,9 +4,11 @@
 # same model served with its experts in process, on this machine, in the same
 # run, alternating; and a second client on the same servers with double-batch
 # overlap (--enable-dbo). Prints JSON lines:
-#   {"bench":"eaas_decode","mode":"local"|"remote"|"remote_dbo","batch":B,"round":r,"output_tok_s":..,"tpot_ms_p50":..}
+#   {"bench":"eaas_decode","mode":"local"|"remote"|"remote_dbo","batch":B,"round":r,"input_len":N,
+#    "output_tok_s":..,"tpot_ms_p50":..,"ttft_ms_p50":..}
 # usage: bench/bench_eaas_decode.sh MODEL [ROUNDS=3] [BATCHES="1 16"] [OUTPUT_LEN=64]
-# MODES (environment) picks and orders the modes of a round: "local remote remote_dbo".
+# MODES (environment) picks and orders the modes of a round: "local remote remote_dbo";
+# INPUT_LEN the prompt tokens (16; 512 with OUTPUT_LEN 2 and batch 1 measures a prompt's prefill: ttft).
 # Threads: the local server gets 2 (all cores); each client 1 and each expert
 # server 1 (the same 2 cores between them; the client not measured is idle).
 # PIN=1 (environment): the clients run on CPU 0 and the expert servers on CPU 1
@@ -16,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 E=${EAAS_BIN:-build/eaas}
 MODEL=${1:?usage: bench_eaas_decode.sh MODEL [ROUNDS] [BATCHES] [OUTPUT_LEN]}
-ROUNDS=${2:-3}; BATCHES=${3:-1 16}; OLEN=${4:-64}; MODES=${MODES:-local remote remote_dbo}
+ROUNDS=${2:-3}; BATCHES=${3:-1 16}; OLEN=${4:-64}; MODES=${MODES:-local remote remote_dbo}; ILEN=${INPUT_LEN:-16}
 CL=(); XS=(); [ "${PIN:-0}" = 1 ] && CL=(taskset -c 0) XS=(taskset -c 1)
 tmp=$(mktemp -d); pids=()
 trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; sleep 1; for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
@@ -37,9 +39,9 @@ DP=$(wait_re "$tmp/dbo.log" 'listening on http://[0-9.]+:[0-9]+' | sed 's/.*://'
 port_of() { case $1 in local) echo "$LP" ;; remote) echo "$RP" ;; remote_dbo) echo "$DP" ;; esac; }
 
 run() { # MODE PORT BATCH ROUND
-  "$E" bench serve --url "http://127.0.0.1:$2" --concurrency "$3" --num-prompts "$(( $3 * 2 ))" --input-len 16 \
+  "$E" bench serve --url "http://127.0.0.1:$2" --concurrency "$3" --num-prompts "$(( $3 * 2 ))" --input-len "$ILEN" \
     --output-len "$OLEN" --json 2>/dev/null |
-    python3 -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(json.dumps({"bench":"eaas_decode","mode":sys.argv[1],"batch":int(sys.argv[2]),"round":int(sys.argv[3]),"output_tok_s":d.get("output_tok_s",d.get("output_throughput")),"tpot_ms_p50":d.get("tpot_ms",{}).get("p50") if isinstance(d.get("tpot_ms"),dict) else d.get("tpot_p50_ms")}))' "$1" "$3" "$4"
+    python3 -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(json.dumps({"bench":"eaas_decode","mode":sys.argv[1],"batch":int(sys.argv[2]),"round":int(sys.argv[3]),"input_len":int(sys.argv[4]),"output_tok_s":d.get("output_tok_s",d.get("output_throughput")),"tpot_ms_p50":d.get("tpot_ms",{}).get("p50") if isinstance(d.get("tpot_ms"),dict) else d.get("tpot_p50_ms"),"ttft_ms_p50":d.get("ttft_ms",{}).get("p50")}))' "$1" "$3" "$4" "$ILEN"
 }
 for b in $BATCHES; do
   for m in $MODES; do run "$m" "$(port_of "$m")" "$b" 0 >/dev/null; done   # warm-up: weights paged in
