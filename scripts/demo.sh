@@ -4,7 +4,9 @@
 # over the OpenAI API, stream one chat answer with the official client, and stop
 # the server cleanly (SIGTERM, drained). Then Expert-as-a-Service: a monitor,
 # two expert servers hosting the same experts (replicas) and an attention client
-# serving the API with --experts-remote; a chat answer streams, one expert
+# serving the API with --experts-remote and double-batch overlap (--enable-dbo:
+# a prompt's prefill runs as two micro-batches, one's attention while the
+# servers compute the other's experts); a chat answer streams, one expert
 # server is killed with SIGKILL while the same request streams again, the
 # answer completes (the same text), the next request is answered, and
 # everything stops cleanly.
@@ -70,7 +72,7 @@ for x in expert-a expert-b; do
   PIDS+=("$!"); eval "PID_${x#expert-}=$!"
   echo "$x: $(wait_for "$OUT/$x.log" 'listening on [0-9.]+:[0-9]+' "$!")"
 done
-$E serve --model "$M" --port 0 --threads 1 --experts-remote "$MON" --expert-timeout-ms 500 2> "$OUT/client.log" &
+$E serve --model "$M" --port 0 --threads 1 --experts-remote "$MON" --expert-timeout-ms 500 --enable-dbo 2> "$OUT/client.log" &
 CLIENT=$!; PIDS+=("$CLIENT")
 CPORT=$(wait_for "$OUT/client.log" 'listening on http://127.0.0.1:[0-9]+' "$CLIENT" | sed 's/.*://')
 wait_for "$OUT/client.log" ' ready: ' "$CLIENT" >/dev/null
@@ -89,7 +91,7 @@ wait "$NODEP"
 cat "$OUT/answer2.txt"
 cmp -s "$OUT/answer1.txt" "$OUT/answer2.txt" && echo "-> the answer completed through the failure, identical to the first" ||
   { echo "-> the answers differ"; exit 1; }
-curl -s "http://127.0.0.1:$CPORT/metrics" | grep -E '^eaas:remote_(failovers|timeouts)_total'
+curl -s "http://127.0.0.1:$CPORT/metrics" | grep -E '^eaas:remote_(failovers|timeouts|calls|overlapped_calls)_total'
 echo "-- the next request, on expert-b alone:"
 node tools/node/demo_chat.mjs "$URL" qwen3-tiny "And what is an expert server?" 32
 echo "== stop everything (SIGTERM each: client, expert-b, monitor)"

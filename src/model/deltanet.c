@@ -96,6 +96,15 @@ void ea__dn_destroy(ea_forward *f) {
     ea_free(f->dn_seen);
 }
 
+/* The runs (one per sequence) of the n tokens from run_seq on: dn_runs, dn_n_runs. */
+static void dn_runs(ea_forward *f, int n) {
+    int nr = 0;
+    for (int t = 0; t < n; t++)
+        if (t == 0 || f->run_seq[t] != f->run_seq[t - 1]) f->dn_runs[nr++] = t;
+    f->dn_runs[nr] = n;
+    f->dn_n_runs = nr;
+}
+
 /* Before the layers: the call's runs (one per sequence), checked against the states; a run
  * from position 0 clears its state. */
 ea_status ea__dn_begin(ea_forward *f, int n) {
@@ -135,11 +144,11 @@ ea_status ea__dn_begin(ea_forward *f, int n) {
 
 /* After the layers: each state has reached the end of its run. */
 void ea__dn_end(ea_forward *f, int n) {
+    dn_runs(f, n);
     for (int i = 0; i < f->dn_n_runs; i++) {
         int t1 = f->dn_runs[i + 1] - 1;
         f->o.lin->next_pos[f->run_seq[t1]] = f->run_pos[t1] + 1;
     }
-    (void)n;
 }
 
 /* conv + SiLU of one run's tokens, then its conv state moves on (task = run index) */
@@ -230,6 +239,7 @@ ea_status ea__deltanet(ea_forward *f, int l, int n) {
                      {&L->lin_b, f->xn, n, f->dn_b}, {&L->lin_a, f->xn, n, f->dn_a}};
     ea_k_matmul_batch(f->kctx, mm, 4);
     f->run_layer = l;
+    dn_runs(f, n); /* of this micro-batch (forward.c: a sequence cut in two continues its state in the second) */
     ea_pool_run(f->pool, conv_task, f, f->dn_n_runs);
     ea__over_tokens(f, n, qk_gate_task, NULL);
     ea_pool_run(f->pool, delta_task, f, f->dn_n_runs * f->c->lin_n_v_heads);

@@ -27,6 +27,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "kernels/attn.h"
+#include "kernels/deltanet.h"
 #include "kernels/ops.h"
 #include "moe/router.h"
 #include "model/forward_impl.h"
@@ -115,9 +116,8 @@ static void ea__router_from_config(const ea_model_config *c, ea_router *r) {
 int ea_forward_kv_layers(const ea_model_config *c) { return c->n_layers - c->n_linear_layers; }
 
 ea_status ea_forward_dbo_check(const ea_model_config *c, int tp, int lanes, const char *backend) {
-    if (c->n_linear_layers > 0 || tp)
-        return ea_err(EA_ERR_UNSUPPORTED, "double-batch overlap: not with %s",
-                      tp ? "tensor-parallel attention" : "DeltaNet layers (qwen3_next, qwen3_5_moe)");
+    (void)c;
+    if (tp) return ea_err(EA_ERR_UNSUPPORTED, "double-batch overlap: not with tensor-parallel attention");
     if (lanes < 2)
         return ea_err(EA_ERR_UNSUPPORTED, "double-batch overlap needs a MoE backend that computes while attention "
                                           "runs (expert servers: --experts-remote); the %s backend has one lane",
@@ -577,19 +577,29 @@ static void ea__window(ea_forward *f, int t0) {
     if (f->rows.pos) f->run_pos = f->rows.pos + t, f->run_seq = f->rows.seq + t;
 }
 
+/* Token t may start micro-batch B: a sequence boundary, or inside a sequence
+ * (its earlier tokens in A) — with DeltaNet layers only where a chunk of the
+ * delta rule starts (a multiple of 64), so that the pieces are the same. */
+static int ea__cut_ok(const ea_forward *f, int t, int inside) {
+    if (f->rows.seq[t] != f->rows.seq[t - 1]) return !inside;
+    return inside && (f->c->n_linear_layers == 0 || f->rows.pos[t] % EA_K_DELTA_CHUNK == 0);
+}
+
 /* How the run splits: with overlap on and a run long enough, two
  * micro-batches — at the sequence boundary nearest the middle if one lies in
- * the middle half, else at the middle, inside a sequence (a long prompt
- * alone). A sequence cut in two keeps its earlier tokens in A: at every layer
- * A's attention writes their KV rows before B's reads them (ea__layers).
- * Returns the number of micro-batches. */
+ * the middle half, else at the allowed cut inside a sequence nearest the
+ * middle (a long prompt alone). A sequence cut in two keeps its earlier tokens
+ * in A: at every layer A's attention writes their KV rows (A's DeltaNet
+ * layers advance their state) before B's run (ea__layers). Returns the number
+ * of micro-batches. */
 static int ea__split(const ea_forward *f, int n, ea__mb mb[2]) {
     mb[0] = (ea__mb){0, n, 0};
     if (f->o.dbo_min_tokens <= 0 || n < f->o.dbo_min_tokens || n < 2) return 1;
     int cut = 0;
-    for (int t = 1; t < n; t++)
-        if (f->rows.seq[t] != f->rows.seq[t - 1] && abs(2 * t - n) < abs(2 * cut - n)) cut = t;
-    if (cut == 0 || abs(2 * cut - n) > n / 2) cut = n / 2;
+    for (int inside = 0; inside < 2 && (cut == 0 || abs(2 * cut - n) > n / 2); inside++)
+        for (int t = 1; t < n; t++)
+            if (ea__cut_ok(f, t, inside) && (cut == 0 || abs(2 * t - n) < abs(2 * cut - n))) cut = t;
+    if (cut == 0) return 1;
     mb[0].n = cut;
     mb[1] = (ea__mb){cut, n - cut, 1};
     return 2;
