@@ -223,7 +223,7 @@ int ea_cmd_serve(int argc, char **argv) {
         {"ep-capacity-factor", EA_ARG_DOUBLE, &f.ep_capacity_factor, "X", "expert mode: combine buffers per rank hold X times an even share of a step's pairs; the rest goes in more rounds, never dropped (1.25)", 0.01, 1000, "parallel"},
         {"experts-remote", EA_ARG_STR, &f.experts_remote, "HOST:PORT", "run the experts on expert servers (eaas expert) found through this monitor"},
         {"expert-timeout-ms", EA_ARG_INT, &f.expert_timeout_ms, "MS", "an expert server's answer to one call; past it the call goes to a replica (1000)", 1, 3600000, "experts-remote"},
-        {"enable-dbo", EA_ARG_BOOL, &f.enable_dbo, NULL, "double-batch overlap: a step's sequences go as two micro-batches, one's attention while the expert servers run the other's experts (two slots per server)", 0, 0, "experts-remote"},
+        {"enable-dbo", EA_ARG_BOOL, &f.enable_dbo, NULL, "double-batch overlap: a step runs as two micro-batches, one's attention while the expert servers run the other's experts (two slots per server)", 0, 0, "experts-remote"},
         {"dbo-min-tokens", EA_ARG_INT, &f.dbo_min_tokens, "N", "overlap only steps of at least N tokens (2)", 2, 1 << 20, "enable-dbo"},
         {0}};
     ea_args_rest rest;

@@ -115,8 +115,9 @@ static void ea__router_from_config(const ea_model_config *c, ea_router *r) {
 
 int ea_forward_kv_layers(const ea_model_config *c) { return c->n_layers - c->n_linear_layers; }
 
-ea_status ea_forward_dbo_check(const ea_model_config *c, int tp, int lanes, const char *backend) {
-    (void)c;
+/* Whether runs can go as two micro-batches (ea_forward_opts.dbo_min_tokens), with
+ * tensor-parallel attention or not (tp), over a backend of `lanes` lanes. */
+static ea_status ea__dbo_check(int tp, int lanes, const char *backend) {
     if (tp) return ea_err(EA_ERR_UNSUPPORTED, "double-batch overlap: not with tensor-parallel attention");
     if (lanes < 2)
         return ea_err(EA_ERR_UNSUPPORTED, "double-batch overlap needs a MoE backend that computes while attention "
@@ -273,7 +274,7 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     f->ids = ea_calloc(T * K, sizeof(int32_t));
     f->outcome.tok_fail = ea_calloc(T, sizeof(int16_t));
     if (s == EA_OK && (!ok || !f->ids || !f->outcome.tok_fail || !f->tiles)) s = ea_err(EA_ERR_NOMEM, "forward buffers for %zu tokens", T);
-    if (s == EA_OK && o->dbo_min_tokens > 0) s = ea_forward_dbo_check(c, o->tp != NULL, ea_moe_lanes(be), be->vt->name);
+    if (s == EA_OK && o->dbo_min_tokens > 0) s = ea__dbo_check(o->tp != NULL, ea_moe_lanes(be), be->vt->name);
     if (s != EA_OK) {
         ea_forward_destroy(f);
         return s;

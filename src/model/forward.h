@@ -67,7 +67,7 @@ typedef struct {
                            full-attention layers (ea_forward_kv_layers) */
     int dbo_min_tokens; /* double-batch overlap: a run of at least this many tokens (>= 2) goes as two
                            micro-batches, one's attention beside the other's experts
-                           (forward.c); needs a backend with two lanes (moe.h), no DeltaNet layers and no
+                           (forward.c); needs a backend with two lanes (moe.h) and no
                            tensor-parallel attention. 0: off */
 } ea_forward_opts;
 
@@ -89,11 +89,6 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
 ea_status ea_forward_run_empty(ea_forward *f);
 /* The last run's per-token MoE outcome (valid until the next run). */
 const ea_moe_outcome *ea_forward_outcome(const ea_forward *f);
-
-/* Whether runs of this model can go as two micro-batches (ea_forward_opts.dbo_min_tokens)
- * with tensor-parallel attention or not (tp) over a backend with `lanes` lanes:
- * EA_OK, or EA_ERR_UNSUPPORTED saying why not. */
-ea_status ea_forward_dbo_check(const ea_model_config *c, int tp, int lanes, const char *backend);
 
 /* Layers that keep K/V in the KV cache: all but the DeltaNet layers. */
 int ea_forward_kv_layers(const ea_model_config *c);

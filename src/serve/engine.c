@@ -207,8 +207,6 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
         if ((s = ea_kctx_set_isa(e->kctx_router, alt)) != EA_OK) goto fail;
     }
     if ((s = apply_test_router_bias(e)) != EA_OK) goto fail;
-    /* before the chain, which may wait for expert servers: a model that cannot overlap says so at once */
-    if (eo->dbo_min_tokens > 0 && (s = ea_forward_dbo_check(c, eo->moe.kind == EA_BACKEND_TP, 2, "")) != EA_OK) goto fail;
     if ((s = moe_chain(e)) != EA_OK) goto fail;
 
     int kd, vd;
