@@ -109,31 +109,27 @@ static void dn_runs(ea_forward *f, int n) {
  * from position 0 clears its state. */
 ea_status ea__dn_begin(ea_forward *f, int n) {
     ea_lin_state *st = f->o.lin;
-    int nr = 0;
-    for (int t0 = 0; t0 < n;) {
-        int s = f->run_seq[t0], t1 = t0 + 1;
-        if (s < 0 || s >= st->max_seqs) return ea_err(EA_ERR_RANGE, "sequence slot %d of %d", s, st->max_seqs);
-        while (t1 < n && f->run_seq[t1] == s) {
-            if (f->run_pos[t1] != f->run_pos[t1 - 1] + 1)
-                return ea_err(EA_ERR_INVALID_ARG, "sequence slot %d: positions %d then %d in one call (DeltaNet layers "
-                              "need consecutive positions)", s, f->run_pos[t1 - 1], f->run_pos[t1]);
-            t1++;
-        }
-        if (f->dn_seen[s]) {
-            for (int i = 0; i < nr; i++) f->dn_seen[f->run_seq[f->dn_runs[i]]] = 0;
-            return ea_err(EA_ERR_INVALID_ARG, "sequence slot %d has two runs of tokens in one call", s);
-        }
-        f->dn_seen[s] = 1;
-        f->dn_runs[nr++] = t0;
-        t0 = t1;
-    }
-    f->dn_runs[nr] = n;
-    f->dn_n_runs = nr;
+    dn_runs(f, n);
+    int nr = f->dn_n_runs, checked = 0; /* runs whose slot is in range (their dn_seen marks are cleared below) */
     ea_status err = EA_OK;
-    for (int i = 0; i < nr; i++) {
+    for (int i = 0; i < nr && err == EA_OK; i++) {
+        int t0 = f->dn_runs[i], t1 = f->dn_runs[i + 1], s = f->run_seq[t0];
+        if (s < 0 || s >= st->max_seqs) {
+            err = ea_err(EA_ERR_RANGE, "sequence slot %d of %d", s, st->max_seqs);
+            break;
+        }
+        checked = i + 1;
+        for (int t = t0 + 1; t < t1 && err == EA_OK; t++)
+            if (f->run_pos[t] != f->run_pos[t - 1] + 1)
+                err = ea_err(EA_ERR_INVALID_ARG, "sequence slot %d: positions %d then %d in one call (DeltaNet layers "
+                             "need consecutive positions)", s, f->run_pos[t - 1], f->run_pos[t]);
+        if (err == EA_OK && f->dn_seen[s])
+            err = ea_err(EA_ERR_INVALID_ARG, "sequence slot %d has two runs of tokens in one call", s);
+        f->dn_seen[s] = 1;
+    }
+    for (int i = 0; i < checked; i++) f->dn_seen[f->run_seq[f->dn_runs[i]]] = 0;
+    for (int i = 0; i < nr && err == EA_OK; i++) {
         int s = f->run_seq[f->dn_runs[i]], p0 = f->run_pos[f->dn_runs[i]];
-        f->dn_seen[s] = 0;
-        if (err != EA_OK) continue;
         if (p0 == 0) ea_lin_state_reset(st, s);
         else if (p0 != st->next_pos[s])
             err = ea_err(EA_ERR_INVALID_ARG, "sequence slot %d: its recurrent state holds positions [0, %d) but the call "

@@ -269,6 +269,11 @@ TEST(call_must_continue_the_state) {
     CHECK(strstr(ea_errmsg(), "holds positions [0, 4)") != NULL);
     int32_t pos2[2] = {4, 6};
     CHECK_EQ(ea_forward_run(e->fw, 2, tok, pos2, seq, 1, rows, lg), EA_ERR_INVALID_ARG);
+    CHECK(strstr(ea_errmsg(), "positions 4 then 6") != NULL);
+    /* a refused call leaves nothing behind: slot 0 then a slot out of range, then slot 0 alone continues */
+    int32_t pos3[2] = {4, 0}, seq3[2] = {0, 99};
+    CHECK_EQ(ea_forward_run(e->fw, 2, tok, pos3, seq3, 1, rows, lg), EA_ERR_RANGE);
+    CHECK_EQ(ea_forward_run(e->fw, 1, tok, pos3, seq, 1, rows, lg), EA_OK);
     free(lg);
     ea_engine_destroy(e);
 }
