@@ -64,8 +64,8 @@ static int id_char(char c) {
 }
 
 static ea_status get_id(const json_t *o, const char *path, char id[EA_MON_ID_MAX + 1]) {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     EA_TRY(get_str(o, "id", path, EA_MON_ID_MAX, &s, &n));
     for (size_t i = 0; i < n; i++)
         if (!id_char(s[i])) return ea_err(EA_ERR_FORMAT, "%sid: character %zu is not one of [A-Za-z0-9._:@-]", path, i);
@@ -77,7 +77,7 @@ static ea_status get_id(const json_t *o, const char *path, char id[EA_MON_ID_MAX
 /* One of names[0..n) -> its index. */
 static ea_status get_enum(const json_t *o, const char *key, const char *path, const char *const *names, int n,
                           int *out) {
-    const char *s;
+    const char *s = NULL;
     size_t len;
     EA_TRY(get_str(o, key, path, 16, &s, &len));
     for (int i = 0; i < n; i++)
@@ -87,8 +87,8 @@ static ea_status get_enum(const json_t *o, const char *key, const char *path, co
 }
 
 static ea_status get_http(const json_t *o, const char *path, char http[EA_MON_HTTP_MAX + 1]) {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     char host[EA_MON_HTTP_MAX + 1];
     int port;
     EA_TRY(get_str(o, "http", path, EA_MON_HTTP_MAX, &s, &n));
@@ -298,7 +298,7 @@ static ea_status get_array(const json_t *o, const char *key, size_t max, const j
 
 static ea_status cluster_servers(const json_t *o, ea_cluster *c) {
     const json_t *a;
-    size_t n;
+    size_t n = 0;
     EA_TRY(get_array(o, "servers", MEMBERS_MAX, &a, &n));
     if (n && !(c->servers = ea_calloc(n, sizeof *c->servers))) return ea_err(EA_ERR_NOMEM, "servers");
     for (size_t i = 0; i < n; i++, c->n_servers++) {
@@ -315,7 +315,7 @@ static ea_status cluster_servers(const json_t *o, ea_cluster *c) {
 
 static ea_status cluster_clients(const json_t *o, ea_cluster *c) {
     const json_t *a;
-    size_t n;
+    size_t n = 0;
     EA_TRY(get_array(o, "clients", MEMBERS_MAX, &a, &n));
     if (n && !(c->clients = ea_calloc(n, sizeof *c->clients))) return ea_err(EA_ERR_NOMEM, "clients");
     for (size_t i = 0; i < n; i++, c->n_clients++) {
@@ -332,7 +332,7 @@ static ea_status cluster_clients(const json_t *o, ea_cluster *c) {
 /* "events", when present: in strictly increasing version order, none past the table's version. */
 static ea_status cluster_events(const json_t *o, ea_cluster *c) {
     const json_t *a;
-    size_t n;
+    size_t n = 0;
     if (!json_object_get(o, "events")) return EA_OK;
     EA_TRY(get_array(o, "events", EVENTS_MAX, &a, &n));
     c->has_events = 1;

@@ -376,7 +376,7 @@ ea_status ea_dist_alltoallv(ea_dist *d, const void *send, const size_t *sendc, v
     int n = d->size;
     int *v = ea_malloc(sizeof(int) * 4 * (size_t)n);
     if (!v) return ea_err(EA_ERR_NOMEM, "alltoallv '%s'", what);
-    size_t sent, got;
+    size_t sent = 0, got = 0;
     ea_status s = ea__int_counts(sendc, n, v, v + n, &sent, what);
     if (s == EA_OK) s = ea__int_counts(recvc, n, v + 2 * n, v + 3 * n, &got, what);
     if (s == EA_OK) {
@@ -398,7 +398,7 @@ ea_status ea_dist_allgatherv(ea_dist *d, const void *send, void *recv, const siz
     int n = d->size;
     int *v = ea_malloc(sizeof(int) * 2 * (size_t)n);
     if (!v) return ea_err(EA_ERR_NOMEM, "allgatherv '%s'", what);
-    size_t off;
+    size_t off = 0;
     ea_status s = ea__int_counts(counts, n, v, v + n, &off, what);
     if (s == EA_OK) {
         double t0 = ea_now_s();

@@ -190,7 +190,7 @@ static int num_field(jc *c, const json_t *s, const char *key, double *v, const c
 }
 
 static int number_rule(jc *c, const json_t *s, int integer, const char *path) {
-    double mn = -INT_LIM, mx = INT_LIM, v;
+    double mn = -INT_LIM, mx = INT_LIM, v = 0;
     int has_min = 0, has_max = 0, k;
     if ((k = num_field(c, s, "minimum", &v, path)) < 0) return -1;
     if (k) mn = v, has_min = 1;
@@ -806,7 +806,11 @@ ea_status ea_grammar_from_json_schema(const json_t *schema, const char *path, co
         const char *q1 = strchr(e, '\''), *q2 = q1 ? strchr(q1 + 1, '\'') : NULL;
         if (err_path && n_path)
             snprintf(err_path, n_path, "%.*s", q1 && q2 ? (int)(q2 - q1 - 1) : 0, q1 && q2 ? q1 + 1 : "");
-        if (err && n_err) snprintf(err, n_err, "%s", e);
+        if (err && n_err) {
+            size_t k = strlen(e) < n_err ? strlen(e) : n_err - 1;
+            memcpy(err, e, k);
+            err[k] = 0;
+        }
     }
     return st;
 }

@@ -224,7 +224,7 @@ static int parse_atom(rx *r, ea_gseq *atom) {
             if (r->i + 1 < r->n && r->s[r->i + 1] == ':') r->i += 2;
             else return rfail(r, "only (?: ) groups are supported (no lookaround or named groups)");
         }
-        int rule;
+        int rule = -1;
         if (parse_alt(r, &rule)) return -1;
         if (r->i >= r->n || r->s[r->i] != ')') return rfail(r, "missing )");
         r->i++;
@@ -317,7 +317,7 @@ static int parse_concat(rx *r, ea_gseq *seq) {
         }
         ea_gseq_clear(&atom);
         if ((rc = parse_atom(r, &atom))) break;
-        int min, max, q = quantifier(r, &min, &max);
+        int min = 0, max = 0, q = quantifier(r, &min, &max);
         if (q < 0) {
             rc = -1;
             break;

@@ -55,7 +55,7 @@ TEST(norms_same_bits_as_twin) {
         int n = ns[i];
         float x[128], w[128], z[128], a[128], b[128];
         fill(x, (size_t)n, 3.0f), fill(w, (size_t)n, 1.0f), fill(z, (size_t)n, 4.0f);
-        memcpy(a, x, sizeof x), memcpy(b, x, sizeof x);
+        memcpy(a, x, (size_t)n * sizeof *x), memcpy(b, x, (size_t)n * sizeof *x);
         ea_k_l2norm(a, n, 1e-6f);
         ea_k_l2norm_ref(b, n, 1e-6f);
         CHECK(memcmp(a, b, sizeof(float) * (size_t)n) == 0);
