@@ -37,7 +37,8 @@ for fam in qwen3_moe deepseek_v3 qwen3_5_moe kimi_k2; do
   if v=$($R --validate "$W/one-$fam.txt"); then ok "$fam, one process: $v"; else bad "$fam, one process: $v"; fi
   for mode in "expert" "expert --dp-attention"; do
     tag=${mode// /}
-    start "$W/par.log" $MPI -n 2 "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel $mode --dist-timeout 30 "${extra[@]}"
+    log="$W/par-$fam-$tag.log" f0=$fail # one log per run: a failed run's server output is kept and shown
+    start "$log" $MPI -n 2 "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel $mode --dist-timeout 30 "${extra[@]}"
     $R "$PORT" > "$W/par-$fam-$tag.txt"
     if cmp -s "$W/one-$fam.txt" "$W/par-$fam-$tag.txt"; then
       ok "$fam, 2 ranks --parallel $mode: 12 constrained answers (json_schema, guided_regex, tool_choice required; sequential, concurrent, streamed) identical to one process"
@@ -46,6 +47,7 @@ for fam in qwen3_moe deepseek_v3 qwen3_5_moe kimi_k2; do
     fi
     if v=$($R --validate "$W/par-$fam-$tag.txt"); then ok "$fam, --parallel $mode: $v"; else bad "$fam, --parallel $mode: $v"; fi
     stop_job && ok "$fam, --parallel $mode: SIGTERM to rank 0, every rank exited 0" || bad "$fam, --parallel $mode: exit $?"
+    [ "$fail" -eq "$f0" ] || { echo "--- the last lines of $log:" >&2; tail -25 "$log" >&2; }
   done
 done
 mpi_summary
