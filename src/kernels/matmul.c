@@ -180,6 +180,8 @@ const char *ea_kctx_isa(const ea_kctx *ctx) { return ea__isa_names[ctx->isa]; }
 int ea_kctx_rounds_x(const ea_kctx *ctx) { return ctx->isa == EA__ISA_AMX || ctx->isa == EA__ISA_AVX512_BF16; }
 
 ea_pool *ea_kctx_pool(const ea_kctx *ctx) { return ctx->pool; }
+int ea_kctx_max_m(const ea_kctx *ctx) { return ctx->max_m; }
+int ea_kctx_max_k(const ea_kctx *ctx) { return ctx->max_k; }
 
 /* ---- reference twin ----------------------------------------------------------- */
 

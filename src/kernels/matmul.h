@@ -42,6 +42,9 @@ const char *ea_kctx_isa(const ea_kctx *ctx);
 int ea_kctx_rounds_x(const ea_kctx *ctx);
 /* The pool the context runs on (NULL = serial), for callers that split their own row-wise work the same way. */
 ea_pool *ea_kctx_pool(const ea_kctx *ctx);
+/* The bounds given at create: every product has m <= max_m rows and k <= max_k. */
+int ea_kctx_max_m(const ea_kctx *ctx);
+int ea_kctx_max_k(const ea_kctx *ctx);
 
 /* Force an ISA on this context ("scalar", "avx2", "avx512", "avx512_bf16", "amx");
  * EA_ERR_UNSUPPORTED if the CPU (or the OS, for AMX) lacks it. Tests use

@@ -221,6 +221,11 @@ static ea_status ea__copy_table(ea__local *L, const ea_moe_local_opts *o) {
 
 ea_status ea_moe_local_create(const ea_moe_local_opts *o, ea_moe_backend **out) {
     *out = NULL;
+    /* one expert may get every token of a call: its products have up to max_tokens rows */
+    int kk = o->hidden > o->ff ? o->hidden : o->ff;
+    if (ea_kctx_max_m(o->kctx) < o->max_tokens || ea_kctx_max_k(o->kctx) < kk)
+        return ea_err(EA_ERR_INVALID_ARG, "moe local backend: its matmul context takes %d x %d, its calls need %d x %d",
+                      ea_kctx_max_m(o->kctx), ea_kctx_max_k(o->kctx), o->max_tokens, kk);
     ea__local *L = ea_calloc(1, sizeof *L);
     if (!L) return ea_err(EA_ERR_NOMEM, "moe local backend");
     L->base.vt = &ea__local_vt;

@@ -32,7 +32,7 @@ typedef struct {
     ea_ffn_weights *const *logical; /* borrows for the backend's life: [n_layers] -> n_logical views that
                                        apply_placement binds slots to; NULL: the placement is fixed */
     int n_logical;
-    ea_kctx *kctx;                 /* borrows */
+    ea_kctx *kctx;                 /* borrows; its max_m >= max_tokens, max_k >= hidden and ff */
 } ea_moe_local_opts;
 
 ea_status ea_moe_local_create(const ea_moe_local_opts *o, ea_moe_backend **out);

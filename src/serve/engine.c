@@ -199,7 +199,10 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
                   c->kv_lora_rank, c->q_lora_rank, c->n_heads * c->v_head_dim, c->lin_n_v_heads * c->lin_v_dim};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i] > max_k) max_k = dims[i];
-    if ((s = ea_kctx_create(e->pool, eo->max_tokens, max_k, &e->kctx)) != EA_OK) goto fail;
+    /* with data-parallel attention one expert may get every rank's tokens in one call (ep/ep.c) */
+    int max_m = eo->max_tokens;
+    if (eo->moe.kind == EA_BACKEND_EP && eo->moe.ep.dp_attention) max_m *= ea_dist_size(eo->moe.ep.dist);
+    if ((s = ea_kctx_create(e->pool, max_m, max_k, &e->kctx)) != EA_OK) goto fail;
     /* AMX and avx512_bf16 round activations to bf16; the router gets exact f32 activations (docs/forward.md) */
     if (ea_kctx_rounds_x(e->kctx)) {
         if ((s = ea_kctx_create(e->pool, eo->max_tokens, max_k, &e->kctx_router)) != EA_OK) goto fail;

@@ -17,6 +17,9 @@
  *     logits within 1e-3 absolute (the split reorders two sums)
  *   - the combine on its own: agreeing routing gives the local backend's bits
  *     (k = 4), routing the ranks disagree on is an error on every rank
+ *   - data-parallel attention: the backend on its own, and engines whose every
+ *     rank runs a full call with every token on expert 0 (one product of all
+ *     ranks' tokens) against one process
  * A third job checks the deadline: the last rank stays out of a barrier and
  * every other rank must fail with EA_ERR_TIMEOUT naming it.
  */
@@ -341,6 +344,38 @@ TEST(dp_attention_bit_identical) {
     ea_eplb_meta_deinit(&pl);
 }
 
+/* Data-parallel attention through the engine, as `serve --dp-attention` builds
+ * it: every rank runs a full call (max_tokens tokens of its own) and a router
+ * bias puts expert 0 among every token's experts, so rank 0 multiplies all
+ * ranks' tokens by expert 0 in one product: N times one rank's largest call
+ * (the matmul context is sized for it). Each rank's logits equal one process
+ * running the same tokens, bit for bit. */
+TEST(dp_attention_engine_full_calls) {
+    enum { T = 16 };
+    int r = ea_dist_rank(g_d);
+    static float bias[1024];
+    bias[0] = 1000.0f;
+    ea_engine *g[2] = {NULL, NULL};
+    float *lg[2] = {NULL, NULL};
+    int32_t tok[T], pos[T], seq[T], last = T - 1;
+    for (int i = 0; i < T; i++) tok[i] = 500 + 11 * i + 97 * r, pos[i] = i, seq[i] = 0;
+    for (int k = 0; k < 2; k++) { /* 0: dp over the ranks, 1: one process */
+        ea_engine_opts o = {.model_path = model_path("qwen3_moe"), .threads = 1, .max_tokens = T, .max_ctx = 64,
+                            .max_seqs = 1, .kv_blocks = 8, .block_size = 16, .test_router_bias = bias,
+                            .moe = ea_engine_moe_parallel(k ? EA_PAR_NONE : EA_PAR_EXPERT, g_d)};
+        o.moe.ep.dp_attention = !k;
+        ea_status s = ea_engine_create(&o, &g[k]);
+        if (s == EA_OK) s = ea_kv_seq_reserve(&g[k]->kv, 0, T);
+        if (s == EA_OK && !(lg[k] = ea_malloc(sizeof(float) * (size_t)g[k]->m->cfg.vocab_size)))
+            s = ea_err(EA_ERR_NOMEM, "logits");
+        if (s == EA_OK) s = ea_forward_run(g[k]->fw, T, tok, pos, seq, 1, &last, lg[k]);
+        if (s != EA_OK) fprintf(stderr, "  rank %d, %s: %s\n", r, k ? "one process" : "dp", ea_errmsg());
+        CHECK_EQ(s, EA_OK);
+    }
+    if (lg[0] && lg[1]) CHECK(memcmp(lg[0], lg[1], sizeof(float) * (size_t)g[1]->m->cfg.vocab_size) == 0);
+    for (int k = 0; k < 2; k++) ea_free(lg[k]), ea_engine_destroy(g[k]);
+}
+
 static int worker(int timeout_mode) {
     ea_status s = ea_dist_create(NULL, NULL, timeout_mode ? 1.0 : 30.0, &g_d);
     if (s != EA_OK) {
@@ -365,6 +400,7 @@ static int worker(int timeout_mode) {
     RUN(dist_collectives);
     RUN(combine_rejects_disagreeing_routing);
     RUN(dp_attention_bit_identical);
+    RUN(dp_attention_engine_full_calls);
     RUN(families_ep_bit_identical_tp_close);
     int bad = ea_t_failed;
     int64_t v[1] = {bad};

@@ -132,6 +132,11 @@ TEST(local_backend_matches_per_token) {
     ea_moe_local_opts o = {.n_layers = 1, .hidden = H, .ff = F, .n_experts = E, .max_tokens = NT, .max_k = K,
                            .experts = (ea_ffn_weights *const *)layers, .kctx = kc};
     ea_moe_backend *be;
+    /* a call may send every token to one expert: a context for fewer rows is refused at create */
+    o.max_tokens = NT + 1;
+    CHECK_EQ(ea_moe_local_create(&o, &be), EA_ERR_INVALID_ARG);
+    CHECK(strstr(ea_errmsg(), "matmul context") != NULL);
+    o.max_tokens = NT;
     CHECK_EQ(ea_moe_local_create(&o, &be), EA_OK);
     float x[NT * H], y[NT * H], y1[H];
     int32_t ids[NT * K];
