@@ -24,6 +24,7 @@ typedef struct {
     ea_ucx_mem *slot;     /* owns */
     ea_ucx_ep *ep;        /* owns */
     ea_ucx_remote *res;   /* owns */
+    size_t res_bytes;     /* its size: a call whose answer does not fit is refused */
     uint64_t seen;        /* last sequence number answered */
     ea_slot_header h;     /* the checked header of the call in this round */
     float *out;           /* owns: (T*K, H) */
@@ -85,10 +86,12 @@ ea_status ea_xsrv_add_client(ea_xsrv *s, const void *addr, size_t addr_len, uint
                              const void *rkey, size_t rkey_len, ea_xsrv_slot_info *out) {
     memset(out, 0, sizeof *out);
     const ea_slot_limits *lim = &s->o.lim;
-    uint64_t need = ea_slot_result_bytes(lim->max_tokens, lim->max_k, lim->hidden);
-    if (result_bytes < need)
-        return ea_err(EA_ERR_INVALID_ARG, "expert server: a result region of %zu bytes, %llu needed", result_bytes,
-                      (unsigned long long)need);
+    /* a client sizes its region for its own largest call, which may be smaller than ours
+     * (serve --max-batch-tokens below --max-tokens): each call is checked against it */
+    uint64_t least = ea_slot_result_bytes(1, 1, lim->hidden);
+    if (result_bytes < least)
+        return ea_err(EA_ERR_INVALID_ARG, "expert server: a result region of %zu bytes holds no answer (one pair needs %llu)",
+                      result_bytes, (unsigned long long)least);
     client *c = NULL;
     for (int i = 0; i < s->o.max_clients && !c; i++)
         if (!s->cl[i].used) c = &s->cl[i];
@@ -100,6 +103,7 @@ ea_status ea_xsrv_add_client(ea_xsrv *s, const void *addr, size_t addr_len, uint
     if (st == EA_OK && !(c->out = ea_aligned_alloc(64, (size_t)lim->max_tokens * lim->max_k * lim->hidden * sizeof(float))))
         st = ea_err(EA_ERR_NOMEM, "expert server: client result buffer");
     c->used = 1; /* so that drop frees what was made */
+    c->res_bytes = result_bytes;
     c->id = ++s->next_id;
     if (st != EA_OK) {
         ea_xsrv_drop_client(s, c->id);
@@ -169,6 +173,12 @@ static int take_slot(ea_xsrv *s, client *c) {
     memcpy(hdr, slot + EA_SLOT_HEADER_OFF, sizeof hdr); /* read once: the client may not touch it now, but trust nothing */
     ea_slot_refusal why;
     ea_status st = ea_slot_header_read(hdr, &s->o.lim, c->seen, c->id, &c->h, &why);
+    if (st == EA_OK && ea_slot_result_bytes(c->h.n_tokens, c->h.k, c->h.hidden) > c->res_bytes) {
+        why = EA_SLOT_BAD_SIZE;
+        st = ea_err(EA_ERR_FORMAT, "slot header: the answer to %d tokens x k %d takes %llu bytes, the client's result "
+                    "region %zu", c->h.n_tokens, c->h.k,
+                    (unsigned long long)ea_slot_result_bytes(c->h.n_tokens, c->h.k, c->h.hidden), c->res_bytes);
+    }
     if (st == EA_OK) {
         const int32_t *ids = (const int32_t *)(slot + EA_SLOT_PAYLOAD_OFF + (size_t)c->h.n_tokens * c->h.hidden * 4);
         st = ea_slot_ids_check(ids, &c->h, &s->o.lim, &why);

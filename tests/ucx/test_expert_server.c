@@ -11,7 +11,10 @@
  *     workers still progress), both clients write their slots; one round
  *     answers both with one run per layer;
  *   - a malformed header is answered REFUSED with its reason, and the same slot
- *     serves the next good call.
+ *     serves the next good call;
+ *   - a client with a result region for fewer tokens than the server takes
+ *     connects; a call it cannot hold the answer to is refused, one it can is
+ *     served.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -62,11 +65,12 @@ typedef struct {
     uint64_t seq;
     uint8_t *stage; /* header + payload staging, kept until the flush */
 } client;
-static client C[2];
+static client C[3]; /* C[2]: calls of at most NT - 2 tokens (a smaller result region) */
 
-static ea_status connect_client(client *c) {
+/* rt: the tokens of the client's largest call, which its result region holds */
+static ea_status connect_client(client *c, int rt) {
     EA_TRY(ea_ucx_create(&c->u));
-    size_t rb = ea_slot_result_bytes(NT, K, H);
+    size_t rb = ea_slot_result_bytes(rt, K, H);
     c->stage = calloc(1, EA_SLOT_PAYLOAD_OFF + ea_slot_payload_bytes(NT, K, H));
     for (int i = 0; i < 2; i++) {
         EA_TRY(ea_ucx_mem_alloc(c->u, rb, &c->res[i]));
@@ -84,21 +88,24 @@ static ea_status connect_client(client *c) {
 }
 
 /* Write one call to server i (ids: -1 where the other server hosts the expert); bad_magic corrupts it. */
-static ea_status write_call(client *c, int i, int layer, const float *x, const int32_t *ids, int bad_magic) {
-    ea_slot_header h = {.seq = c->seq, .client = c->id[i], .layer = layer, .n_tokens = NT, .k = K, .hidden = H};
+static ea_status write_call_n(client *c, int i, int layer, const float *x, const int32_t *ids, int bad_magic, int nt) {
+    ea_slot_header h = {.seq = c->seq, .client = c->id[i], .layer = layer, .n_tokens = nt, .k = K, .hidden = H};
     uint8_t *st = c->stage;
     ea_slot_header_write(st + EA_SLOT_HEADER_OFF, &h);
     if (bad_magic) st[EA_SLOT_HEADER_OFF] ^= 0xff;
-    memcpy(st + EA_SLOT_PAYLOAD_OFF, x, sizeof(float) * NT * H);
-    int32_t *mine = (int32_t *)(st + EA_SLOT_PAYLOAD_OFF + sizeof(float) * NT * H);
-    for (int p = 0; p < NT * K; p++) mine[p] = S[i].hosted[(size_t)layer * NE + ids[p]] ? ids[p] : -1;
+    memcpy(st + EA_SLOT_PAYLOAD_OFF, x, sizeof(float) * nt * H);
+    int32_t *mine = (int32_t *)(st + EA_SLOT_PAYLOAD_OFF + sizeof(float) * nt * H);
+    for (int p = 0; p < nt * K; p++) mine[p] = S[i].hosted[(size_t)layer * NE + ids[p]] ? ids[p] : -1;
     uint64_t *word = (uint64_t *)st;
     *word = ea_slot_word(EA_SLOT_WRITTEN, c->seq);
     EA_TRY(ea_ucx_put(c->slot[i], EA_SLOT_HEADER_OFF, st + EA_SLOT_HEADER_OFF,
-                      EA_SLOT_HEADER_BYTES + ea_slot_payload_bytes(NT, K, H)));
+                      EA_SLOT_HEADER_BYTES + ea_slot_payload_bytes(nt, K, H)));
     EA_TRY(ea_ucx_fence(c->u));
     EA_TRY(ea_ucx_put(c->slot[i], 0, word, 8));
     return ea_ucx_flush(c->ep[i], 5);
+}
+static ea_status write_call(client *c, int i, int layer, const float *x, const int32_t *ids, int bad_magic) {
+    return write_call_n(c, i, layer, x, ids, bad_magic, NT);
 }
 
 /* Wait for server i's answer to the current call: its state, and the refusal. */
@@ -106,7 +113,7 @@ static ea_slot_state wait_result(client *c, int i, uint32_t *refusal) {
     const uint8_t *r = ea_ucx_mem_ptr(c->res[i]);
     for (double end = ea_now_s() + 10; ea_now_s() < end;) {
         /* every client process progresses its worker while it waits (the server's flush needs it) */
-        for (int q = 0; q < 2; q++) ea_ucx_progress(C[q].u);
+        for (int q = 0; q < 3; q++) ea_ucx_progress(C[q].u);
         uint64_t w = __atomic_load_n((const uint64_t *)r, __ATOMIC_ACQUIRE);
         if (ea_slot_word_seq(w) == (c->seq & EA_SLOT_SEQ_MASK) && ea_slot_word_state(w) >= EA_SLOT_COMPUTED) {
             memcpy(refusal, r + 8, 4);
@@ -178,7 +185,7 @@ TEST(two_clients_batched_in_one_round) {
         fprintf(stderr, "  server %d: %d clients, +%llu batches, +%llu pairs\n", i, after[i].clients,
                 (unsigned long long)(after[i].batches - before[i].batches),
                 (unsigned long long)(after[i].tokens - before[i].tokens));
-        CHECK_EQ(after[i].clients, 2);
+        CHECK_EQ(after[i].clients, 3); /* C[2] is connected too, and sends nothing here */
         CHECK_EQ(after[i].batches - before[i].batches, 1); /* both clients' pairs in one run */
     }
     CHECK_EQ(after[0].tokens - before[0].tokens + after[1].tokens - before[1].tokens, 2 * NT * K);
@@ -211,6 +218,40 @@ TEST(malformed_header_refused_then_served) {
     free(x), free(w), free(ids);
 }
 
+/* A client whose calls are smaller than the server's largest (serve
+ * --max-batch-tokens below the server's --max-tokens) sizes its result region
+ * for them: it connects, a call whose answer would not fit is refused (bad
+ * payload size) and one that fits is served, bit for bit. */
+TEST(smaller_result_region) {
+    float *x = malloc(sizeof(float) * NT * H), *w = malloc(sizeof(float) * NT * K);
+    float *yl = malloc(sizeof(float) * NT * H);
+    int32_t *ids = malloc(sizeof(int32_t) * NT * K);
+    routing(9, x, ids, w);
+    client *c = &C[2];
+    uint32_t why = 0;
+    c->seq++;
+    CHECK_EQ(write_call_n(c, 0, L0, x, ids, 0, NT), EA_OK);
+    CHECK_EQ(wait_result(c, 0, &why), EA_SLOT_REFUSED);
+    CHECK_EQ(why, EA_SLOT_BAD_SIZE);
+    int nt = NT - 2;
+    c->seq++;
+    for (int i = 0; i < 2; i++) CHECK_EQ(write_call_n(c, i, L0, x, ids, 0, nt), EA_OK);
+    for (int i = 0; i < 2; i++) CHECK_EQ(wait_result(c, i, &why), EA_SLOT_COMPUTED);
+    CHECK_EQ(ea_moe_backend_forward(E->be, L0, x, nt, K, ids, w, yl), EA_OK);
+    for (int t = 0; t < nt; t++) { /* combine(), for nt tokens */
+        float yt[64] = {0};
+        CHECK(H <= 64);
+        for (int j = 0; j < K; j++) {
+            int i = S[0].hosted[(size_t)L0 * NE + ids[t * K + j]] ? 0 : 1;
+            const float *o = (const float *)((const uint8_t *)ea_ucx_mem_ptr(c->res[i]) + EA_SLOT_RESULT_OUT_OFF) +
+                             (size_t)(t * K + j) * H;
+            ea_k_axpy(w[t * K + j], o, yt, H);
+        }
+        CHECK(memcmp(yt, yl + (size_t)t * H, sizeof(float) * H) == 0);
+    }
+    free(x), free(w), free(yl), free(ids);
+}
+
 int main(void) {
     if (tiny_model("expert-server-qwen3", "--family qwen3_moe --preset tiny --seed 8 --format hf", model, sizeof model)) return 1;
     ea_engine_opts eo = {.model_path = model, .threads = 2, .max_tokens = 64, .max_ctx = 64, .max_seqs = 1};
@@ -231,8 +272,8 @@ int main(void) {
             fprintf(stderr, "server: %s\n", ea_errmsg());
             return 1;
         }
-    for (int c = 0; c < 2; c++)
-        if (connect_client(&C[c]) != EA_OK) {
+    for (int c = 0; c < 3; c++)
+        if (connect_client(&C[c], c == 2 ? NT - 2 : NT) != EA_OK) {
             fprintf(stderr, "client: %s\n", ea_errmsg());
             return 1;
         }
@@ -241,9 +282,10 @@ int main(void) {
     RUN(remote_equals_local_bit_for_bit);
     RUN(two_clients_batched_in_one_round);
     RUN(malformed_header_refused_then_served);
+    RUN(smaller_result_region);
     atomic_store(&stop, 1);
     pthread_join(th, NULL);
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 3; c++) {
         for (int i = 0; i < 2; i++) {
             ea_ucx_remote_close(C[c].slot[i]);
             ea_ucx_disconnect(C[c].ep[i], 0.2);
