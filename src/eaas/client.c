@@ -18,6 +18,7 @@
 #include "eaas/member.h"
 #include "eaas/monitor_msg.h"
 #include "eaas/remote.h"
+#include "eaas/slot.h"
 
 typedef struct {
     char id[EA_MON_ID_MAX + 1];
@@ -36,6 +37,7 @@ typedef struct {
     uint8_t *live_mask; /* owns: (n_layers, n_experts): hosted by a live server of the newest table */
     atomic_int fresh;   /* newest not applied yet */
     double retry_at;    /* a server failed to connect: apply the table again after this time */
+    char why[320];      /* step thread: why the last connection failed (the start's error says it) */
     known *kn;          /* step thread only */
     int n_kn;
     size_t cap_kn;
@@ -85,28 +87,18 @@ typedef struct {
     uint8_t *addr, *rkey; /* owns: the server's side, borrowed by the slot info */
 } dial;
 
-/* The server serves the same shapes as this client's model. */
-static ea_status check_model(const glue *g, const char *who, const json_t *m) {
-    const ea_eaas_client_opts *o = &g->o;
-    const char *arch = json_string_value(json_object_get(m, "arch"));
-    int L = (int)json_integer_value(json_object_get(m, "n_layers"));
-    int E = (int)json_integer_value(json_object_get(m, "n_experts"));
-    int H = (int)json_integer_value(json_object_get(m, "hidden"));
-    int T = (int)json_integer_value(json_object_get(m, "max_tokens"));
-    int K = (int)json_integer_value(json_object_get(m, "max_k"));
-    if (!arch || strcmp(arch, g->arch) != 0 || L != o->n_layers || E != o->n_experts || H != o->hidden || K != o->max_k)
-        return ea_err(EA_ERR_INVALID_ARG,
-                      "expert server %s serves another model (%s, %d layers, %d experts, hidden %d, top-%d; this "
-                      "client: %s, %d, %d, %d, %d)",
-                      who, arch ? arch : "?", L, E, H, K, g->arch, o->n_layers, o->n_experts, o->hidden, o->max_k);
-    if (T < o->max_tokens)
-        return ea_err(EA_ERR_INVALID_ARG, "expert server %s takes %d tokens per call, this client sends up to %d "
-                      "(start it with --max-tokens %d or more)", who, T, o->max_tokens, o->max_tokens);
-    return EA_OK;
+/* This client's model and largest call, as /connect carries it. */
+static ea_slot_model client_model(const glue *g) {
+    ea_slot_model mo = {.n_layers = g->o.n_layers, .n_experts = g->o.n_experts, .hidden = g->o.hidden,
+                        .max_tokens = g->o.max_tokens, .max_k = g->o.max_k};
+    snprintf(mo.arch, sizeof mo.arch, "%s", g->arch);
+    return mo;
 }
 
 static ea_status parse_slot(dial *d, const json_t *j, ea_xsrv_slot_info *out) {
-    EA_TRY(check_model(d->g, d->sv->id, json_object_get(j, "model")));
+    ea_slot_model theirs, mine = client_model(d->g);
+    EA_TRY(ea_slot_model_read(json_object_get(j, "model"), &theirs));
+    EA_TRY(ea_slot_model_check(&theirs, &mine, d->sv->id)); /* a server that did not check it itself */
     ea_free(d->rkey), ea_free(d->addr); /* the last lane's, used by now (remote.c connects lane by lane) */
     d->rkey = d->addr = NULL;
     json_int_t client = json_integer_value(json_object_get(j, "client"));
@@ -126,9 +118,10 @@ static ea_status parse_slot(dial *d, const json_t *j, ea_xsrv_slot_info *out) {
 static ea_status dial_server(void *ctx, const ea_remote_hello *me, ea_xsrv_slot_info *out) {
     dial *d = ctx;
     char *ua = ea_base64_dup(me->addr, me->addr_len), *rk = ea_base64_dup(me->rkey, me->rkey_len);
-    json_t *req = json_pack("{s:s, s:s?, s:I, s:I, s:s?}", "client", ea_member_id(d->g->mem), "ucx", ua,
+    ea_slot_model mine = client_model(d->g);
+    json_t *req = json_pack("{s:s, s:s?, s:I, s:I, s:s?, s:o?}", "client", ea_member_id(d->g->mem), "ucx", ua,
                             "result_addr", (json_int_t)me->result_addr, "result_bytes", (json_int_t)me->result_bytes,
-                            "rkey", rk);
+                            "rkey", rk, "model", ea_slot_model_json(&mine));
     char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
     ea_free(ua), ea_free(rk);
     json_decref(req);
@@ -139,8 +132,10 @@ static ea_status dial_server(void *ctx, const ea_remote_hello *me, ea_xsrv_slot_
     free(body);
     if (st != EA_OK) return st;
     json_t *j = json_loads(resp, 0, NULL);
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
     if (status != 200 || !json_is_object(j))
-        st = ea_err(EA_ERR_UNAVAILABLE, "expert server %s refused the connection (%d): %.200s", d->sv->id, status, resp);
+        st = ea_err(EA_ERR_UNAVAILABLE, "expert server %s refused the connection (%d): %.200s", d->sv->id, status,
+                    msg ? msg : resp);
     else
         st = parse_slot(d, j, out);
     json_decref(j);
@@ -217,7 +212,8 @@ static void apply_server(glue *g, ea_moe_backend *be, const ea_cluster_server *s
     }
     if (!sv->live || (k && k->since == sv->since)) return;
     if (connect_server(g, be, sv, k) != EA_OK) {
-        EA_LOGW("remote experts: cannot connect to expert server %s at %s: %s", sv->id, sv->http, ea_errmsg());
+        snprintf(g->why, sizeof g->why, "%s", ea_errmsg());
+        EA_LOGW("remote experts: cannot connect to expert server %s at %s: %s", sv->id, sv->http, g->why);
         *failed = 1;
     }
 }
@@ -269,11 +265,12 @@ static void release(void *ctx) {
     ea_free(g);
 }
 
-/* Waits for a table and applies it; 1 once some server is connected. */
+/* Waits for a table and applies it; 1 once some server is connected. A table
+ * arriving is applied at once, a failed connection tried again after 0.5 s
+ * (sync_table), not at every look. */
 static int first_table(glue *g, ea_moe_backend *be) {
     double end = ea_now_s() + (g->o.wait_first_s > 0 ? g->o.wait_first_s : 30.0);
     while (ea_now_s() < end) {
-        g->retry_at = 0;
         sync_table(g, be);
         for (int i = 0; i < g->n_kn; i++)
             if (!g->kn[i].dropped) return 1;
@@ -309,9 +306,11 @@ ea_status ea_eaas_client_create(const ea_eaas_client_opts *o, ea_moe_backend **o
         return st;
     }
     if (!first_table(g, be)) {
-        ea_moe_backend_destroy(be);
-        return ea_err(EA_ERR_UNAVAILABLE, "no expert server could be reached through the monitor at %s within %.0f s",
-                      o->monitor, o->wait_first_s > 0 ? o->wait_first_s : 30.0);
+        char why[sizeof g->why];
+        snprintf(why, sizeof why, "%s", g->why);
+        ea_moe_backend_destroy(be); /* releases g */
+        return ea_err(EA_ERR_UNAVAILABLE, "no expert server could be reached through the monitor at %s within %.0f s%s%s",
+                      o->monitor, o->wait_first_s > 0 ? o->wait_first_s : 30.0, why[0] ? "; the last one: " : "", why);
     }
     *out = be;
     return EA_OK;

@@ -113,6 +113,15 @@ static ea_status remember_peer(ea_xnode *n, const char *member, uint32_t xid) {
     return EA_OK;
 }
 
+/* The model this server serves and its largest call, as /connect carries it. */
+static ea_slot_model server_model(const ea_xnode *n) {
+    const ea_model_config *c = &n->m->cfg;
+    ea_slot_model mo = {.n_layers = c->n_layers, .n_experts = c->n_experts, .hidden = c->hidden_size,
+                        .max_tokens = n->o.max_tokens, .max_k = c->n_experts_per_tok};
+    snprintf(mo.arch, sizeof mo.arch, "%s", ea_arch_names[c->arch]);
+    return mo;
+}
+
 /* One /connect on the poll thread: the slot, and the reply. */
 static ea_status do_connect(ea_xnode *n, creq *r) {
     uint8_t *addr = NULL, *rkey = NULL;
@@ -132,13 +141,11 @@ static ea_status do_connect(ea_xnode *n, creq *r) {
         ea_xsrv_drop_client(n->s, si.client);
         return st;
     }
-    const ea_model_config *c = &n->m->cfg;
+    ea_slot_model mo = server_model(n);
     char *rk = ea_base64_dup(si.rkey, si.rkey_len), *ua = ea_base64_dup(si.server_addr, si.server_addr_len);
-    json_t *j = json_pack("{s:i, s:I, s:I, s:s?, s:s?, s:{s:s, s:i, s:i, s:i, s:i, s:i}}", "client", (int)si.client,
-                          "slot_addr", (json_int_t)si.slot_addr, "slot_bytes", (json_int_t)si.slot_bytes, "rkey", rk,
-                          "ucx", ua, "model", "arch", ea_arch_names[c->arch], "n_layers", c->n_layers, "n_experts",
-                          c->n_experts, "hidden", c->hidden_size, "max_tokens", n->o.max_tokens, "max_k",
-                          c->n_experts_per_tok);
+    json_t *j = json_pack("{s:i, s:I, s:I, s:s?, s:s?, s:o?}", "client", (int)si.client, "slot_addr",
+                          (json_int_t)si.slot_addr, "slot_bytes", (json_int_t)si.slot_bytes, "rkey", rk, "ucx", ua,
+                          "model", ea_slot_model_json(&mo));
     ea_free(rk);
     ea_free(ua);
     char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -226,6 +233,15 @@ static void http_connect(ea_xnode *n, const ea_jhttp_req *r, ea_jhttp_reply *out
         ea_jhttp_reply_error(out, 400, "invalid_request_error",
                              "expected {\"client\":ID,\"ucx\":BASE64,\"result_addr\":N,\"result_bytes\":N,"
                              "\"rkey\":BASE64}");
+        json_decref(in);
+        return;
+    }
+    /* the client's model (optional: older clients check the answer's): refused before a slot is made, so
+     * that a client that cannot use this server, retrying, does not take every slot */
+    const json_t *cm = json_object_get(in, "model");
+    ea_slot_model theirs, mine = server_model(n);
+    if (cm && (ea_slot_model_read(cm, &theirs) != EA_OK || ea_slot_model_check(&mine, &theirs, n->id) != EA_OK)) {
+        ea_jhttp_reply_error(out, 400, "invalid_request_error", ea_errmsg());
         json_decref(in);
         return;
     }

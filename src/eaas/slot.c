@@ -6,6 +6,8 @@
  */
 #include "eaas/slot.h"
 
+#include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 static void put32(uint8_t *p, uint32_t v) {
@@ -134,4 +136,43 @@ const char *ea_slot_refusal_name(ea_slot_refusal r) {
         "bad layer",    "bad token count", "bad k",       "bad hidden size",     "bad payload size",
         "bad expert id"};
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "unknown refusal";
+}
+
+ea_status ea_slot_model_read(const json_t *m, ea_slot_model *out) {
+    memset(out, 0, sizeof *out);
+    const char *arch = json_string_value(json_object_get(m, "arch"));
+    const char *keys[] = {"n_layers", "n_experts", "hidden", "max_tokens", "max_k"};
+    int *dst[] = {&out->n_layers, &out->n_experts, &out->hidden, &out->max_tokens, &out->max_k};
+    if (!json_is_object(m) || !arch || strlen(arch) >= sizeof out->arch)
+        return ea_err(EA_ERR_FORMAT, "model: expected {\"arch\":S, \"n_layers\":N, \"n_experts\":N, \"hidden\":N, "
+                      "\"max_tokens\":N, \"max_k\":N}");
+    snprintf(out->arch, sizeof out->arch, "%s", arch);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const json_t *v = json_object_get(m, keys[i]);
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (1 << 24))
+            return ea_err(EA_ERR_FORMAT, "model: \"%s\" is not an integer in [1, %d]", keys[i], 1 << 24);
+        *dst[i] = (int)json_integer_value(v);
+    }
+    return EA_OK;
+}
+
+json_t *ea_slot_model_json(const ea_slot_model *mo) {
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i}", "arch", mo->arch, "n_layers", mo->n_layers, "n_experts",
+                     mo->n_experts, "hidden", mo->hidden, "max_tokens", mo->max_tokens, "max_k", mo->max_k);
+}
+
+ea_status ea_slot_model_check(const ea_slot_model *server, const ea_slot_model *client, const char *who) {
+    const ea_slot_model *s = server, *c = client;
+    if (strcmp(s->arch, c->arch) != 0 || s->n_layers != c->n_layers || s->n_experts != c->n_experts ||
+        s->hidden != c->hidden || s->max_k != c->max_k)
+        return ea_err(EA_ERR_INVALID_ARG,
+                      "expert server %s serves another model (%s, %d layers, %d experts, hidden %d, top-%d; the "
+                      "client's: %s, %d, %d, %d, %d)",
+                      who, s->arch, s->n_layers, s->n_experts, s->hidden, s->max_k, c->arch, c->n_layers, c->n_experts,
+                      c->hidden, c->max_k);
+    if (s->max_tokens < c->max_tokens)
+        return ea_err(EA_ERR_INVALID_ARG, "expert server %s takes %d tokens per call, the client sends up to %d "
+                      "(start it with --max-tokens %d or more, or give the client a smaller --max-batch-tokens)",
+                      who, s->max_tokens, c->max_tokens, c->max_tokens);
+    return EA_OK;
 }

@@ -118,6 +118,25 @@ typedef struct {
     const uint8_t *hosted;  /* (n_layers, n_experts): 1 where this server hosts the expert */
 } ea_slot_limits;
 
+/* The model a server serves and a client runs, as POST /connect carries it
+ * ("model": {"arch", "n_layers", "n_experts", "hidden", "max_tokens", "max_k"};
+ * max_tokens: the server's largest call, the client's largest call). */
+typedef struct {
+    char arch[64];
+    int n_layers, n_experts, hidden, max_tokens, max_k;
+} ea_slot_model;
+
+struct json_t;
+/* Reads m ("model"); EA_ERR_FORMAT if a field is missing or out of range. */
+ea_status ea_slot_model_read(const struct json_t *m, ea_slot_model *out);
+/* A new JSON object of mo (NULL without memory). */
+struct json_t *ea_slot_model_json(const ea_slot_model *mo);
+/* EA_OK if a client running `client` can use server `who` serving `server`:
+ * the same shapes, and calls of at most the server's max_tokens; else
+ * EA_ERR_INVALID_ARG saying what differs. Both sides check: the server before
+ * it makes a slot, the client on the server's answer. */
+ea_status ea_slot_model_check(const ea_slot_model *server, const ea_slot_model *client, const char *who);
+
 /* Bytes of a payload / a result region for n tokens of k slots. */
 uint64_t ea_slot_payload_bytes(int n_tokens, int k, int hidden);
 uint64_t ea_slot_result_bytes(int n_tokens, int k, int hidden);

@@ -7,11 +7,13 @@
 # one `eaas serve` with its experts in process. The two servers are replicas
 # (both host everything) for half of the cases, and host uneven, partly
 # overlapping expert ranges for the other half. One case adds a second client
-# sharing the servers: both clients' concurrent streams match the local server,
+# sharing the servers (the second with --max-batch-tokens 64, below the servers'
+# --max-tokens): both clients' concurrent streams match the local server,
 # and the servers count poll rounds that gathered both clients' calls (with a
 # gather window of 20 ms, which only a call waits out while the other client is
 # connected but not writing: on a 2-core machine the two clients seldom run at the
-# same instant otherwise). Five cases run the client with double-batch overlap
+# same instant otherwise); a third client whose calls exceed the servers'
+# --max-tokens is refused with the reason and holds no slot. Five cases run the client with double-batch overlap
 # (--enable-dbo: qwen3_moe, qwen2_moe's gated shared expert, deepseek_v3's MLA,
 # shared expert and dense first layer, the hybrids qwen3_next and qwen3_5_moe):
 # 8 concurrent streams equal the local server's, a prompt of about 200 tokens
@@ -96,7 +98,9 @@ run_case() { # FAMILY FORMAT LAYOUT(replicas|overlap) [two-clients|dbo]
     local cl2_pid=$SRV_PID
     SRV_PID=""
     cl_pids+=("$cl2_pid")
-    start_server "$tmp/client2.log" --model "$model" --threads 1 --experts-remote "$MON" || { bad "$name: client 2"; return; }
+    # client 2's calls are smaller than the servers' largest (their result region too)
+    start_server "$tmp/client2.log" --model "$model" --threads 1 --experts-remote "$MON" --max-batch-tokens 64 ||
+      { bad "$name: client 2 (--max-batch-tokens 64)"; return; }
     local cl2=$PORT
     EA_SRC="$EA_SRC" node "$here/streams.mjs" "http://127.0.0.1:$ref/v1" 8 24 "$tmp/s_ref.json" >/dev/null
     EA_SRC="$EA_SRC" node "$here/streams.mjs" "http://127.0.0.1:$cl/v1" 8 24 "$tmp/s_1.json" >/dev/null &
@@ -118,7 +122,18 @@ PY
     [ "$rounds" -gt 0 ] && [ "$clients" = 2 ] &&
       ok "$name: servers gathered both clients' calls in one round $rounds times ($runs runs of one layer mixed both; $clients clients)" ||
       bad "$name: cross-client rounds $rounds, clients $clients"
-    kill -TERM "$cl2_pid"; wait "$cl2_pid" 2>/dev/null
+    # a client whose calls are larger than the servers take is refused with the reason, and takes no slot
+    # (it retries every 0.5 s: before, each try left a slot behind until all 16 were taken)
+    fresh_log "$tmp/client3.log"
+    "$EAAS_BIN" serve --port 0 --model "$model" --threads 1 --experts-remote "$MON" --max-batch-tokens 1024 >>"$tmp/client3.log" 2>&1 &
+    local cl3_pid=$!; cl_pids+=("$cl3_pid")
+    sleep 3
+    local c3a c3b; c3a=$(metric "http://127.0.0.1:$XPORT_xa" eaas:expert_clients); c3b=$(metric "http://127.0.0.1:$XPORT_xb" eaas:expert_clients)
+    grep -q "takes 512 tokens per call, the client sends up to 1024 (start it with --max-tokens 1024" "$tmp/client3.log" &&
+      [ "$c3a" = 2 ] && [ "$c3b" = 2 ] &&
+      ok "$name: a client sending 1024-token calls to servers of 512 is told why, and takes no slot (clients $c3a, $c3b)" ||
+      bad "$name: oversized client: clients $c3a / $c3b; $(grep -m1 'cannot connect' "$tmp/client3.log")"
+    kill -TERM "$cl3_pid" "$cl2_pid"; wait "$cl3_pid" "$cl2_pid" 2>/dev/null
   fi
   stop_server
   kill -TERM "$ref_pid" "$XPID_xa" "$XPID_xb" "$MON_PID" 2>/dev/null
