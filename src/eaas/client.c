@@ -119,9 +119,9 @@ static ea_status dial_server(void *ctx, const ea_remote_hello *me, ea_xsrv_slot_
     dial *d = ctx;
     char *ua = ea_base64_dup(me->addr, me->addr_len), *rk = ea_base64_dup(me->rkey, me->rkey_len);
     ea_slot_model mine = client_model(d->g);
-    json_t *req = json_pack("{s:s, s:s?, s:I, s:I, s:s?, s:o?}", "client", ea_member_id(d->g->mem), "ucx", ua,
+    json_t *req = json_pack("{s:s, s:s?, s:I, s:I, s:s?, s:o?, s:i}", "client", ea_member_id(d->g->mem), "ucx", ua,
                             "result_addr", (json_int_t)me->result_addr, "result_bytes", (json_int_t)me->result_bytes,
-                            "rkey", rk, "model", ea_slot_model_json(&mine));
+                            "rkey", rk, "model", ea_slot_model_json(&mine), "lane", me->lane);
     char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
     ea_free(ua), ea_free(rk);
     json_decref(req);

@@ -37,10 +37,13 @@ typedef struct creq {
     struct creq *next;
 } creq;
 
-/* Which monitor member each slot's client is, to free its slots when it dies. */
+/* Which monitor member each slot's client is, to free its slots when it dies,
+ * and which of its lanes (-1: not said): a client connecting a lane again has
+ * given the old connection up (a missed deadline), so its slot goes. */
 typedef struct {
     char member[EA_MON_ID_MAX + 1];
     uint32_t xid;
+    int lane;
 } peer;
 
 struct ea_xnode {
@@ -105,12 +108,27 @@ static int mask_ranges(const uint8_t *mask, int n, ea_range *out) {
 
 /* ---- the poll thread ------------------------------------------------------------ */
 
-static ea_status remember_peer(ea_xnode *n, const char *member, uint32_t xid) {
+static ea_status remember_peer(ea_xnode *n, const char *member, uint32_t xid, int lane) {
     if (ea_grow(&n->peers, &n->cap_peers, (size_t)n->n_peers + 1, sizeof *n->peers, 16))
         return ea_err(EA_ERR_NOMEM, "peers");
     snprintf(n->peers[n->n_peers].member, sizeof n->peers[0].member, "%s", member);
+    n->peers[n->n_peers].lane = lane;
     n->peers[n->n_peers++].xid = xid;
     return EA_OK;
+}
+
+/* Frees member's slots: every one (lane < 0: it died or left), or that lane's (it connects it again). */
+static void drop_member(ea_xnode *n, const char *member, int lane) {
+    for (int i = 0; i < n->n_peers;) {
+        if (strcmp(n->peers[i].member, member) != 0 || (lane >= 0 && n->peers[i].lane != lane)) {
+            i++;
+            continue;
+        }
+        EA_LOGI("expert server: client %s %s, slot %u freed", member, lane < 0 ? "is gone" : "connects its lane again",
+                n->peers[i].xid);
+        ea_xsrv_drop_client(n->s, n->peers[i].xid);
+        n->peers[i] = n->peers[--n->n_peers];
+    }
 }
 
 /* The model this server serves and its largest call, as /connect carries it. */
@@ -129,6 +147,9 @@ static ea_status do_connect(ea_xnode *n, creq *r) {
     json_int_t raddr = json_integer_value(json_object_get(r->in, "result_addr"));
     json_int_t rbytes = json_integer_value(json_object_get(r->in, "result_bytes"));
     const char *member = json_string_value(json_object_get(r->in, "client"));
+    const json_t *lj = json_object_get(r->in, "lane");
+    int lane = json_is_integer(lj) && json_integer_value(lj) >= 0 && json_integer_value(lj) < 64 ? (int)json_integer_value(lj) : -1;
+    if (lane >= 0) drop_member(n, member, lane);
     ea_status st = ea_base64_json_field(r->in, "ucx", &addr, &addr_len);
     if (st == EA_OK) st = ea_base64_json_field(r->in, "rkey", &rkey, &rkey_len);
     ea_xsrv_slot_info si;
@@ -137,7 +158,7 @@ static ea_status do_connect(ea_xnode *n, creq *r) {
     ea_free(addr);
     ea_free(rkey);
     if (st != EA_OK) return st;
-    if ((st = remember_peer(n, member, si.client)) != EA_OK) {
+    if ((st = remember_peer(n, member, si.client, lane)) != EA_OK) {
         ea_xsrv_drop_client(n->s, si.client);
         return st;
     }
@@ -156,19 +177,6 @@ static ea_status do_connect(ea_xnode *n, creq *r) {
     return r->reply ? EA_OK : ea_err(EA_ERR_NOMEM, "connect reply");
 }
 
-/* Frees the slots of a member the monitor declared dead (or that left). */
-static void drop_member(ea_xnode *n, const char *member) {
-    for (int i = 0; i < n->n_peers;) {
-        if (strcmp(n->peers[i].member, member) != 0) {
-            i++;
-            continue;
-        }
-        EA_LOGI("expert server: client %s is gone, slot %u freed", member, n->peers[i].xid);
-        ea_xsrv_drop_client(n->s, n->peers[i].xid);
-        n->peers[i] = n->peers[--n->n_peers];
-    }
-}
-
 /* What the HTTP and member threads left for the poll thread (connects are
  * refused once stopping). Returns 1 if there was any. */
 static int take_requests(ea_xnode *n, int stopping) {
@@ -180,7 +188,7 @@ static int take_requests(ea_xnode *n, int stopping) {
     memcpy(drops, n->drops, sizeof drops[0] * (size_t)nd);
     n->n_drops = 0;
     pthread_mutex_unlock(&n->mu);
-    for (int i = 0; i < nd; i++) drop_member(n, drops[i]);
+    for (int i = 0; i < nd; i++) drop_member(n, drops[i], -1);
     for (creq *r = q; r;) {
         creq *next = r->next;
         r->st = stopping ? ea_err(EA_ERR_UNAVAILABLE, "the expert server is stopping") : do_connect(n, r);

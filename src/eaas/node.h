@@ -16,7 +16,8 @@
  *
  * POST /connect (docs/protocol.md "Connecting to an expert server"):
  *   {"client":MEMBER_ID, "ucx":BASE64, "result_addr":N, "result_bytes":N, "rkey":BASE64,
- *    "model":{...} (optional: the client's, checked before a slot is made)}
+ *    "model":{...} (optional: the client's, checked before a slot is made),
+ *    "lane":N (optional: connecting a lane again frees its earlier slot)}
  *   -> {"client":ID, "slot_addr":N, "slot_bytes":N, "rkey":BASE64, "ucx":BASE64,
  *       "model":{"arch":..,"n_layers":..,"n_experts":..,"hidden":..,"max_tokens":..,"max_k":..}}
  */

@@ -427,8 +427,8 @@ static ea_status entry_buffers(remote *R, rsrv *v) {
 }
 
 /* Connects lane l of entry v: our side goes to connect(), the server's slot comes back. */
-static ea_status connect_lane(remote *R, rlane *l, ea_remote_connect_fn connect, void *ctx) {
-    ea_remote_hello me = {.result_addr = ea_ucx_mem_addr(l->res), .result_bytes = ea_ucx_mem_size(l->res)};
+static ea_status connect_lane(remote *R, rlane *l, int lane, ea_remote_connect_fn connect, void *ctx) {
+    ea_remote_hello me = {.result_addr = ea_ucx_mem_addr(l->res), .result_bytes = ea_ucx_mem_size(l->res), .lane = lane};
     ea_ucx_address(R->u, &me.addr, &me.addr_len);
     ea_ucx_mem_rkey(l->res, &me.rkey, &me.rkey_len);
     ea_xsrv_slot_info si;
@@ -447,7 +447,7 @@ ea_status ea_remote_add_server(ea_moe_backend *be, const char *name, const uint8
     rsrv *v = &R->sv[s];
     EA_TRY(entry_buffers(R, v));
     ea_status st = EA_OK;
-    for (int i = 0; i < R->o.lanes && st == EA_OK; i++) st = connect_lane(R, &v->ln[i], connect, ctx);
+    for (int i = 0; i < R->o.lanes && st == EA_OK; i++) st = connect_lane(R, &v->ln[i], i, connect, ctx);
     if (st != EA_OK) {
         close_server(v);
         return st;

@@ -41,6 +41,7 @@ typedef struct {
     size_t result_bytes;
     const void *rkey;
     size_t rkey_len;
+    int lane; /* which of the client's lanes (the server frees that lane's earlier slot) */
 } ea_remote_hello;
 
 typedef struct {

@@ -8,7 +8,9 @@
 #
 #   - SIGKILL of a server: 0 failed requests, texts identical, failovers > 0;
 #   - SIGSTOP of a server (alive, hung): the same, within the deadline
-#     (--expert-timeout-ms 1000);
+#     (--expert-timeout-ms 1000); after three more stalls the client has
+#     connected it again each time and it holds one slot per lane (the
+#     connections given up are freed);
 #   - elastic join: a third server started while streams run appears in
 #     /cluster and runs pairs (its eaas:expert_tokens_total grows), no restart;
 #   - the monitor killed and started again on its port while streams run:
@@ -88,7 +90,27 @@ streams_with 'kill -STOP $XPID_xb'
 t1=$(client_metric eaas:remote_timeouts_total)
 check_run "SIGSTOP of server xb mid-stream (deadline 1000 ms)"
 [ "$t1" -gt "$t0" ] && ok "timeouts counted ($t0 -> $t1)" || bad "timeouts $t0 -> $t1"
-kill -CONT "$XPID_xb"; kill -KILL "$XPID_xb"
+# xb resumes, and stalls three times more, each during a request: each time the client gives it up and
+# (1 s on) connects it again, and xb frees the slot of the connection given up — one slot
+# per lane, not one more per stall
+kill -CONT "$XPID_xb"
+lanes=1; [ "${EA_FAULTS_DBO:-0}" = 1 ] && lanes=2
+for r in 1 2 3; do
+  sleep 1.5
+  curl -s -m 60 "http://127.0.0.1:$cl/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"a stall","max_tokens":48,"ignore_eos":true}' > "$tmp/stall$r.json" &
+  sp=$!
+  sleep 0.3; kill -STOP "$XPID_xb"; sleep 1.3; kill -CONT "$XPID_xb"
+  wait "$sp"
+done
+sleep 1.5
+streams_with true
+xbc=$(metric "http://127.0.0.1:$XPORT_xb" eaas:expert_clients)
+again=$(grep -c "connects its lane again" "$tmp/xb.log")
+[ "$xbc" = "$lanes" ] && [ "$again" -ge 1 ] &&
+  ok "four stalls of xb: the client connected again ($again lane connections replaced) and xb holds $xbc slot(s), one per lane" ||
+  bad "after four stalls xb holds ${xbc:-?} slots for $lanes lane(s) ($again replaced)"
+kill -KILL "$XPID_xb"
 
 # elastic join: xd appears in /cluster and runs pairs, while streams run
 join_check() {
