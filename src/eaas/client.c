@@ -309,8 +309,9 @@ ea_status ea_eaas_client_create(const ea_eaas_client_opts *o, ea_moe_backend **o
         char why[sizeof g->why];
         snprintf(why, sizeof why, "%s", g->why);
         ea_moe_backend_destroy(be); /* releases g */
-        return ea_err(EA_ERR_UNAVAILABLE, "no expert server could be reached through the monitor at %s within %.0f s%s%s",
-                      o->monitor, o->wait_first_s > 0 ? o->wait_first_s : 30.0, why[0] ? "; the last one: " : "", why);
+        return ea_err(EA_ERR_UNAVAILABLE,
+                      "no expert server could be reached through the monitor at %s within %.0f s%s%s", o->monitor,
+                      o->wait_first_s > 0 ? o->wait_first_s : 30.0, why[0] ? "; the last one: " : "", why);
     }
     *out = be;
     return EA_OK;

@@ -148,7 +148,9 @@ static ea_status do_connect(ea_xnode *n, creq *r) {
     json_int_t rbytes = json_integer_value(json_object_get(r->in, "result_bytes"));
     const char *member = json_string_value(json_object_get(r->in, "client"));
     const json_t *lj = json_object_get(r->in, "lane");
-    int lane = json_is_integer(lj) && json_integer_value(lj) >= 0 && json_integer_value(lj) < 64 ? (int)json_integer_value(lj) : -1;
+    int lane = json_is_integer(lj) && json_integer_value(lj) >= 0 && json_integer_value(lj) < 64
+                   ? (int)json_integer_value(lj)
+                   : -1;
     if (lane >= 0) drop_member(n, member, lane);
     ea_status st = ea_base64_json_field(r->in, "ucx", &addr, &addr_len);
     if (st == EA_OK) st = ea_base64_json_field(r->in, "rkey", &rkey, &rkey_len);

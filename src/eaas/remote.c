@@ -428,7 +428,8 @@ static ea_status entry_buffers(remote *R, rsrv *v) {
 
 /* Connects lane l of entry v: our side goes to connect(), the server's slot comes back. */
 static ea_status connect_lane(remote *R, rlane *l, int lane, ea_remote_connect_fn connect, void *ctx) {
-    ea_remote_hello me = {.result_addr = ea_ucx_mem_addr(l->res), .result_bytes = ea_ucx_mem_size(l->res), .lane = lane};
+    ea_remote_hello me = {.result_addr = ea_ucx_mem_addr(l->res), .result_bytes = ea_ucx_mem_size(l->res),
+                          .lane = lane};
     ea_ucx_address(R->u, &me.addr, &me.addr_len);
     ea_ucx_mem_rkey(l->res, &me.rkey, &me.rkey_len);
     ea_xsrv_slot_info si;

@@ -90,8 +90,9 @@ ea_status ea_xsrv_add_client(ea_xsrv *s, const void *addr, size_t addr_len, uint
      * (serve --max-batch-tokens below --max-tokens): each call is checked against it */
     uint64_t least = ea_slot_result_bytes(1, 1, lim->hidden);
     if (result_bytes < least)
-        return ea_err(EA_ERR_INVALID_ARG, "expert server: a result region of %zu bytes holds no answer (one pair needs %llu)",
-                      result_bytes, (unsigned long long)least);
+        return ea_err(EA_ERR_INVALID_ARG,
+                      "expert server: a result region of %zu bytes holds no answer (one pair needs %llu)", result_bytes,
+                      (unsigned long long)least);
     client *c = NULL;
     for (int i = 0; i < s->o.max_clients && !c; i++)
         if (!s->cl[i].used) c = &s->cl[i];
