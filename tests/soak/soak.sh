@@ -14,81 +14,59 @@
 #   remote   a monitor, two expert servers, --experts-remote (also with
 #            --enable-dbo --max-batch-tokens 64)
 # and every answer must be byte-identical to the reference, every process
-# exit 0. Prints one line per run (with /metrics' preemptions), the diff's
-# first lines when one differs, and exits non-zero if any run failed.
+# exit 0. Prints ok or FAIL per run (with /metrics' preemptions; a FAIL with
+# the diff's first lines) and exits non-zero if any run failed.
 # It found the dp-attention matmul-context abort and three expert-server
 # connection bugs (2026-11-26; docs/testing.md "Soak").
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-B=${EAAS_BIN:-$here/../../build/eaas}
-W=${EA_SOAK_DIR:-/tmp/eaas-soak-$$}
+export EA_SRC=${EA_SRC:-$(cd "$here/../.." && pwd)}
+export EA_BUILD=${EA_BUILD:-$EA_SRC/build}
+export EAAS_BIN=${EAAS_BIN:-$EA_BUILD/eaas}
+. "$EA_SRC/tests/ucx/cluster_lib.sh"    # start_monitor, start_expert (in $tmp)
+. "$EA_SRC/tests/mpi/mpi_lib.sh"        # start, stop_job, ok/bad, mpi_summary, $MPI (after: its ok/bad count)
+tmp=${EA_SOAK_DIR:-$(mktemp -d)}
 SEED=${EA_SOAK_SEED:-1}
-mkdir -p "$W"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPI="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp --bind-to none"
+trap 'kill_own KILL "${PIDS[@]}" "${cl_pids[@]}"; [ -n "${EA_SOAK_DIR:-}" ] || rm -rf "$tmp"' EXIT
 R="/usr/bin/python3 $here/soak_req.py"
-fails=0 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done' EXIT
 
-wait_for() { # LOG REGEX: the first match within 120 s
-  local i
-  for i in $(seq 1 1200); do grep -qE "$2" "$1" && { grep -oE "$2" "$1" | head -1; return 0; }; sleep 0.1; done
-  return 1
-}
 verdict() { # TAG RC [EXTRA]
-  if [ "$2" = 0 ] && cmp -s "$W/$fam-ref.txt" "$W/$fam-$1.txt"; then echo "ok   $fam $1 ${3:-}"
-  else echo "FAIL $fam $1: exit $2; $(diff "$W/$fam-ref.txt" "$W/$fam-$1.txt" | head -3 | cut -c1-200)"; fails=$((fails + 1)); fi
+  if [ "$2" = 0 ] && cmp -s "$tmp/$fam-ref.txt" "$tmp/$fam-$1.txt"; then ok "$fam $1 ${3:-}"
+  else bad "$fam $1: exit $2; $(diff "$tmp/$fam-ref.txt" "$tmp/$fam-$1.txt" | head -3 | cut -c1-200)"; fi
 }
 run() { # TAG seq|conc CMD... (a serve command; --model, --port and --threads are added)
-  local tag=$1 mode=$2 log="$W/$fam-$1.log" pre="" rc r0="" c; shift 2
-  : > "$log"
-  "$@" --model "$M" --port 0 --threads 1 > /dev/null 2>> "$log" & local P=$!; PIDS+=("$P")
-  wait_for "$log" ' ready: ' > /dev/null
-  local PORT; PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
-  $R "${PORT:-1}" 24 "$SEED" "$mode" > "$W/$fam-$tag.txt"
+  local tag=$1 mode=$2 pre rc; shift 2
+  start "$tmp/$fam-$tag.log" "$@" --model "$M" --port 0 --threads 1 || { bad "$fam $tag: did not start"; return; }
+  $R "$PORT" 24 "$SEED" "$mode" > "$tmp/$fam-$tag.txt"
   pre=$(curl -s -m 5 "http://127.0.0.1:$PORT/metrics" | awk '$1 ~ /^eaas:num_preemptions_total/ {print $2}')
-  for c in $(pgrep -P "$P"); do tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && r0=$c; done
-  kill -TERM "${r0:-$P}"; wait "$P"; rc=$?
-  [ "$tag" = ref ] && { echo "     $fam ref (one after another)"; return; }
-  verdict "$tag" "$rc" "(preemptions ${pre:-?})"
+  stop_job; rc=$?
+  [ "$tag" = ref ] || verdict "$tag" "$rc" "(preemptions ${pre:-?})"
 }
-remote() { # TAG ARGS...: monitor + two expert servers + a client
-  local tag=$1 L="$W/$fam-$1" rc; shift
-  mkdir -p "$L"
-  "$B" monitor --port 0 > "$L/mon.log" 2>&1 & local MP=$!; PIDS+=("$MP")
-  local MON; MON=$(wait_for "$L/mon.log" 'listening on [0-9.]+:[0-9]+' | sed 's/listening on //')
-  local XP=() x
-  for x in a b; do
-    "$B" expert --model "$M" --monitor "$MON" --port 0 --id "soak-$x" --threads 1 > "$L/ex-$x.log" 2>&1 & XP+=($!); PIDS+=($!)
-    wait_for "$L/ex-$x.log" 'listening on' > /dev/null
-  done
-  "$B" serve --model "$M" --port 0 --threads 1 --experts-remote "$MON" "$@" 2> "$L/serve.log" & local P=$!; PIDS+=("$P")
-  wait_for "$L/serve.log" ' ready: ' > /dev/null
-  local PORT; PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$L/serve.log" | head -1)
-  $R "${PORT:-1}" 24 "$SEED" conc > "$W/$fam-$tag.txt"
-  kill -TERM "$P"; wait "$P"; rc=$?
-  kill -TERM "${XP[@]}" "$MP"; wait "${XP[@]}" "$MP" 2>/dev/null
-  verdict "$tag" "$rc"
+remote() { # TAG ARGS...: a monitor, two expert servers and a client
+  local tag=$1 rc; shift
+  start_monitor || { bad "$fam $tag: monitor"; return; }
+  start_expert soak_a --model "$M" --threads 1 && start_expert soak_b --model "$M" --threads 1 ||
+    { bad "$fam $tag: expert servers"; return; }
+  run "$tag" conc "$EAAS_BIN" serve --experts-remote "$MON" "$@"
+  kill -TERM "$XPID_soak_a" "$XPID_soak_b" "$MON_PID"; wait "$XPID_soak_a" "$XPID_soak_b" "$MON_PID" 2>/dev/null
 }
 
 fams=("$@")
 [ ${#fams[@]} -gt 0 ] || fams=(qwen3_moe qwen3_5_moe deepseek_v3)
 for fam in "${fams[@]}"; do
-  M="$W/m-$fam"
-  [ -d "$M" ] || "$B" make-model --family "$fam" --preset tiny --seed 7 --format hf --out "$M" > /dev/null || exit 1
-  run ref seq "$B" serve
-  run conc conc "$B" serve
-  run small conc "$B" serve --max-batch-tokens 64 --kv-cache-mib 1
-  run nopc conc "$B" serve --no-prefix-cache --max-running 3
-  rm -rf "$W/kvd-$fam"
-  run disk-cold conc "$B" serve --kv-disk-dir "$W/kvd-$fam" --kv-cache-mib 1 --max-batch-tokens 64
-  run disk-warm conc "$B" serve --kv-disk-dir "$W/kvd-$fam" --kv-cache-mib 1 --max-batch-tokens 64
-  run ep conc $MPI -n 2 "$B" serve --parallel expert --max-batch-tokens 64
-  run dp2 conc $MPI -n 2 "$B" serve --parallel expert --dp-attention --max-batch-tokens 64 --kv-cache-mib 1
-  run dp4 conc $MPI -n 4 "$B" serve --parallel expert --dp-attention --max-batch-tokens 64 --kv-cache-mib 1
+  M="$tmp/m-$fam"
+  [ -d "$M" ] || "$EAAS_BIN" make-model --family "$fam" --preset tiny --seed 7 --format hf --out "$M" > /dev/null || exit 1
+  run ref seq "$EAAS_BIN" serve; echo "     $fam: the reference ran (one request after another)" >&2
+  run conc conc "$EAAS_BIN" serve
+  run small conc "$EAAS_BIN" serve --max-batch-tokens 64 --kv-cache-mib 1
+  run nopc conc "$EAAS_BIN" serve --no-prefix-cache --max-running 3
+  rm -rf "$tmp/kvd-$fam"
+  run disk-cold conc "$EAAS_BIN" serve --kv-disk-dir "$tmp/kvd-$fam" --kv-cache-mib 1 --max-batch-tokens 64
+  run disk-warm conc "$EAAS_BIN" serve --kv-disk-dir "$tmp/kvd-$fam" --kv-cache-mib 1 --max-batch-tokens 64
+  run ep conc $MPI -n 2 "$EAAS_BIN" serve --parallel expert --max-batch-tokens 64
+  run dp2 conc $MPI -n 2 "$EAAS_BIN" serve --parallel expert --dp-attention --max-batch-tokens 64 --kv-cache-mib 1
+  run dp4 conc $MPI -n 4 "$EAAS_BIN" serve --parallel expert --dp-attention --max-batch-tokens 64 --kv-cache-mib 1
   remote remote
   remote remote-dbo --enable-dbo --max-batch-tokens 64
 done
-[ -z "${EA_SOAK_DIR:-}" ] && rm -rf "$W"
-echo "soak: $fails failed"
-[ "$fails" -eq 0 ]
+mpi_summary
