@@ -152,8 +152,6 @@ static int check_flags(const serve_flags *f) {
         bad = "--ep-capacity-factor needs --parallel expert";
     else if (f->dp_attention && (!f->parallel || strcmp(f->parallel, "expert")))
         bad = "--dp-attention needs --parallel expert";
-    else if (f->dp_attention && (f->eplb || f->init_expert_location))
-        bad = "--dp-attention with --eplb is not supported yet";
     char why[300];
     if (!bad && f->init_expert_location && !ea_file_exists(f->init_expert_location)) {
         snprintf(why, sizeof why, "--init-expert-location %.200s: no such file", f->init_expert_location);

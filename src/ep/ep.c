@@ -476,6 +476,12 @@ static ea_status ea__ep_agree(ea_moe_backend *be, int64_t *v, int n) {
     return ea_dist_bcast(((ea__ep *)be)->d, v, sizeof(int64_t) * (size_t)n, 0, "agree");
 }
 
+/* data-parallel attention: each rank routed its own tokens, so EPLB's counts are summed */
+static ea_status ea__ep_tally(ea_moe_backend *be, int64_t *v, int n) {
+    ea__ep *E = (ea__ep *)be;
+    return E->o.dp_attention ? ea_dist_allreduce_sum_i64(E->d, v, n, "EPLB routing counts") : EA_OK;
+}
+
 static void ea__ep_destroy(ea_moe_backend *be) {
     ea__ep *E = (ea__ep *)be;
     if (!E) return;
@@ -516,6 +522,7 @@ static const ea_moe_backend_vtable ea__ep_vt = {.submit = ea__ep_submit,
                                                 .stats = ea__ep_stats,
                                                 .apply_placement = ea__ep_apply,
                                                 .agree = ea__ep_agree,
+                                                .tally = ea__ep_tally,
                                                 .destroy = ea__ep_destroy,
                                                 .name = "ep"};
 

@@ -61,6 +61,11 @@ static inline void ea_eplb_recorder_end_step(ea_eplb_recorder *r) {
 
 /* Window sums [L][E] (views r->sums; valid until the next end_step). */
 static inline const int64_t *ea_eplb_recorder_counts(const ea_eplb_recorder *r) { return r->sums; }
+/* The current step's counts [L][E], still open to record() (and to be
+ * replaced by the sum over ranks before end_step, eplb_backend.c). */
+static inline int64_t *ea_eplb_recorder_step(ea_eplb_recorder *r) {
+    return r->ring + (size_t)r->head * (size_t)r->n_layers * (size_t)r->n_experts;
+}
 /* Steps in the window: min(W, n_steps). */
 int ea_eplb_recorder_steps_in_window(const ea_eplb_recorder *r);
 

@@ -60,6 +60,10 @@ ea_status ea_moe_agree(ea_moe_backend *be, int64_t *v, int n) {
     return be->vt->agree ? be->vt->agree(be, v, n) : EA_OK;
 }
 
+ea_status ea_moe_tally(ea_moe_backend *be, int64_t *v, int n) {
+    return be->vt->tally ? be->vt->tally(be, v, n) : EA_OK;
+}
+
 void ea_ffn_bind_slots(ea_ffn_weights *slot, const ea_ffn_weights *logical, const int32_t *p2l, const uint8_t *keep,
                        int n) {
     for (int p = 0; p < n; p++)

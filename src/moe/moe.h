@@ -38,6 +38,10 @@
  *   agree(v, n)         multi-rank backends: every rank gets rank 0's v[0..n)
  *                       (a collective at the same point of the step on every
  *                       rank — EPLB agrees on a requested rebalance with it)
+ *   tally(v, n)         multi-rank backends whose ranks route different tokens
+ *                       (data-parallel attention): v[0..n) becomes the sum
+ *                       over ranks (a collective, like agree) — EPLB's
+ *                       routing counts of a step, so every rank plans alike
  *   health(why)         ok / degraded (some experts cannot run) / failed
  *   stats(json, prom)   this backend's statistics, then its inner backend's
  *   lanes()             how many calls may be in flight at once (NULL: 1)
@@ -161,6 +165,11 @@ typedef struct {
      * backends also make apply_placement collective: every rank switches the same
      * layer at the same step, or none does. May be NULL: one process, v kept. */
     ea_status (*agree)(ea_moe_backend *be, int64_t *v, int n);
+    /* Backends whose ranks route different tokens (ep with data-parallel
+     * attention): v[0..n) becomes the sum of every rank's v; every rank calls
+     * it at the same point of a step. May be NULL: every rank routes the same
+     * tokens, or one process: v kept. */
+    ea_status (*tally)(ea_moe_backend *be, int64_t *v, int n);
     /* Calls that may be in flight at once, each on its own lane (<= EA_MOE_MAX_LANES).
      * May be NULL: 1. Wrappers answer for the backend inside them. */
     int (*lanes)(ea_moe_backend *be);
@@ -200,6 +209,8 @@ ea_status ea_moe_apply_placement(ea_moe_backend *be, int layer, const int32_t *p
 
 /* v[0..n) = rank 0's values on every rank (see the vtable's agree); a no-op for one process. */
 ea_status ea_moe_agree(ea_moe_backend *be, int64_t *v, int n);
+/* v[0..n) = the sum over ranks that route different tokens (see the vtable's tally); else kept. */
+ea_status ea_moe_tally(ea_moe_backend *be, int64_t *v, int n);
 
 /* The chain's health: the worst state of every backend in it, with its reason. */
 ea_moe_health ea_moe_backend_health(ea_moe_backend *be, char *why, size_t n);

@@ -82,7 +82,9 @@ static ea_status eplb_opts(const ea_engine *e, ea_eplb_backend_opts *o) {
                           "evenly over %d ranks; give --eplb-redundant R with (%d + R) %% %d == 0",
                           c->n_experts, eo->redundant, N, c->n_experts, N);
         o->n_ranks = N;
-        o->rank = -1; /* every rank maps a token to the same replica (ep needs the same ids everywhere) */
+        /* replicated attention: every rank maps a token to the same replica (ep needs the same ids
+         * everywhere); data-parallel: a rank's own tokens go to the replica nearest to it */
+        o->rank = e->o.moe.ep.dp_attention ? ea_dist_rank(e->o.moe.ep.dist) : -1;
     }
     o->record = eo->record;
     o->record_window = eo->record_window;

@@ -9,7 +9,8 @@
 # (EAAS_TEST_EP_MOVE_FAIL=1:1) leaves every rank on the old placement, serving.
 # Overflow (issue 21 item 3): with --ep-capacity-factor 0.5 every combine
 # overflows a rank's capacity; the rest goes in further rounds (counted) and the
-# answers stay identical.
+# answers stay identical. With --dp-attention the ranks sum their routing counts:
+# the recorded counts equal one process's, and the plans agree (no move refused).
 set -euo pipefail
 . "$(dirname "$0")/mpi_lib.sh"
 W="$EA_BUILD/golden-models/serve-eplb-ep"
@@ -68,6 +69,31 @@ for case in "$M 2" "$M 4" "$MQ 2"; do
   curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^eaas:ep_weight_move_bytes_total\{.*rank="0",dir="sent"\} [1-9]' >/dev/null && ok "$name: move bytes in /metrics" || bad "$name: no move metric"
   stop_job && ok "$name: SIGTERM to rank 0, every rank exited 0" || bad "$name: exit code $?"
 done
+
+# Data-parallel attention (--dp-attention): each rank routes its own requests' tokens, so the ranks
+# sum their counts every step to plan alike. Without the sum they would plan on different counts
+# and every move would be refused (the move checks that all ranks hold the same new row). The
+# recorded counts of the whole run (window 2000 covers it; no prefix cache, so every rank computes
+# the same tokens as one process) must equal one process's, expert by expert.
+DPW="--eplb --eplb-interval 4 --eplb-window 2000 --eplb-min-balancedness 0.99 --no-prefix-cache"
+dump() { curl -s -m 10 "http://127.0.0.1:$1/eplb/record/dump" | grep -v '^#'; }
+start "$W/one-rec.log" "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 $DPW
+curl -s -m 10 -X POST "http://127.0.0.1:$PORT/eplb/record/start" >/dev/null
+run_all "$PORT" "$W/one-rec.txt"
+dump "$PORT" > "$W/one-rec.dump"
+kill -TERM "$PID"; wait "$PID" || true
+start "$W/dp.log" $MPI -n 2 "$EAAS_BIN" serve --model "$M" --port 0 --threads 1 --parallel expert --dp-attention \
+  --dist-timeout 20 $DPW --eplb-redundant 2
+curl -s -m 10 -X POST "http://127.0.0.1:$PORT/eplb/record/start" >/dev/null
+run_all "$PORT" "$W/dp.txt"
+name="2 ranks, --dp-attention"
+cmp -s "$W/one-$(basename "$M").txt" "$W/dp.txt" && ok "$name: 20 answers identical to one process" || { bad "$name: answers differ"; diff "$W/one-$(basename "$M").txt" "$W/dp.txt" | head -6 >&2 || true; }
+dump "$PORT" > "$W/dp.dump"
+[ -s "$W/one-rec.dump" ] && cmp -s "$W/one-rec.dump" "$W/dp.dump" && ok "$name: the recorded counts are every rank's tokens, equal to one process's ($(wc -l < "$W/dp.dump") lines)" || { bad "$name: recorded counts differ from one process's"; diff "$W/one-rec.dump" "$W/dp.dump" | head -4 >&2 || true; }
+nreb=$(stat "$PORT" rebalances_total); nf=$(stat "$PORT" failures); moved=$(epstat "$PORT" experts)
+echo "# $name: $nreb rebalances, $nf failures, $moved slot moves" >&2
+[ "$nreb" -ge 3 ] && [ "$nf" = 0 ] && [ "$moved" -gt 0 ] && ok "$name: $nreb rebalances, $moved slots moved, no move refused" || bad "$name: $nreb rebalances, $nf failures, $moved moves"
+stop_job && ok "$name: SIGTERM to rank 0, every rank exited 0" || bad "$name: exit code $?"
 
 # a failure in the middle of a move: rank 1 refuses its first layer switch
 start "$W/fault.log" env EAAS_TEST_EP_MOVE_FAIL=1:1 $MPI -x EAAS_TEST_EP_MOVE_FAIL -n 2 "$EAAS_BIN" serve --model "$M" \
