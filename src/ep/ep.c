@@ -613,10 +613,9 @@ ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out) {
     E->n_slots = o->place->n_physical;
     E->per_rank = E->n_slots / size;
     /* the local backend runs this rank's slots (the caller's table holds only those) */
-    /* the local backend runs this rank's slots (the caller's table holds only those); with
-     * dp_attention it may receive every rank's largest call at once */
     ea_moe_local_opts lo = {.n_layers = o->n_layers, .hidden = o->hidden, .ff = o->ff, .n_experts = E->n_slots,
-                            .max_tokens = o->max_tokens * (o->dp_attention ? size : 1), .max_k = o->max_k,
+                            .max_tokens = ea_ep_expert_max_tokens(o->max_tokens, size, o->dp_attention),
+                            .max_k = o->max_k,
                             .experts = o->experts, .kctx = o->kctx};
     ea_status s = ea_moe_local_create(&lo, &E->local);
     if (s == EA_OK) s = ea__ep_scratch(E, o);

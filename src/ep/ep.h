@@ -53,6 +53,14 @@ typedef struct {
                                        what exceeds it goes in further rounds; <= 0: 1.25 */
 } ea_ep_opts;
 
+/* The most tokens one expert of this rank can get in one call, for calls of
+ * at most max_tokens tokens on each of n_ranks ranks: with data-parallel
+ * attention every rank's largest call at once (the matmul context and the
+ * local backend are sized with it), else one call's. */
+static inline int ea_ep_expert_max_tokens(int max_tokens, int n_ranks, int dp_attention) {
+    return dp_attention ? max_tokens * n_ranks : max_tokens;
+}
+
 /* apply_placement moves expert weights between ranks (collective; ep.c
  * "weight moves"): a layer switches on every rank or on none. */
 ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out);

@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "eaas/client.h"
+#include "ep/ep.h"
 #include "eplb/eplb_backend.h"
 #include "model/experts.h"
 
@@ -201,9 +202,10 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
                   c->kv_lora_rank, c->q_lora_rank, c->n_heads * c->v_head_dim, c->lin_n_v_heads * c->lin_v_dim};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i] > max_k) max_k = dims[i];
-    /* with data-parallel attention one expert may get every rank's tokens in one call (ep/ep.c) */
-    int max_m = eo->max_tokens;
-    if (eo->moe.kind == EA_BACKEND_EP && eo->moe.ep.dp_attention) max_m *= ea_dist_size(eo->moe.ep.dist);
+    /* the largest product: a call's tokens, or under ep an expert's (every rank's with dp attention) */
+    int max_m = eo->moe.kind == EA_BACKEND_EP ? ea_ep_expert_max_tokens(eo->max_tokens, ea_dist_size(eo->moe.ep.dist),
+                                                                        eo->moe.ep.dp_attention)
+                                              : eo->max_tokens;
     if ((s = ea_kctx_create(e->pool, max_m, max_k, &e->kctx)) != EA_OK) goto fail;
     /* AMX and avx512_bf16 round activations to bf16; the router gets exact f32 activations (docs/forward.md) */
     if (ea_kctx_rounds_x(e->kctx)) {

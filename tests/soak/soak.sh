@@ -11,6 +11,7 @@
 #   disk     --kv-disk-dir, cold then warm (small KV cache)
 #   ep       2 ranks, --parallel expert --max-batch-tokens 64
 #   dp2/dp4  2 and 4 ranks, --dp-attention, small batch and KV cache
+#   dp2-eplb 2 ranks, --dp-attention --eplb rebalancing every 2 steps
 #   remote   a monitor, two expert servers, --experts-remote (also with
 #            --enable-dbo --max-batch-tokens 64)
 # and every answer must be byte-identical to the reference, every process
@@ -66,6 +67,8 @@ for fam in "${fams[@]}"; do
   run ep conc $MPI -n 2 "$EAAS_BIN" serve --parallel expert --max-batch-tokens 64
   run dp2 conc $MPI -n 2 "$EAAS_BIN" serve --parallel expert --dp-attention --max-batch-tokens 64 --kv-cache-mib 1
   run dp4 conc $MPI -n 4 "$EAAS_BIN" serve --parallel expert --dp-attention --max-batch-tokens 64 --kv-cache-mib 1
+  run dp2-eplb conc $MPI -n 2 "$EAAS_BIN" serve --parallel expert --dp-attention --max-batch-tokens 64 \
+    --eplb --eplb-redundant 2 --eplb-interval 2 --eplb-window 16 --eplb-min-balancedness 0.99
   remote remote
   remote remote-dbo --enable-dbo --max-batch-tokens 64
 done
