@@ -303,7 +303,8 @@ static void ea__ep_end_step(ea_moe_backend *be) { ((ea__ep *)be)->st.steps++; }
 /* ------------------------------------------------------------ weight moves
  *
  * apply_placement(layer, row) is collective: every rank calls it with the same
- * row at the same step (EPLB runs the same plan on every rank; see agree).
+ * row at the same step (EPLB runs the same plan on every rank; see agree, and
+ * tally for data-parallel attention).
  *   1. every rank checks the row and that all ranks hold the same one (the
  *      row's hash, min and max over ranks)
  *   2. the move plan (ea_eplb_meta_move_plan): for each slot whose expert

@@ -283,6 +283,10 @@ TEST(combine_rejects_disagreeing_routing) {
     /* and the backend still works for agreeing routing afterwards */
     CHECK_EQ(ea_moe_backend_forward(ep, 0, x, 2, 4, agree, w, y), EA_OK);
     CHECK(memcmp(y, yl, sizeof y) == 0);
+    /* replicated attention: every rank routed the same tokens, so EPLB's counts are kept, not summed */
+    int64_t v[1] = {5};
+    CHECK_EQ(ea_moe_tally(ep, v, 1), EA_OK);
+    CHECK(v[0] == 5);
     ea_moe_backend_destroy(ep);
     ea_moe_backend_destroy(loc);
     ea_kctx_destroy(kc);
@@ -338,6 +342,12 @@ TEST(dp_attention_bit_identical) {
     if (r == 0) fprintf(stderr, "  dp: %d ranks, %d tokens in all, rank 0 dispatched %llu bytes to other ranks\n", N, total,
                         (unsigned long long)st.dispatch_bytes);
     CHECK(N == 1 || st.dispatch_bytes > 0 || n == 0);
+    /* EPLB's counts: each rank routed its own tokens, so tally sums them; the local backend keeps its own */
+    int64_t v[3] = {r + 1, 10 * r, -1}, lv[1] = {7};
+    CHECK_EQ(ea_moe_tally(ep, v, 3), EA_OK);
+    CHECK(v[0] == (int64_t)N * (N + 1) / 2 && v[1] == 10 * (int64_t)N * (N - 1) / 2 && v[2] == -N);
+    CHECK_EQ(ea_moe_tally(loc, lv, 1), EA_OK);
+    CHECK(lv[0] == 7);
     ea_moe_backend_destroy(ep);
     ea_moe_backend_destroy(loc);
     ea_kctx_destroy(kc);
