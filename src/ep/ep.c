@@ -21,6 +21,7 @@
 #include "ep/ep.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,12 @@ typedef struct {
     ea_eplb_meta next;     /* owns: the one being switched to (one layer at a time) */
     void **own;            /* (n_layers, n_slots): memory of a slot filled by a move; NULL: the model's views */
     int fail_rank, fail_left; /* test hook EAAS_TEST_EP_MOVE_FAIL=RANK:N */
-    ea_ep_stats st;
+    ea_ep_stats st;        /* the step loop's own counters (and slot_tokens) */
+    /* what stats() reads from any thread: st and slot_tokens as of the last
+     * step's end or weight move, copied under pub_mu (ea__ep_publish) */
+    pthread_mutex_t pub_mu;
+    ea_ep_stats pub;
+    uint64_t *pub_tokens;  /* (n_layers, n_slots) */
 } ea__ep;
 
 static const ea_moe_backend_vtable ea__ep_vt;
@@ -291,14 +297,29 @@ static ea_moe_health ea__ep_health(ea_moe_backend *be, char *why, size_t n) {
     return EA_MOE_FAILED;
 }
 
-static void ea__ep_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
-    ea_ep_stats st;
-    ea_ep_backend_stats(be, &st);
-    if (json) json_object_set_new(json, "ep", ea_ep_stats_to_json(&st));
-    if (prom) ea_ep_stats_prometheus(&st, prom);
+/* Copy the step loop's counters where stats() reads them (step-loop thread). */
+static void ea__ep_publish(ea__ep *E) {
+    pthread_mutex_lock(&E->pub_mu);
+    ea_ep_backend_stats(&E->base, &E->pub);
+    memcpy(E->pub_tokens, E->slot_tokens, sizeof(uint64_t) * (size_t)E->o.n_layers * (size_t)E->n_slots);
+    E->pub.slot_tokens = E->pub_tokens;
+    pthread_mutex_unlock(&E->pub_mu);
 }
 
-static void ea__ep_end_step(ea_moe_backend *be) { ((ea__ep *)be)->st.steps++; }
+/* Any thread (HTTP): the last published counters, rendered under the lock that guards them. */
+static void ea__ep_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
+    ea__ep *E = (ea__ep *)be;
+    pthread_mutex_lock(&E->pub_mu);
+    if (json) json_object_set_new(json, "ep", ea_ep_stats_to_json(&E->pub));
+    if (prom) ea_ep_stats_prometheus(&E->pub, prom);
+    pthread_mutex_unlock(&E->pub_mu);
+}
+
+static void ea__ep_end_step(ea_moe_backend *be) {
+    ea__ep *E = (ea__ep *)be;
+    E->st.steps++;
+    ea__ep_publish(E);
+}
 
 /* ------------------------------------------------------------ weight moves
  *
@@ -462,6 +483,7 @@ static ea_status ea__ep_apply(ea_moe_backend *be, int layer, const int32_t *p2l,
     } else {
         E->st.move_failures++;
     }
+    ea__ep_publish(E);
     for (int i = 0; stage && i < S; i++) ea_aligned_free(stage[i]);
     ea_free(stage);
     ea_free(nw);
@@ -505,6 +527,8 @@ static void ea__ep_destroy(ea_moe_backend *be) {
     ea_aligned_free(E->csend);
     ea_aligned_free(E->crecv);
     ea_free(E->slot_tokens);
+    ea_free(E->pub_tokens);
+    pthread_mutex_destroy(&E->pub_mu);
     for (size_t i = 0; E->own && i < (size_t)E->o.n_layers * (size_t)E->n_slots; i++) ea_aligned_free(E->own[i]);
     ea_free(E->own);
     ea_free(E->moe_of);
@@ -545,6 +569,7 @@ static ea_status ea__ep_scratch(ea__ep *E, const ea_ep_opts *o) {
     int H = o->hidden;
     size_t P = (size_t)o->max_tokens * (size_t)o->max_k;
     E->slot_tokens = ea_calloc((size_t)o->n_layers * (size_t)E->n_slots, sizeof(uint64_t));
+    E->pub_tokens = ea_calloc((size_t)o->n_layers * (size_t)E->n_slots, sizeof(uint64_t));
     E->prow = ea_calloc(P, sizeof(int32_t));
     E->pexp = ea_calloc(P, sizeof(int32_t));
     E->pidx = ea_calloc(P, sizeof(int32_t));
@@ -561,7 +586,7 @@ static ea_status ea__ep_scratch(ea__ep *E, const ea_ep_opts *o) {
     E->recv = ea_aligned_alloc(64, (size_t)E->size * (size_t)E->cap * (size_t)(H + 1) * sizeof(float));
     E->own = ea_calloc((size_t)o->n_layers * (size_t)E->n_slots, sizeof(void *));
     E->moe_of = ea_malloc(sizeof(int) * (size_t)o->n_layers);
-    if (!E->slot_tokens || !E->prow || !E->pexp || !E->pidx || !E->cnt || !E->bytes || !E->got || !E->mine ||
+    if (!E->slot_tokens || !E->pub_tokens || !E->prow || !E->pexp || !E->pidx || !E->cnt || !E->bytes || !E->got || !E->mine ||
         !E->out || !E->send || !E->recv || !E->own || !E->moe_of)
         return ea_err(EA_ERR_NOMEM, "ep backend scratch for %zu pairs", P);
     for (int l = 0, ml = 0; l < o->n_layers; l++) E->moe_of[l] = o->experts[l] ? ml++ : -1;
@@ -604,6 +629,7 @@ ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out) {
     ea__ep *E = ea_calloc(1, sizeof *E);
     if (!E) return ea_err(EA_ERR_NOMEM, "ep backend");
     E->base.vt = &ea__ep_vt;
+    pthread_mutex_init(&E->pub_mu, NULL);
     E->o = *o;
     if (E->o.capacity_factor <= 0) E->o.capacity_factor = 1.25;
     E->o.place = NULL;
@@ -625,6 +651,7 @@ ea_status ea_ep_backend_create(const ea_ep_opts *o, ea_moe_backend **out) {
         ea__ep_destroy(&E->base);
         return s;
     }
+    ea__ep_publish(E);
     *out = &E->base;
     return EA_OK;
 }

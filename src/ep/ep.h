@@ -89,7 +89,10 @@ typedef struct {
     const uint64_t *slot_tokens;    /* views the backend: (n_layers, n_slots) tokens per owned slot */
 } ea_ep_stats;
 
-/* be must come from ea_ep_backend_create; the views stay valid while be lives. */
+/* be must come from ea_ep_backend_create; the views stay valid while be lives.
+ * The live counters: call it on the thread that runs be's calls. Other threads
+ * (HTTP) go through the vtable's stats, which reads a copy made at each step's
+ * end and weight move under a lock. */
 void ea_ep_backend_stats(ea_moe_backend *be, ea_ep_stats *out);
 /* 1 if be is an ep backend. */
 int ea_ep_backend_is(const ea_moe_backend *be);

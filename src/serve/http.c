@@ -212,7 +212,8 @@ static enum MHD_Result handle_metrics(ea_http *h, struct MHD_Connection *c) {
     int ready = atomic_load_explicit(&h->ready, memory_order_acquire);
     if (ready) ea_sched_get_stats(h->sched, &st);
     ea_metrics_render(h->metrics, ready ? &st : NULL, &b);
-    if (h->ext && h->ext->metrics) h->ext->metrics(h->ext->ctx, &b);
+    const ea_http_ext *ext = atomic_load_explicit(&h->ext, memory_order_acquire);
+    if (ext && ext->metrics) ext->metrics(ext->ctx, &b);
     ea_metrics_label_all(&b, "model_name", h->model); /* on every eaas: series, like vLLM */
     enum MHD_Result r = b.failed ? ea__http_send_json(h, c, 500, &b)
                                  : ea__http_send_buf(h, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, 0);
@@ -240,7 +241,8 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
         ea__http_access_log(method, url, 0, 204, 0, 0, cc->t0, NULL);
         return ret;
     }
-    if (rt == R_NONE && h->ext && h->ext->handle) {
+    const ea_http_ext *ext = atomic_load_explicit(&h->ext, memory_order_acquire);
+    if (rt == R_NONE && ext && ext->handle) {
         if (!auth_ok(h, c)) {
             ea_oai_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
                         "Incorrect or missing API key (send 'Authorization: Bearer <key>').");
@@ -249,7 +251,7 @@ static enum MHD_Result dispatch(ea_http *h, struct MHD_Connection *c, conn_ctx *
         ea_sbuf b = {0};
         int status = 200;
         const char *ctype = "application/json";
-        if (h->ext->handle(h->ext->ctx, method, url, &status, &ctype, &b)) {
+        if (ext->handle(ext->ctx, method, url, &status, &ctype, &b)) {
             ea__http_access_log(method, url, 0, status, 0, 0, cc->t0, NULL);
             enum MHD_Result r = b.failed ? ea__http_send_json(h, c, 500, &b) : ea__http_send_buf(h, c, status, ctype, b.data, b.len, 0);
             ea_sbuf_deinit(&b);
@@ -458,7 +460,7 @@ void ea_http_set_ready(ea_http *h, ea_sched *s, const ea_text_ops *ops, int ctx_
     atomic_store_explicit(&h->ready, 1, memory_order_release);
 }
 
-void ea_http_set_ext(ea_http *h, const ea_http_ext *ext) { h->ext = ext; }
+void ea_http_set_ext(ea_http *h, const ea_http_ext *ext) { atomic_store_explicit(&h->ext, ext, memory_order_release); }
 
 void ea_http_begin_drain(ea_http *h) { atomic_store(&h->draining, 1); }
 

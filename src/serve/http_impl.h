@@ -30,7 +30,9 @@ struct ea_http {
     atomic_int pending;           /* generation requests submitted, response not yet sent */
     atomic_uint_fast64_t seq;     /* seeds for requests without one, ids of other requests */
     long start_time;
-    const ea_http_ext *ext; /* borrows: caller's extra endpoints, or NULL */
+    /* borrows: caller's extra endpoints, or NULL; set while requests may already run
+     * (the server answers during loading), so published with release, read with acquire */
+    _Atomic(const ea_http_ext *) ext;
 };
 
 typedef struct {
