@@ -204,12 +204,21 @@ static int ea__level_of(const char *isa) {
     return -1;
 }
 
+/* The pointers are stored and loaded atomically: the first calls may come from
+ * several pool threads at once, each installing the same choice (found by
+ * ThreadSanitizer; on x86 the loads are plain moves). */
 static void ea__install(int level) {
-    ea__dot_impl = level == EA__OPS_AVX512 ? ea__dot_avx512 : level == EA__OPS_AVX2 ? ea__dot_avx2 : ea_k_dot_f32_ref;
-    ea__axpy_impl = level == EA__OPS_AVX512 ? ea__axpy_avx512 : level == EA__OPS_AVX2 ? ea__axpy_avx2 : ea_k_axpy_ref;
-    ea__silu_impl = level == EA__OPS_AVX512 ? ea__silu_mul_avx512
-                    : level == EA__OPS_AVX2 ? ea__silu_mul_avx2
-                                            : ea_k_silu_mul_ref;
+    __atomic_store_n(&ea__dot_impl,
+                     level == EA__OPS_AVX512 ? ea__dot_avx512 : level == EA__OPS_AVX2 ? ea__dot_avx2 : ea_k_dot_f32_ref,
+                     __ATOMIC_RELEASE);
+    __atomic_store_n(&ea__axpy_impl,
+                     level == EA__OPS_AVX512 ? ea__axpy_avx512 : level == EA__OPS_AVX2 ? ea__axpy_avx2 : ea_k_axpy_ref,
+                     __ATOMIC_RELEASE);
+    __atomic_store_n(&ea__silu_impl,
+                     level == EA__OPS_AVX512 ? ea__silu_mul_avx512
+                     : level == EA__OPS_AVX2 ? ea__silu_mul_avx2
+                                             : ea_k_silu_mul_ref,
+                     __ATOMIC_RELEASE);
     __atomic_store_n(&ea__level, level, __ATOMIC_RELEASE);
 }
 
@@ -249,18 +258,30 @@ const char *ea_k_ops_isa(void) {
 }
 
 void ea_k_silu_mul(float *g, const float *u, int n) {
-    if (!ea__silu_impl) ea__ops_level();
-    ea__silu_impl(g, u, n);
+    ea__silu_fn f = __atomic_load_n(&ea__silu_impl, __ATOMIC_ACQUIRE);
+    if (!f) {
+        ea__ops_level();
+        f = __atomic_load_n(&ea__silu_impl, __ATOMIC_ACQUIRE);
+    }
+    f(g, u, n);
 }
 
 void ea_k_axpy(float a, const float *x, float *y, int n) {
-    if (!ea__axpy_impl) ea__ops_level();
-    ea__axpy_impl(a, x, y, n);
+    ea__axpy_fn f = __atomic_load_n(&ea__axpy_impl, __ATOMIC_ACQUIRE);
+    if (!f) {
+        ea__ops_level();
+        f = __atomic_load_n(&ea__axpy_impl, __ATOMIC_ACQUIRE);
+    }
+    f(a, x, y, n);
 }
 
 float ea_k_dot_f32(const float *a, const float *b, int n) {
-    if (!ea__dot_impl) ea__ops_level();
-    return ea__dot_impl(a, b, n);
+    ea__dot_fn f = __atomic_load_n(&ea__dot_impl, __ATOMIC_ACQUIRE);
+    if (!f) {
+        ea__ops_level();
+        f = __atomic_load_n(&ea__dot_impl, __ATOMIC_ACQUIRE);
+    }
+    return f(a, b, n);
 }
 
 int ea_k_argmax(const float *x, int n) {
