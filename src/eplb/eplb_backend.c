@@ -7,9 +7,6 @@
  *   meta                  the current placement (meta.h)
  *   win, rec              window recorder (feeds the manager; always on) and dump
  *                         recorder (HTTP start/stop/dump)
- *   tally                 a step's counts on their way to the sum over ranks
- *                         (data-parallel attention: each rank routes its own
- *                         tokens; ea_moe_tally)
  *   periodic, forced      two managers over the same meta: `periodic` runs every
  *                         `interval` steps with the configured threshold; `forced`
  *                         (interval 1, threshold 2 > any balancedness) carries out
@@ -50,7 +47,6 @@ struct ea_eplb_backend {
     ea_moe_call call[EA_MOE_MAX_LANES]; /* per lane the inner call in flight (ids = phys), submit to wait */
     ea_eplb_meta meta;            /* owns */
     ea_eplb_recorder win, rec;    /* own */
-    int64_t *tally;               /* owns [n_moe][n_logical]: the step's counts summed over ranks */
     ea_eplb_manager *periodic;    /* owns; NULL when interval <= 0 */
     ea_eplb_manager *forced;      /* owns */
     ea_eplb_manager *active;      /* borrows periodic or forced while a plan is in progress */
@@ -208,17 +204,16 @@ static void ea__be_end_step(ea_moe_backend *be) {
     }
     /* With data-parallel attention each rank routed its own tokens: the step's
      * counts become their sum over ranks, so every rank's window, managers and
-     * plans are the same (the weight moves check it). Only this thread writes
-     * win's open step; rec (started and stopped from HTTP) takes the same sum. */
+     * plans are the same (the weight moves check it). Summed in place without
+     * the lock: win's open step is written only on this thread and read by no
+     * other; rec (started and stopped from HTTP) takes the same sum under it. */
     size_t le = (size_t)b->n_moe * (size_t)b->o.n_logical;
-    memcpy(b->tally, ea_eplb_recorder_step(&b->win), le * sizeof(int64_t));
-    if (ea_moe_tally(b->inner, b->tally, (int)le) != EA_OK) {
+    if (ea_moe_tally(b->inner, ea_eplb_recorder_step(&b->win), (int)le) != EA_OK) {
         EA_LOGE("eplb: ranks could not sum their routing counts: %s", ea_errmsg()); /* the dist is broken */
         return;
     }
     pthread_mutex_lock(&b->mu);
-    memcpy(ea_eplb_recorder_step(&b->win), b->tally, le * sizeof(int64_t));
-    if (b->rec.on) memcpy(ea_eplb_recorder_step(&b->rec), b->tally, le * sizeof(int64_t));
+    if (b->rec.on) memcpy(ea_eplb_recorder_step(&b->rec), ea_eplb_recorder_step(&b->win), le * sizeof(int64_t));
     ea_eplb_recorder_end_step(&b->win);
     ea_eplb_recorder_end_step(&b->rec);
     b->steps++;
@@ -272,7 +267,6 @@ void ea_eplb_backend_destroy(ea_eplb_backend *b) {
     ea_free(b->moe_of);
     ea_free(b->layer_of);
     ea_free(b->phys);
-    ea_free(b->tally);
     pthread_mutex_destroy(&b->mu);
     ea_free(b);
 }
@@ -396,8 +390,6 @@ ea_status ea_eplb_backend_create(const ea_eplb_backend_opts *o, ea_eplb_meta *pl
     ea_status s = ea__check_opts(o);
     if (s == EA_OK) s = ea__layers(b, o);
     if (s == EA_OK && !(b->phys = ea_malloc(sizeof(int32_t) * EA_MOE_MAX_LANES * (size_t)o->max_tokens * (size_t)o->max_k)))
-        s = ea_err(EA_ERR_NOMEM, "EPLB backend");
-    if (s == EA_OK && !(b->tally = ea_malloc(sizeof(int64_t) * (size_t)b->n_moe * (size_t)o->n_logical)))
         s = ea_err(EA_ERR_NOMEM, "EPLB backend");
     if (s == EA_OK) s = ea__manage(b, o);
     if (s != EA_OK) {

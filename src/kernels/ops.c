@@ -206,7 +206,8 @@ static int ea__level_of(const char *isa) {
 
 /* The pointers are stored and loaded atomically: the first calls may come from
  * several pool threads at once, each installing the same choice (found by
- * ThreadSanitizer; on x86 the loads are plain moves). */
+ * ThreadSanitizer; on x86 the loads are plain moves). Callers go through
+ * ea__ops_level first, whose acquire of the level makes them visible. */
 static void ea__install(int level) {
     __atomic_store_n(&ea__dot_impl,
                      level == EA__OPS_AVX512 ? ea__dot_avx512 : level == EA__OPS_AVX2 ? ea__dot_avx2 : ea_k_dot_f32_ref,
@@ -258,30 +259,18 @@ const char *ea_k_ops_isa(void) {
 }
 
 void ea_k_silu_mul(float *g, const float *u, int n) {
-    ea__silu_fn f = __atomic_load_n(&ea__silu_impl, __ATOMIC_ACQUIRE);
-    if (!f) {
-        ea__ops_level();
-        f = __atomic_load_n(&ea__silu_impl, __ATOMIC_ACQUIRE);
-    }
-    f(g, u, n);
+    ea__ops_level(); /* installs the kernels on first use */
+    __atomic_load_n(&ea__silu_impl, __ATOMIC_ACQUIRE)(g, u, n);
 }
 
 void ea_k_axpy(float a, const float *x, float *y, int n) {
-    ea__axpy_fn f = __atomic_load_n(&ea__axpy_impl, __ATOMIC_ACQUIRE);
-    if (!f) {
-        ea__ops_level();
-        f = __atomic_load_n(&ea__axpy_impl, __ATOMIC_ACQUIRE);
-    }
-    f(a, x, y, n);
+    ea__ops_level(); /* installs the kernels on first use */
+    __atomic_load_n(&ea__axpy_impl, __ATOMIC_ACQUIRE)(a, x, y, n);
 }
 
 float ea_k_dot_f32(const float *a, const float *b, int n) {
-    ea__dot_fn f = __atomic_load_n(&ea__dot_impl, __ATOMIC_ACQUIRE);
-    if (!f) {
-        ea__ops_level();
-        f = __atomic_load_n(&ea__dot_impl, __ATOMIC_ACQUIRE);
-    }
-    return f(a, b, n);
+    ea__ops_level(); /* installs the kernels on first use */
+    return __atomic_load_n(&ea__dot_impl, __ATOMIC_ACQUIRE)(a, b, n);
 }
 
 int ea_k_argmax(const float *x, int n) {
