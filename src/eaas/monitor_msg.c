@@ -404,7 +404,8 @@ static json_t *server_fields_json(const void *ucx_addr, size_t ucx_len, const ch
 }
 
 char *ea_member_server_fields(const void *ucx_addr, size_t ucx_len, const char *http, const ea_range *layers,
-                              int n_layers, const ea_range *experts, int n_experts) {
+                              int n_layers, const ea_range *experts, int n_experts, int replica_slots) {
+    (void)replica_slots; /* TODO(replicas): emitted by the monitor side's change */
     if (ucx_len == 0 || ea_base64_enc_len(ucx_len) > EA_MON_UCX_MAX)
         return ea_err(EA_ERR_RANGE, "ucx address of %zu bytes", ucx_len), NULL;
     json_t *o = server_fields_json(ucx_addr, ucx_len, http, layers, n_layers, experts, n_experts);

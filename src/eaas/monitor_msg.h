@@ -7,9 +7,20 @@
  *
  *   POST /register   {"role":"server"|"client", "id":ID,
  *                     server only: "ucx":BASE64, "http":"host:port",
- *                                  "hosted":{"layers":[[a,b],...],"experts":[[a,b],...]}}
- *   POST /heartbeat  {"id":ID}          POST /leave  {"id":ID}
+ *                                  "hosted":{"layers":[[a,b],...],"experts":[[a,b],...]},
+ *                                  "replica_slots":N (optional, 0)}
+ *   POST /heartbeat  {"id":ID, optional: "load":[[layer,expert,pairs],...] (a client's),
+ *                                         "replicas":[[layer,expert],...] (a server's)}
+ *   POST /leave      {"id":ID}
  *   GET  /cluster?after=N&wait_ms=M&epoch=E
+ *
+ * Replicas of hot experts (docs/protocol.md "Replicas of hot experts"): a
+ * server with replica_slots > 0 may host up to that many (layer, expert)
+ * pairs beyond `hosted`. Clients report, in each heartbeat, the pairs they
+ * routed to each (layer, expert) since the one before; the monitor plans
+ * which server should hold which replica ("assigned" in its table entry);
+ * the server loads them and reports what it now holds ("replicas" in its
+ * heartbeats), and clients send to them from the table that says so.
  *
  * Limits (a message past one is refused, naming the JSON path):
  *   ID        1..EA_MON_ID_MAX characters of [A-Za-z0-9._:@-]
@@ -38,6 +49,9 @@
 #define EA_MON_RANGE_MAX 1000000
 #define EA_MON_RANGES_MAX 4096
 #define EA_MON_WAIT_MAX_MS 30000
+#define EA_MON_REPLICAS_MAX 4096    /* replica_slots, and pairs in "replicas" / "assigned" */
+#define EA_MON_LOAD_MAX 65536       /* triples in one heartbeat's "load" */
+#define EA_MON_PAIRS_MAX 1000000000 /* pairs of one triple */
 
 typedef enum { EA_MON_SERVER = 0, EA_MON_CLIENT = 1 } ea_mon_role;
 
@@ -54,13 +68,38 @@ typedef struct {
     char http[EA_MON_HTTP_MAX + 1];
     ea_range *layers, *experts; /* own */
     int n_layers, n_experts;
+    int replica_slots; /* 0..EA_MON_REPLICAS_MAX; 0 when absent */
 } ea_mon_register;
 
 ea_status ea_mon_register_parse(const char *body, size_t len, ea_mon_register *out);
 void ea_mon_register_free(ea_mon_register *r);
 
-/* {"id":ID} of /heartbeat and /leave. OUT: id. */
+/* {"id":ID} of /leave (and of /heartbeat, ignoring its other fields). OUT: id. */
 ea_status ea_mon_id_parse(const char *body, size_t len, char id[EA_MON_ID_MAX + 1]);
+
+/* One (layer, expert) pair; a replica. */
+typedef struct {
+    int32_t layer, expert; /* 0..EA_MON_RANGE_MAX each */
+} ea_mon_pair;
+
+/* One triple of a client's "load": pairs routed to (layer, expert). */
+typedef struct {
+    int32_t layer, expert;
+    int64_t pairs; /* 1..EA_MON_PAIRS_MAX */
+} ea_mon_load;
+
+/* A heartbeat. Owns its arrays (ea_mon_heartbeat_free). */
+typedef struct {
+    char id[EA_MON_ID_MAX + 1];
+    ea_mon_load *load; /* owns; 0..EA_MON_LOAD_MAX triples (NULL / 0 when absent) */
+    int n_load;
+    int has_replicas;      /* "replicas" was present (an empty list says "none") */
+    ea_mon_pair *replicas; /* owns; no pair twice; 0..EA_MON_REPLICAS_MAX */
+    int n_replicas;
+} ea_mon_heartbeat;
+
+ea_status ea_mon_heartbeat_parse(const char *body, size_t len, ea_mon_heartbeat *out);
+void ea_mon_heartbeat_free(ea_mon_heartbeat *h);
 
 /* The query of GET /cluster: each argument is NULL when absent. OUT: *after
  * (0 if absent), *wait_ms (0 if absent), *epoch and *has_epoch. */
@@ -83,6 +122,12 @@ typedef struct {
     char http[EA_MON_HTTP_MAX + 1];
     ea_range *layers, *experts; /* own */
     int n_layers, n_experts;
+    int replica_slots;
+    ea_mon_pair *replicas; /* owns: what the server holds beyond `hosted` (its last heartbeat's "replicas") */
+    int n_replicas;
+    int has_assigned;      /* the monitor has a plan for this server ("assigned" present) */
+    ea_mon_pair *assigned; /* owns: the replicas the monitor wants it to hold */
+    int n_assigned;
 } ea_cluster_server;
 
 typedef struct {
@@ -91,7 +136,14 @@ typedef struct {
     uint64_t since;
 } ea_cluster_client;
 
-typedef enum { EA_MON_EV_REGISTER = 0, EA_MON_EV_DEAD = 1, EA_MON_EV_LEAVE = 2 } ea_mon_event_kind;
+/* hosted: a server's "replicas" changed (its heartbeat); assign: the monitor's plan ("assigned") changed */
+typedef enum {
+    EA_MON_EV_REGISTER = 0,
+    EA_MON_EV_DEAD = 1,
+    EA_MON_EV_LEAVE = 2,
+    EA_MON_EV_HOSTED = 3,
+    EA_MON_EV_ASSIGN = 4
+} ea_mon_event_kind;
 
 typedef struct {
     uint64_t version;
@@ -116,7 +168,7 @@ typedef struct {
 ea_status ea_cluster_parse(const char *json, size_t len, ea_cluster *out);
 /* Frees what parse allocated; the struct is zeroed. */
 void ea_cluster_free(ea_cluster *c);
-/* 1 if server s hosts (layer, expert). */
+/* 1 if server s hosts (layer, expert): in its `hosted` ranges or its `replicas`. */
 int ea_cluster_hosts(const ea_cluster_server *s, int layer, int expert);
 
 /* The register fields of a server, as JSON object text (ea_malloc'd; caller
@@ -124,12 +176,15 @@ int ea_cluster_hosts(const ea_cluster_server *s, int layer, int expert);
  * The member adds role and id. NULL on a value past the limits above (with
  * ea_errmsg) or out of memory. */
 char *ea_member_server_fields(const void *ucx_addr, size_t ucx_len, const char *http, const ea_range *layers,
-                              int n_layers, const ea_range *experts, int n_experts);
+                              int n_layers, const ea_range *experts, int n_experts, int replica_slots);
+
+/* [[layer,expert],...] (new reference; NULL out of memory). */
+json_t *ea_mon_pairs_json(const ea_mon_pair *p, int n);
 
 /* [[a,b],...] (new reference; NULL out of memory) — shared by the monitor's files. */
 json_t *ea__mon_ranges_json(const ea_range *r, int n);
 
 const char *ea_mon_role_name(ea_mon_role r);       /* "server" | "client" */
-const char *ea_mon_event_name(ea_mon_event_kind k); /* "register" | "dead" | "leave" */
+const char *ea_mon_event_name(ea_mon_event_kind k); /* "register" | "dead" | "leave" | "hosted" | "assign" */
 
 #endif

@@ -346,7 +346,7 @@ static ea_status join_monitor(ea_xnode *n) {
     size_t alen;
     ea_ucx_address(n->u, &addr, &alen);
     char *fields = st == EA_OK ? ea_member_server_fields(addr, alen, http, lr, mask_ranges(lm, L, lr), er,
-                                                         mask_ranges(em, E, er))
+                                                         mask_ranges(em, E, er), 0)
                                : NULL;
     if (st == EA_OK && !fields) st = ea_err(EA_ERR_NOMEM, "register fields");
     if (st == EA_OK) {

@@ -247,7 +247,7 @@ TEST(table_full) {
 TEST(server_fields_and_cluster_parse) {
     uint8_t addr[5] = {9, 8, 7, 0, 255};
     ea_range layers[1] = {{0, 5}}, experts[2] = {{2, 3}, {8, 8}};
-    char *f = ea_member_server_fields(addr, sizeof addr, "127.0.0.1:9", layers, 1, experts, 2);
+    char *f = ea_member_server_fields(addr, sizeof addr, "127.0.0.1:9", layers, 1, experts, 2, 0);
     CHECK(f != NULL);
     char body[512];
     snprintf(body, sizeof body, "{\"role\":\"server\",\"id\":\"x1\",%s", f + 1);
@@ -264,8 +264,8 @@ TEST(server_fields_and_cluster_parse) {
     CHECK(ea_cluster_hosts(s, 5, 8) && ea_cluster_hosts(s, 0, 3) && !ea_cluster_hosts(s, 6, 2) && !ea_cluster_hosts(s, 1, 4));
     ea_cluster_free(&c);
     ea_mon_table_destroy(t);
-    CHECK(ea_member_server_fields(addr, 5, "nohostport", layers, 1, experts, 2) == NULL);
-    CHECK(ea_member_server_fields(addr, 5, "h:1", layers, 0, experts, 2) == NULL);
+    CHECK(ea_member_server_fields(addr, 5, "nohostport", layers, 1, experts, 2, 0) == NULL);
+    CHECK(ea_member_server_fields(addr, 5, "h:1", layers, 0, experts, 2, 0) == NULL);
     const char *bad = "{\"epoch\":\"0000000000000001\",\"version\":3,\"servers\":[],\"clients\":[],"
                       "\"events\":[{\"version\":3,\"kind\":\"leave\",\"role\":\"client\",\"id\":\"a\"},"
                       "{\"version\":2,\"kind\":\"leave\",\"role\":\"client\",\"id\":\"b\"}]}";
@@ -366,7 +366,7 @@ static ea_member *member(int port, ea_mon_role role, const char *id, const char 
 static char *fields_of_server(void) {
     uint8_t addr[4] = {1, 2, 3, 4};
     ea_range layers[1] = {{0, 3}}, experts[2] = {{0, 7}, {10, 12}};
-    return ea_member_server_fields(addr, 4, "127.0.0.1:9001", layers, 1, experts, 2);
+    return ea_member_server_fields(addr, 4, "127.0.0.1:9001", layers, 1, experts, 2, 0);
 }
 
 typedef struct {
