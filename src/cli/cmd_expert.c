@@ -27,7 +27,7 @@ static void on_signal(int sig) {
 }
 
 int ea_cmd_expert(int argc, char **argv) {
-    ea_xnode_opts o = {.layers = "all", .experts = "all", .max_tokens = 512, .max_clients = 16};
+    ea_xnode_opts o = {.layers = "all", .experts = "all", .max_tokens = 512, .max_clients = 16, .replica_grace_ms = 3000};
     double gather_us = 0;
     ea_arg spec[] = {{"model", EA_ARG_STR, &o.model_path, "MODEL", "model directory or .gguf file"},
                      {"monitor", EA_ARG_STR, &o.monitor, "HOST:PORT", "the monitor (eaas monitor)"},
@@ -40,6 +40,8 @@ int ea_cmd_expert(int argc, char **argv) {
                      {"max-tokens", EA_ARG_INT, &o.max_tokens, "T", "tokens of one client call (512)", 1, 65536},
                      {"max-clients", EA_ARG_INT, &o.max_clients, "N", "clients at once (16)", 1, 4096},
                      {"gather-us", EA_ARG_DOUBLE, &gather_us, "US", "once a client's call arrives, wait up to this long for the other clients' to batch them together (0)", 0, 1e6},
+                     {"replica-slots", EA_ARG_INT, &o.replica_slots, "N", "replicas of hot experts the monitor may place here, beyond --layers x --experts (0)", 0, 4096},
+                     {"replica-grace-ms", EA_ARG_INT, &o.replica_grace_ms, "MS", "a replica the monitor takes back is still served this long (3000)", 1, 600000},
                      {0}};
     ea_args_rest rest;
     int rc = ea_cli_parse("expert", usage_text, spec, argc, argv, &rest);

@@ -13,6 +13,7 @@
 #include "base/alloc.h"
 #include "base/base64.h"
 #include "base/log.h"
+#include "base/sbuf.h"
 #include "base/util.h"
 #include "eaas/http_client.h"
 #include "eaas/member.h"
@@ -41,6 +42,9 @@ typedef struct {
     known *kn;          /* step thread only */
     int n_kn;
     size_t cap_kn;
+    ea_moe_backend *be; /* for the load report (ea_remote_take_load: any thread) */
+    uint32_t *load;     /* owns: heartbeat thread's scratch, (n_layers, n_experts) */
+    double next_report; /* heartbeat thread: when the load is reported next */
 } glue;
 
 /* ---- the member thread ---------------------------------------------------------- */
@@ -69,6 +73,30 @@ static void on_table(void *ctx, const char *json) {
     g->newest = copy;
     pthread_mutex_unlock(&g->mu);
     atomic_store(&g->fresh, 1);
+}
+
+/* Heartbeat thread: {"load":[[layer,expert,pairs],...]}, the pairs this
+ * client routed since its last report (the monitor plans replicas of hot
+ * experts from them), at most once a second; NULL when not due or none. */
+static char *beat_fields(void *ctx) {
+    glue *g = ctx;
+    int L = g->o.n_layers, E = g->o.n_experts;
+    double now = ea_now_s();
+    if (!g->be || now < g->next_report) return NULL; /* at most one report a second: the counts wait */
+    g->next_report = now + 1.0;
+    if (ea_remote_take_load(g->be, g->load) == 0) return NULL;
+    ea_sbuf b = {0};
+    ea_sbuf_printf(&b, "{\"load\":[");
+    int k = 0;
+    for (int l = 0; l < L; l++)
+        for (int e = 0; e < E; e++)
+            if (g->load[(size_t)l * E + e]) ea_sbuf_printf(&b, "%s[%d,%d,%u]", k++ ? "," : "", l, e, g->load[(size_t)l * E + e]);
+    ea_sbuf_printf(&b, "]}");
+    if (b.failed) {
+        ea_sbuf_deinit(&b);
+        return NULL;
+    }
+    return b.data;
 }
 
 static int coming(void *ctx, int layer, int expert) {
@@ -158,12 +186,18 @@ static void drop(ea_moe_backend *be, known *k, const char *why) {
     k->dropped = 1;
 }
 
-static ea_status connect_server(glue *g, ea_moe_backend *be, const ea_cluster_server *sv, known *k) {
+/* What sv hosts, its ranges and its replicas, as a (n_layers, n_experts) mask (ea_malloc'd; NULL out of memory). */
+static uint8_t *hosted_mask(const glue *g, const ea_cluster_server *sv) {
     int L = g->o.n_layers, E = g->o.n_experts;
     uint8_t *hosted = ea_malloc((size_t)L * E);
-    if (!hosted) return ea_err(EA_ERR_NOMEM, "hosted mask");
-    for (int l = 0; l < L; l++)
+    for (int l = 0; hosted && l < L; l++)
         for (int e = 0; e < E; e++) hosted[(size_t)l * E + e] = (uint8_t)ea_cluster_hosts(sv, l, e);
+    return hosted;
+}
+
+static ea_status connect_server(glue *g, ea_moe_backend *be, const ea_cluster_server *sv, known *k) {
+    uint8_t *hosted = hosted_mask(g, sv);
+    if (!hosted) return ea_err(EA_ERR_NOMEM, "hosted mask");
     dial d = {.g = g, .sv = sv};
     int index;
     ea_status st = ea_remote_add_server(be, sv->id, hosted, dial_server, &d, &index);
@@ -209,6 +243,11 @@ static void apply_server(glue *g, ea_moe_backend *be, const ea_cluster_server *s
     if (k && k->since == sv->since && sv->live && !k->dropped && !ea_remote_server_live(be, k->index)) {
         revive(g, be, sv, k);
         return;
+    }
+    if (k && k->since == sv->since && sv->live && !k->dropped) { /* replicas gained or dropped */
+        uint8_t *hosted = hosted_mask(g, sv);
+        if (hosted) ea_remote_set_hosted(be, k->index, hosted);
+        ea_free(hosted);
     }
     if (!sv->live || (k && k->since == sv->since)) return;
     if (connect_server(g, be, sv, k) != EA_OK) {
@@ -260,6 +299,7 @@ static void release(void *ctx) {
     ea_member_stop(g->mem);
     ea_free(g->newest);
     ea_free(g->live_mask);
+    ea_free(g->load);
     ea_free(g->kn);
     pthread_mutex_destroy(&g->mu);
     ea_free(g);
@@ -286,21 +326,26 @@ ea_status ea_eaas_client_create(const ea_eaas_client_opts *o, ea_moe_backend **o
     g->o = *o;
     snprintf(g->arch, sizeof g->arch, "%s", o->arch ? o->arch : "");
     pthread_mutex_init(&g->mu, NULL);
-    if (!(g->live_mask = ea_calloc((size_t)o->n_layers * o->n_experts, 1))) {
+    uint32_t salt = 0;
+    if (!(g->live_mask = ea_calloc((size_t)o->n_layers * o->n_experts, 1)) ||
+        !(g->load = ea_calloc((size_t)o->n_layers * o->n_experts, sizeof *g->load)) ||
+        ea_random_bytes(&salt, sizeof salt) != EA_OK) {
         release(g);
         return ea_err(EA_ERR_NOMEM, "remote experts");
     }
     ea_remote_opts ro = {.n_layers = o->n_layers, .n_experts = o->n_experts, .hidden = o->hidden,
                          .max_tokens = o->max_tokens, .max_k = o->max_k, .sync = sync_table, .sync_ctx = g,
                          .release = release, .coming = coming, .timeout_s = o->timeout_s,
-                         .lanes = o->lanes};
+                         .lanes = o->lanes, .salt = salt};
     ea_moe_backend *be;
     ea_status st = ea_remote_create(&ro, &be);
     if (st != EA_OK) {
         release(g);
         return st;
     }
-    ea_member_opts mo = {.monitor = o->monitor, .role = EA_MON_CLIENT, .id = o->id, .on_table = on_table, .ctx = g};
+    g->be = be;
+    ea_member_opts mo = {.monitor = o->monitor, .role = EA_MON_CLIENT, .id = o->id, .on_table = on_table,
+                         .beat_fields = beat_fields, .ctx = g};
     if ((st = ea_member_start(&mo, &g->mem)) != EA_OK) {
         ea_moe_backend_destroy(be);
         return st;

@@ -27,6 +27,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "base/sbuf.h"
 #include "eaas/http_client.h"
 
 #define CALL_MS 1000      /* deadline of register, heartbeat and leave */
@@ -41,6 +42,7 @@ struct ea_member {
     ea_mon_role role;
     char *reg_body; /* owns: the /register JSON */
     void (*on_table)(void *ctx, const char *cluster_json);
+    char *(*beat_fields)(void *ctx);
     void *ctx;
     int poll_wait_ms;
     int stop_pipe[2]; /* [0] readable once stopping */
@@ -116,10 +118,27 @@ static void do_register(ea_member *m, hb_state *h) {
     json_decref(o);
 }
 
-static void do_heartbeat(ea_member *m, hb_state *h, const char *body) {
+/* {"id":ID} and the caller's beat fields (ea_malloc'd; NULL out of memory). */
+static char *heartbeat_body(ea_member *m) {
+    char *f = m->beat_fields ? m->beat_fields(m->ctx) : NULL;
+    const char *rest = f && f[0] == '{' && f[1] && f[1] != '}' ? f + 1 : "}"; /* the object's fields and its '}' */
+    ea_sbuf b = {0};
+    ea_sbuf_printf(&b, "{\"id\":\"%s\"%s%s", m->id, rest[0] == '}' ? "" : ",", rest); /* ids need no escaping */
+    ea_free(f);
+    if (b.failed) {
+        ea_sbuf_deinit(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
+static void do_heartbeat(ea_member *m, hb_state *h) {
     int st;
     json_t *o;
-    if (post(m, h, "/heartbeat", body, &st, &o) != EA_OK) return;
+    char *body = heartbeat_body(m);
+    ea_status s = body ? post(m, h, "/heartbeat", body, &st, &o) : ea_err(EA_ERR_NOMEM, "heartbeat");
+    ea_free(body);
+    if (s != EA_OK) return;
     uint64_t epoch = 0;
     if (st == 404 || answer_epoch(o, &epoch) != EA_OK || epoch != h->epoch) {
         EA_LOGI("member %s: the monitor does not know us (%s): registering again", m->id,
@@ -132,8 +151,6 @@ static void do_heartbeat(ea_member *m, hb_state *h, const char *body) {
 static void *hb_main(void *arg) {
     ea_member *m = arg;
     hb_state h = {0};
-    char body[EA_MON_ID_MAX + 16];
-    snprintf(body, sizeof body, "{\"id\":\"%s\"}", m->id); /* ids need no escaping: [A-Za-z0-9._:@-] */
     int backoff = BACKOFF_MIN_MS;
     while (!nap(m, 0)) {
         if (!h.registered) {
@@ -144,7 +161,7 @@ static void *hb_main(void *arg) {
             continue;
         }
         if (nap(m, h.heartbeat_ms)) break;
-        do_heartbeat(m, &h, body);
+        do_heartbeat(m, &h);
         atomic_store(&m->registered, h.registered && !h.in_outage);
     }
     return NULL;
@@ -241,6 +258,7 @@ ea_status ea_member_start(const ea_member_opts *o, ea_member **out) {
     if (!m) return ea_err(EA_ERR_NOMEM, "member");
     m->role = o->role;
     m->on_table = o->on_table;
+    m->beat_fields = o->beat_fields;
     m->ctx = o->ctx;
     m->poll_wait_ms = o->poll_wait_ms > 0 && o->poll_wait_ms <= EA_MON_WAIT_MAX_MS ? o->poll_wait_ms : POLL_WAIT_MS;
     m->stop_pipe[0] = m->stop_pipe[1] = -1;

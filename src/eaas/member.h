@@ -16,7 +16,7 @@
  * Two threads of its own:
  *   heartbeat  POST /register until the monitor answers 200 (backoff 50 ms
  *              doubling to 1 s), then POST /heartbeat every heartbeat_ms (the
- *              monitor's value); a 404 (the monitor forgot us: it restarted,
+ *              monitor's value, with the fields of beat_fields); a 404 (the monitor forgot us: it restarted,
  *              or declared us dead) or a new epoch -> register again at once
  *   table      GET /cluster?after=V&wait_ms=W&epoch=E, a long poll (W = poll_wait_ms); each
  *              answer with a new epoch, or the same epoch and a higher version,
@@ -26,7 +26,8 @@
  * the last table it handed over; nothing is lost when the monitor restarts
  * (it rebuilds its table from the re-registrations).
  *
- * on_table runs on the table thread; it must not call ea_member_stop.
+ * on_table runs on the table thread, beat_fields on the heartbeat thread;
+ * neither may call ea_member_stop.
  */
 #ifndef EA_MEMBER_H
 #define EA_MEMBER_H
@@ -41,6 +42,11 @@ typedef struct {
     const char *fields;  /* NULL, or a JSON object's text: extra register fields
                             (a server's: ea_member_server_fields) */
     void (*on_table)(void *ctx, const char *cluster_json); /* NULL: no table thread */
+    /* Extra fields of each heartbeat, as a JSON object's text (ea_malloc'd;
+     * the member frees it), or NULL for none: a client's "load", a server's
+     * "replicas" (monitor_msg.h). Called on the heartbeat thread before each
+     * heartbeat. NULL: none. */
+    char *(*beat_fields)(void *ctx);
     void *ctx;
     int poll_wait_ms;    /* wait_ms of the table long poll; <= 0: 10000 */
 } ea_member_opts;

@@ -24,6 +24,7 @@
 #include "eaas/server.h"
 #include "kernels/matmul.h"
 #include "model/experts.h"
+#include "moe/moe_local.h"
 #include "model/model.h"
 
 #define MAX_DROPS 64
@@ -36,6 +37,19 @@ typedef struct creq {
     int done;
     struct creq *next;
 } creq;
+
+/* A replica of a hot expert (node.h). The member's table thread adds it
+ * (COPIED) and marks it DROPPING; the poll thread binds it (-> LIVE) and,
+ * once drop_at has passed, unbinds and frees it. All under mu. */
+typedef enum { REP_COPIED, REP_LIVE, REP_DROPPING } rep_state;
+typedef struct {
+    int layer, expert;
+    rep_state state;
+    int bound;              /* the backend's slot points at copy (poll thread) */
+    ea_ffn_weights orig;    /* the slot's view before binding */
+    ea_expert_copy copy;
+    double drop_at;
+} replica;
 
 /* Which monitor member each slot's client is, to free its slots when it dies,
  * and which of its lanes (-1: not said): a client connecting a lane again has
@@ -70,6 +84,10 @@ struct ea_xnode {
     size_t cap_peers;
     ea_jhttp *http;
     ea_member *mem;
+    replica *reps; /* under mu */
+    int n_reps;
+    size_t cap_reps;
+    uint64_t rep_loads, rep_drops; /* under mu */
 };
 
 ea_status ea_xnode_ranges_parse(const char *spec, int n, uint8_t *mask) {
@@ -179,6 +197,42 @@ static ea_status do_connect(ea_xnode *n, creq *r) {
     return r->reply ? EA_OK : ea_err(EA_ERR_NOMEM, "connect reply");
 }
 
+/* Poll thread, between rounds: copied replicas are bound (the backend's slot
+ * points at the copy, the expert is hosted), dropped ones past their grace
+ * unbound and freed (all of them when stopping). Returns 1 if any changed. */
+static int bind_replicas(ea_xnode *n, int stopping) {
+    int E = n->m->cfg.n_experts, changed = 0;
+    double now = ea_now_s();
+    pthread_mutex_lock(&n->mu);
+    for (int i = 0; i < n->n_reps;) {
+        replica *r = &n->reps[i];
+        ea_ffn_weights *slot = ea_moe_local_slot(n->be, r->layer, r->expert);
+        if (r->state == REP_COPIED && !stopping) {
+            r->orig = *slot;
+            *slot = r->copy.w;
+            r->bound = 1;
+            n->hosted[(size_t)r->layer * E + r->expert] = 1;
+            r->state = REP_LIVE;
+            changed = 1;
+            EA_LOGI("expert server: replica of layer %d expert %d is served", r->layer, r->expert);
+        }
+        if ((r->state == REP_DROPPING && now >= r->drop_at) || stopping) {
+            if (r->bound) {
+                n->hosted[(size_t)r->layer * E + r->expert] = 0;
+                *slot = r->orig;
+            }
+            ea_expert_copy_free(&r->copy);
+            if (!stopping) EA_LOGI("expert server: replica of layer %d expert %d dropped", r->layer, r->expert);
+            n->reps[i] = n->reps[--n->n_reps];
+            changed = 1;
+            continue;
+        }
+        i++;
+    }
+    pthread_mutex_unlock(&n->mu);
+    return changed;
+}
+
 /* What the HTTP and member threads left for the poll thread (connects are
  * refused once stopping). Returns 1 if there was any. */
 static int take_requests(ea_xnode *n, int stopping) {
@@ -191,6 +245,7 @@ static int take_requests(ea_xnode *n, int stopping) {
     n->n_drops = 0;
     pthread_mutex_unlock(&n->mu);
     for (int i = 0; i < nd; i++) drop_member(n, drops[i], -1);
+    int rep_work = bind_replicas(n, stopping);
     for (creq *r = q; r;) {
         creq *next = r->next;
         r->st = stopping ? ea_err(EA_ERR_UNAVAILABLE, "the expert server is stopping") : do_connect(n, r);
@@ -201,7 +256,7 @@ static int take_requests(ea_xnode *n, int stopping) {
         pthread_mutex_unlock(&n->mu);
         r = next;
     }
-    return q != NULL || nd > 0;
+    return q != NULL || nd > 0 || rep_work;
 }
 
 static void *poll_loop(void *arg) {
@@ -272,6 +327,9 @@ static void http_connect(ea_xnode *n, const ea_jhttp_req *r, ea_jhttp_reply *out
 static void http_metrics(ea_xnode *n, ea_jhttp_reply *out) {
     pthread_mutex_lock(&n->mu);
     ea_xsrv_stats st = n->st;
+    int live_reps = 0;
+    for (int i = 0; i < n->n_reps; i++) live_reps += n->reps[i].state == REP_LIVE;
+    uint64_t loads = n->rep_loads, drops = n->rep_drops;
     pthread_mutex_unlock(&n->mu);
     ea_sbuf b = {0};
     ea_sbuf_printf(&b,
@@ -292,6 +350,16 @@ static void http_metrics(ea_xnode *n, ea_jhttp_reply *out) {
                    (unsigned long long)st.tokens, (unsigned long long)st.batches,
                    (unsigned long long)st.cross_client_rounds, (unsigned long long)st.cross_client_batches, st.clients,
                    (unsigned long long)st.clients_dropped, (unsigned long long)st.slots_refused);
+    ea_sbuf_printf(&b,
+                   "# HELP eaas:expert_replicas replicas of hot experts served now (beyond --layers x --experts)\n"
+                   "# TYPE eaas:expert_replicas gauge\neaas:expert_replicas %d\n"
+                   "# HELP eaas:expert_replica_slots replicas this server may hold\n"
+                   "# TYPE eaas:expert_replica_slots gauge\neaas:expert_replica_slots %d\n"
+                   "# HELP eaas:expert_replica_loads_total replicas copied in from the model file\n"
+                   "# TYPE eaas:expert_replica_loads_total counter\neaas:expert_replica_loads_total %llu\n"
+                   "# HELP eaas:expert_replica_drops_total replicas the monitor took back\n"
+                   "# TYPE eaas:expert_replica_drops_total counter\neaas:expert_replica_drops_total %llu\n",
+                   live_reps, n->o.replica_slots, (unsigned long long)loads, (unsigned long long)drops);
     ea_jhttp_reply_set(out, b.failed ? 500 : 200, b.data, "text/plain; version=0.0.4");
     ea_sbuf_deinit(&b);
 }
@@ -317,6 +385,89 @@ static void queue_drop(ea_xnode *n, const char *member) {
     pthread_mutex_unlock(&n->mu);
 }
 
+static int assigned_has(const ea_mon_pair *a, int n, int layer, int expert) {
+    for (int i = 0; i < n; i++)
+        if (a[i].layer == layer && a[i].expert == expert) return 1;
+    return 0;
+}
+
+/* Member thread: the monitor's assignment of replicas to this server. Those
+ * no longer assigned start their grace; new ones are copied in (here, while
+ * the poll thread serves) and left for the poll thread to bind. */
+static void follow_assignment(ea_xnode *n, const ea_mon_pair *a, int n_a) {
+    const ea_model_config *c = &n->m->cfg;
+    double grace = (n->o.replica_grace_ms > 0 ? n->o.replica_grace_ms : 3000) * 1e-3;
+    pthread_mutex_lock(&n->mu);
+    for (int i = 0; i < n->n_reps; i++) {
+        replica *r = &n->reps[i];
+        int want = assigned_has(a, n_a, r->layer, r->expert);
+        if (!want && r->state != REP_DROPPING) {
+            r->state = REP_DROPPING;
+            r->drop_at = ea_now_s() + grace;
+            n->rep_drops++;
+        } else if (want && r->state == REP_DROPPING) { /* assigned again within its grace */
+            r->state = r->bound ? REP_LIVE : REP_COPIED;
+        }
+    }
+    pthread_mutex_unlock(&n->mu);
+    for (int i = 0; i < n_a; i++) {
+        int l = a[i].layer, e = a[i].expert, have = 0, held = 0;
+        if (l >= c->n_layers || e >= c->n_experts || !c->layer_is_moe[l]) {
+            EA_LOGW("expert server: the monitor assigns layer %d expert %d, which the model does not have", l, e);
+            continue;
+        }
+        pthread_mutex_lock(&n->mu);
+        for (int j = 0; j < n->n_reps; j++) {
+            have |= n->reps[j].layer == l && n->reps[j].expert == e;
+            held += n->reps[j].state != REP_DROPPING;
+        }
+        int base = !have && n->hosted[(size_t)l * c->n_experts + e]; /* hosted by --layers x --experts */
+        pthread_mutex_unlock(&n->mu);
+        if (have || base) continue;
+        if (held >= n->o.replica_slots) {
+            EA_LOGW("expert server: the monitor assigns more replicas than --replica-slots %d", n->o.replica_slots);
+            break;
+        }
+        replica r = {.layer = l, .expert = e, .state = REP_COPIED};
+        double t0 = ea_now_s();
+        if (ea_model_expert_copy(n->m, l, e, &r.copy) != EA_OK) {
+            EA_LOGW("expert server: replica of layer %d expert %d: %s", l, e, ea_errmsg());
+            continue;
+        }
+        pthread_mutex_lock(&n->mu);
+        if (ea_grow(&n->reps, &n->cap_reps, (size_t)n->n_reps + 1, sizeof *n->reps, 8)) {
+            pthread_mutex_unlock(&n->mu);
+            ea_expert_copy_free(&r.copy);
+            EA_LOGW("expert server: replica of layer %d expert %d: out of memory", l, e);
+            continue;
+        }
+        n->reps[n->n_reps++] = r;
+        n->rep_loads++;
+        pthread_mutex_unlock(&n->mu);
+        EA_LOGI("expert server: replica of layer %d expert %d copied in (%.1f MB, %.0f ms)", l, e,
+                (double)r.copy.mem_len / 1e6, (ea_now_s() - t0) * 1e3);
+    }
+}
+
+/* Heartbeat thread: {"replicas":[[layer,expert],...]}, the replicas served now. */
+static char *beat_fields(void *ctx) {
+    ea_xnode *n = ctx;
+    if (n->o.replica_slots <= 0) return NULL;
+    ea_sbuf b = {0};
+    ea_sbuf_printf(&b, "{\"replicas\":[");
+    pthread_mutex_lock(&n->mu);
+    int k = 0;
+    for (int i = 0; i < n->n_reps; i++)
+        if (n->reps[i].state == REP_LIVE) ea_sbuf_printf(&b, "%s[%d,%d]", k++ ? "," : "", n->reps[i].layer, n->reps[i].expert);
+    pthread_mutex_unlock(&n->mu);
+    ea_sbuf_printf(&b, "]}");
+    if (b.failed) {
+        ea_sbuf_deinit(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
 /* A new table: clients declared dead, or that left, lose their slots. */
 static void on_table(void *ctx, const char *json) {
     ea_xnode *n = ctx;
@@ -328,7 +479,11 @@ static void on_table(void *ctx, const char *json) {
     for (int i = 0; i < c.n_clients; i++)
         if (!c.clients[i].live) queue_drop(n, c.clients[i].id);
     for (int i = 0; i < c.n_events; i++)
-        if (c.events[i].role == EA_MON_CLIENT && c.events[i].kind != EA_MON_EV_REGISTER) queue_drop(n, c.events[i].id);
+        if (c.events[i].role == EA_MON_CLIENT && (c.events[i].kind == EA_MON_EV_DEAD || c.events[i].kind == EA_MON_EV_LEAVE))
+            queue_drop(n, c.events[i].id);
+    for (int i = 0; i < c.n_servers; i++)
+        if (!strcmp(c.servers[i].id, n->id) && c.servers[i].has_assigned)
+            follow_assignment(n, c.servers[i].assigned, c.servers[i].n_assigned);
     ea_cluster_free(&c);
 }
 
@@ -346,12 +501,12 @@ static ea_status join_monitor(ea_xnode *n) {
     size_t alen;
     ea_ucx_address(n->u, &addr, &alen);
     char *fields = st == EA_OK ? ea_member_server_fields(addr, alen, http, lr, mask_ranges(lm, L, lr), er,
-                                                         mask_ranges(em, E, er), 0)
+                                                         mask_ranges(em, E, er), n->o.replica_slots)
                                : NULL;
     if (st == EA_OK && !fields) st = ea_err(EA_ERR_NOMEM, "register fields");
     if (st == EA_OK) {
         ea_member_opts mo = {.monitor = n->o.monitor, .role = EA_MON_SERVER, .id = n->id, .fields = fields,
-                             .on_table = on_table, .ctx = n};
+                             .on_table = on_table, .beat_fields = beat_fields, .ctx = n};
         st = ea_member_start(&mo, &n->mem);
     }
     ea_free(fields);
@@ -440,6 +595,8 @@ void ea_xnode_stop(ea_xnode *n) {
     ea_xsrv_destroy(n->s);
     ea_ucx_destroy(n->u);
     ea_moe_backend_destroy(n->be);
+    for (int i = 0; i < n->n_reps; i++) ea_expert_copy_free(&n->reps[i].copy); /* the poll thread never started */
+    ea_free(n->reps);
     ea_kctx_destroy(n->kctx);
     ea_pool_destroy(n->pool);
     ea_model_close(n->m);

@@ -12,7 +12,18 @@
  *   HTTP threads  POST /connect (queued to the poll thread, answered when it
  *                 has made the slot), GET /health, GET /metrics (a snapshot
  *                 of the loop's counters)
- *   member        registers, heartbeats, receives tables (member.h)
+ *   member        registers, heartbeats, receives tables (member.h); on a
+ *                 table that assigns this server replicas of hot experts
+ *                 (monitor_msg.h "assigned") it copies them in from the
+ *                 model file, and the poll thread binds them between rounds
+ *
+ * Replicas (docs/protocol.md "Replicas of hot experts"): with replica_slots
+ * > 0 the server holds up to that many (layer, expert) pairs beyond its
+ * --layers x --experts, as the monitor assigns them. A replica is served as
+ * soon as it is bound and announced in the next heartbeat's "replicas"; one
+ * no longer assigned is announced gone at once but served for
+ * replica_grace_ms more (clients that have not seen the new table yet still
+ * send to it), then unbound and its memory freed.
  *
  * POST /connect (docs/protocol.md "Connecting to an expert server"):
  *   {"client":MEMBER_ID, "ucx":BASE64, "result_addr":N, "result_bytes":N, "rkey":BASE64,
@@ -41,6 +52,8 @@ typedef struct {
     int max_clients;      /* <= 0: 16 */
     double flush_deadline_s; /* a client's result flush; <= 0: 1 s */
     double gather_s;         /* the server loop's gather window (server.h); 0: none */
+    int replica_slots;       /* replicas of hot experts held at most (0: none) */
+    int replica_grace_ms;    /* a dropped replica is still served this long; <= 0: 3000 */
 } ea_xnode_opts;
 
 typedef struct ea_xnode ea_xnode;

@@ -64,7 +64,9 @@ typedef struct {
     int32_t *owner[EA_MOE_MAX_LANES];  /* per lane: the server of each pair of the call in flight */
     double t_submit[EA_MOE_MAX_LANES];
     int in_flight[EA_MOE_MAX_LANES];   /* submitted, not waited for */
-    atomic_uint_fast64_t calls, failovers, timeouts, refusals, failed_pairs, overlapped;
+    int32_t *per_expert, *nth;         /* place(): [2][n_experts] pairs and chunks of each expert; [n_experts] placed */
+    atomic_uint_least32_t *load;       /* [n_layers][n_experts]: pairs routed since ea_remote_take_load */
+    atomic_uint_fast64_t calls, failovers, timeouts, refusals, failed_pairs, overlapped, splits;
     atomic_uint_fast64_t rt_count[RT_N + 1];
     _Atomic double rt_sum;
 } remote;
@@ -73,13 +75,20 @@ static int hosts(const remote *R, int s, int layer, int expert) {
     return R->sv[s].hosted[(size_t)layer * R->o.n_experts + expert];
 }
 
-/* The live replicas of (layer, expert) share its pairs: the ((layer + expert)
- * mod n)-th of the n live servers hosting it, in table order; -1 if none. */
-static int pick(const remote *R, int layer, int expert) {
+/* Live servers hosting (layer, expert). */
+static int replicas(const remote *R, int layer, int expert) {
     int n = 0;
     for (int s = 0; s < R->n_sv; s++) n += atomic_load(&R->sv[s].live) && hosts(R, s, layer, expert);
+    return n;
+}
+
+/* The live replicas of (layer, expert) share its pairs: chunk c of a call's
+ * pairs of the expert goes to the ((layer + expert + salt + c) mod n)-th of
+ * the n live servers hosting it, in table order; -1 if none. */
+static int pick(const remote *R, int layer, int expert, int chunk) {
+    int n = replicas(R, layer, expert);
     if (n == 0) return -1;
-    int want = (layer + expert) % n;
+    int want = (int)(((uint32_t)layer + (uint32_t)expert + R->o.salt + (uint32_t)chunk) % (uint32_t)n);
     for (int s = 0; s < R->n_sv; s++)
         if (atomic_load(&R->sv[s].live) && hosts(R, s, layer, expert) && want-- == 0) return s;
     return -1;
@@ -118,7 +127,7 @@ static void reassign(remote *R, const ea_moe_call *c) {
     for (int p = 0; p < c->n_tokens * c->k; p++) {
         int s = owner[p];
         if (s < 0 || atomic_load(&R->sv[s].live)) continue;
-        int t = pick(R, c->layer, c->ids[p]);
+        int t = pick(R, c->layer, c->ids[p], 0);
         owner[p] = t;
         if (t >= 0) R->sv[t].ln[c->lane].resend = 1;
         atomic_fetch_add(&R->failovers, 1);
@@ -148,6 +157,31 @@ static void send_all(remote *R, const ea_moe_call *c) {
     }
 }
 
+/* Owners of a call's pairs. An expert with r live replicas and n pairs in the
+ * call is cut into min(r, ceil(n / EA_REMOTE_SPLIT_MIN)) chunks of
+ * consecutive pairs, each to its own replica: a hot expert's many tokens
+ * share its replicas, while a few tokens stay on one server (which then
+ * reads the expert's weights once). Counts the pairs for the load report. */
+static void place(remote *R, const ea_moe_call *c, int32_t *owner) {
+    int P = c->n_tokens * c->k, E = R->o.n_experts;
+    int32_t *n = R->per_expert, *chunks = R->per_expert + E, *seen = R->nth;
+    memset(R->per_expert, 0, 2 * sizeof(int32_t) * (size_t)E);
+    memset(seen, 0, sizeof(int32_t) * (size_t)E);
+    for (int p = 0; p < P; p++) n[c->ids[p]]++;
+    for (int e = 0; e < E; e++) {
+        if (!n[e]) continue;
+        atomic_fetch_add_explicit(&R->load[(size_t)c->layer * E + e], (uint32_t)n[e], memory_order_relaxed);
+        int r = replicas(R, c->layer, e), want = (n[e] + EA_REMOTE_SPLIT_MIN - 1) / EA_REMOTE_SPLIT_MIN;
+        chunks[e] = want < r ? want : r > 0 ? r : 1;
+        if (chunks[e] > 1) atomic_fetch_add(&R->splits, 1);
+    }
+    for (int p = 0; p < P; p++) { /* the i-th pair of expert e is in chunk i * chunks / n */
+        int e = c->ids[p];
+        owner[p] = pick(R, c->layer, e, (int)((int64_t)seen[e]++ * chunks[e] / n[e]));
+        if (owner[p] >= 0) R->sv[owner[p]].ln[c->lane].resend = 1;
+    }
+}
+
 static ea_status remote_submit(ea_moe_backend *be, const ea_moe_call *c) {
     remote *R = (remote *)be;
     if (c->n_tokens > R->o.max_tokens || c->k > R->o.max_k || c->layer < 0 || c->layer >= R->o.n_layers)
@@ -169,10 +203,7 @@ static ea_status remote_submit(ea_moe_backend *be, const ea_moe_call *c) {
     R->in_flight[c->lane] = 1;
     int32_t *owner = R->owner[c->lane];
     for (int s = 0; s < R->n_sv; s++) R->sv[s].ln[c->lane].pending = R->sv[s].ln[c->lane].resend = 0;
-    for (int p = 0; p < c->n_tokens * c->k; p++) {
-        owner[p] = pick(R, c->layer, c->ids[p]);
-        if (owner[p] >= 0) R->sv[owner[p]].ln[c->lane].resend = 1;
-    }
+    place(R, c, owner);
     send_all(R, c);
     return EA_OK;
 }
@@ -275,7 +306,7 @@ static ea_moe_health remote_health(ea_moe_backend *be, char *why, size_t n) {
         for (int e = 0; e < R->o.n_experts && h == EA_MOE_OK; e++) {
             int hosted_anywhere = 0;
             for (int s = 0; s < R->n_sv; s++) hosted_anywhere |= hosts(R, s, l, e);
-            if (hosted_anywhere && pick(R, l, e) < 0 && !(R->o.coming && R->o.coming(R->o.sync_ctx, l, e))) {
+            if (hosted_anywhere && pick(R, l, e, 0) < 0 && !(R->o.coming && R->o.coming(R->o.sync_ctx, l, e))) {
                 snprintf(why, n, "layer %d expert %d has no live replica", l, e);
                 h = EA_MOE_DEGRADED;
             }
@@ -305,10 +336,11 @@ static void remote_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
     ea_remote_get_stats(be, &st);
     if (json)
         json_object_set_new(json, "remote",
-                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:i}", "calls", (json_int_t)st.calls,
+                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i}", "calls", (json_int_t)st.calls,
                                       "overlapped", (json_int_t)st.overlapped, "failovers", (json_int_t)st.failovers,
                                       "timeouts", (json_int_t)st.timeouts, "refusals", (json_int_t)st.refusals,
-                                      "failed_pairs", (json_int_t)st.failed_pairs, "servers_live", st.servers_live));
+                                      "failed_pairs", (json_int_t)st.failed_pairs, "replica_splits", (json_int_t)st.splits,
+                                      "servers_live", st.servers_live));
     if (!prom) return;
     ea_sbuf_printf(prom,
                    "# HELP eaas:remote_calls_total MoE layer calls sent to the expert servers\n"
@@ -322,11 +354,13 @@ static void remote_stats(ea_moe_backend *be, json_t *json, ea_sbuf *prom) {
                    "# TYPE eaas:remote_timeouts_total counter\neaas:remote_timeouts_total %llu\n"
                    "# HELP eaas:remote_failed_pairs_total (token, slot) pairs whose expert had no live replica\n"
                    "# TYPE eaas:remote_failed_pairs_total counter\neaas:remote_failed_pairs_total %llu\n"
+                   "# HELP eaas:remote_replica_splits_total experts of a call whose pairs were cut over several replicas\n"
+                   "# TYPE eaas:remote_replica_splits_total counter\neaas:remote_replica_splits_total %llu\n"
                    "# HELP eaas:remote_servers_live expert servers this client sends work to\n"
                    "# TYPE eaas:remote_servers_live gauge\neaas:remote_servers_live %d\n",
                    (unsigned long long)st.calls, (unsigned long long)st.overlapped,
                    (unsigned long long)st.failovers, (unsigned long long)st.timeouts,
-                   (unsigned long long)st.failed_pairs, st.servers_live);
+                   (unsigned long long)st.failed_pairs, (unsigned long long)st.splits, st.servers_live);
     roundtrip_prom((remote *)be, prom);
 }
 
@@ -353,6 +387,7 @@ static void remote_destroy(ea_moe_backend *be) {
     }
     ea_free(R->sv);
     for (int i = 0; i < EA_MOE_MAX_LANES; i++) ea_free(R->owner[i]);
+    ea_free(R->per_expert), ea_free(R->nth), ea_free(R->load);
     ea_ucx_destroy(R->u);
     pthread_mutex_destroy(&R->mu);
     ea_free(R);
@@ -385,6 +420,9 @@ ea_status ea_remote_create(const ea_remote_opts *o, ea_moe_backend **out) {
     int ok = R->sv != NULL;
     for (int i = 0; i < R->o.lanes; i++)
         ok &= (R->owner[i] = ea_calloc((size_t)o->max_tokens * (size_t)o->max_k, sizeof(int32_t))) != NULL;
+    ok &= (R->per_expert = ea_calloc(2 * (size_t)o->n_experts, sizeof(int32_t))) != NULL;
+    ok &= (R->nth = ea_calloc((size_t)o->n_experts, sizeof(int32_t))) != NULL;
+    ok &= (R->load = ea_calloc((size_t)o->n_layers * (size_t)o->n_experts, sizeof *R->load)) != NULL;
     ea_status st = !ok ? ea_err(EA_ERR_NOMEM, "remote experts") : ea_ucx_create(&R->u);
     if (st != EA_OK) {
         remote_destroy(&R->base);
@@ -473,6 +511,7 @@ void ea_remote_get_stats(ea_moe_backend *be, ea_remote_stats *out) {
     out->refusals = atomic_load(&R->refusals);
     out->failed_pairs = atomic_load(&R->failed_pairs);
     out->overlapped = atomic_load(&R->overlapped);
+    out->splits = atomic_load(&R->splits);
     out->servers_live = 0;
     for (int s = 0; s < R->n_sv; s++) out->servers_live += atomic_load(&R->sv[s].live);
 }
@@ -485,4 +524,20 @@ int ea_remote_server_live(ea_moe_backend *be, int server) {
 void ea_remote_server_dead(ea_moe_backend *be, int server) {
     remote *R = (remote *)be;
     if (server >= 0 && server < R->n_sv) mark_dead(R, server, "monitor notice");
+}
+
+void ea_remote_set_hosted(ea_moe_backend *be, int server, const uint8_t *hosted) {
+    remote *R = (remote *)be;
+    if (server < 0 || server >= R->n_sv) return;
+    pthread_mutex_lock(&R->mu);
+    memcpy(R->sv[server].hosted, hosted, (size_t)R->o.n_layers * R->o.n_experts);
+    pthread_mutex_unlock(&R->mu);
+}
+
+int ea_remote_take_load(ea_moe_backend *be, uint32_t *out) {
+    remote *R = (remote *)be;
+    int nz = 0;
+    for (size_t i = 0; i < (size_t)R->o.n_layers * R->o.n_experts; i++)
+        nz += (out[i] = atomic_exchange_explicit(&R->load[i], 0, memory_order_relaxed)) != 0;
+    return nz;
 }

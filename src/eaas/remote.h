@@ -19,10 +19,17 @@
  * Servers: the table grows and changes while the backend runs. The caller adds
  * servers (ea_remote_add_server: this client's side goes to a connect
  * function, which returns the server's slot) and reports deaths
- * (ea_remote_server_dead); a running system does both from the monitor's table
- * in the sync hook (eaas/client.c). Each expert's pairs go to one of its live
- * replicas, chosen by (layer + expert) mod replicas, so replicas share the work
- * and a server that joins gets its share from the next call.
+ * (ea_remote_server_dead), and changes a server's hosted set when it gains or
+ * loses replicas of hot experts (ea_remote_set_hosted); a running system does
+ * all three from the monitor's table in the sync hook (eaas/client.c).
+ *
+ * Placement: a call's pairs of one expert with r live replicas are cut into
+ * min(r, ceil(pairs / EA_REMOTE_SPLIT_MIN)) chunks of consecutive pairs; chunk
+ * c goes to the ((layer + expert + salt + c) mod r)-th live replica in table
+ * order. So a few tokens of an expert stay on one server (its weights read
+ * once), a hot expert's many tokens share its replicas, clients with other
+ * salts prefer other replicas, and a server that joins gets its share from
+ * the next call. Any replica gives the same bits (batch-invariant kernels).
  *
  * Threading: the step-loop thread owns the backend (its UCX context
  * included); health and stats read counters and flags any thread may read.
@@ -32,6 +39,8 @@
 
 #include "eaas/server.h"
 #include "moe/moe.h"
+
+#define EA_REMOTE_SPLIT_MIN 16 /* pairs per chunk below which an expert's pairs are not cut */
 
 typedef struct {
     /* this client's side of one connection */
@@ -59,6 +68,7 @@ typedef struct {
     int (*coming)(void *ctx, int layer, int expert);
     double timeout_s; /* a server's answer to one call; past it the server is treated as dead */
     int lanes;        /* calls in flight at once (moe.h): 2 holds two slots on every server; <= 1: one */
+    uint32_t salt;    /* which replica this client prefers (Placement above); clients differ by it */
 } ea_remote_opts;
 
 /* Sets up one connection: given this client's side, returns the server's slot
@@ -75,8 +85,19 @@ ea_status ea_remote_create(const ea_remote_opts *o, ea_moe_backend **out);
 ea_status ea_remote_add_server(ea_moe_backend *be, const char *name, const uint8_t *hosted,
                                ea_remote_connect_fn connect, void *ctx, int *index);
 
+/* Server i now hosts the (layer, expert) pairs where hosted is 1 (a replica
+ * gained or dropped; copied). Only on the thread that calls the backend
+ * (from sync), between calls. */
+void ea_remote_set_hosted(ea_moe_backend *be, int server, const uint8_t *hosted);
+
+/* The pairs routed to each (layer, expert) since the last take, into
+ * out[n_layers * n_experts], which are zeroed then; returns how many are
+ * non-zero. Any thread (the client's heartbeat reports them to the monitor). */
+int ea_remote_take_load(ea_moe_backend *be, uint32_t *out);
+
 typedef struct {
     uint64_t calls, failovers, timeouts, refusals, failed_pairs;
+    uint64_t splits;     /* experts of a call whose pairs went to several replicas */
     uint64_t overlapped; /* calls submitted while another lane's call was in flight */
     int servers_live;
 } ea_remote_stats;

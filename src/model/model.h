@@ -115,6 +115,21 @@ ea_status ea_model_read_config(const char *path, ea_model_config *cfg);
 ea_status ea_model_load_dense(ea_model *m);
 ea_status ea_model_load_experts(ea_model *m, int layer, const uint8_t *mask);
 
+/* A copy of routed expert `expert` of `layer` in memory of its own (huge
+ * pages, with the kernels' packed copies, like a load), which the caller
+ * frees whenever it likes — an expert server's replica of a hot expert.
+ * The model is not changed: the expert's file pages are dropped again
+ * unless the model loaded it. Threading: may run beside a forward pass or
+ * an expert server's loop, which read other experts; not beside another
+ * load or copy. */
+typedef struct {
+    ea_ffn_weights w; /* gate, up, down: views into mem */
+    void *mem;        /* owns: the mapping */
+    size_t mem_len;
+} ea_expert_copy;
+ea_status ea_model_expert_copy(ea_model *m, int layer, int expert, ea_expert_copy *out);
+void ea_expert_copy_free(ea_expert_copy *c); /* zeroes *c; an empty one is fine */
+
 /* A fingerprint of every byte of every weight the model uses (and of the
  * parsed config): two models get the same value only if all their weights
  * are equal. Each weight's XXH64 is taken once, while ea_model_load_* copies

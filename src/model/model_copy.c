@@ -201,6 +201,50 @@ ea_status ea_model_load_experts(ea_model *m, int layer, const uint8_t *mask) {
     return EA_OK;
 }
 
+ea_status ea_model_expert_copy(ea_model *m, int layer, int expert, ea_expert_copy *out) {
+    memset(out, 0, sizeof *out);
+    if (layer < 0 || layer >= m->cfg.n_layers || !m->layers[layer].experts || expert < 0 || expert >= m->cfg.n_experts)
+        return ea_err(EA_ERR_RANGE, "%s: layer %d has no routed expert %d", m->path, layer, expert);
+    int rows_of[EA_N_DTYPES];
+    for (int d = 0; d < EA_N_DTYPES; d++) rows_of[d] = ea_k_pack_rows((ea_dtype)d);
+    const ea_ffn_weights *src = &m->layers[layer].experts[expert];
+    const ea_tensor *from[3] = {&src->gate, &src->up, &src->down};
+    ea_tensor *to[3] = {&out->w.gate, &out->w.up, &out->w.down};
+    size_t total = EA__HUGE;
+    for (int i = 0; i < 3; i++) {
+        size_t pb = ea__packed_bytes(m, from[i], rows_of);
+        total += ((pb ? pb : from[i]->nbytes) + 63) & ~(size_t)63;
+    }
+    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return ea_err(EA_ERR_NOMEM, "%s: no memory for a copy of expert %d of layer %d", m->path, expert, layer);
+    out->mem = p;
+    out->mem_len = total;
+    uint8_t *a = (uint8_t *)(((uintptr_t)p + EA__HUGE - 1) & ~(uintptr_t)(EA__HUGE - 1));
+    (void)madvise(a, total - EA__HUGE, MADV_HUGEPAGE);
+    const ea__files *f = m->files;
+    int loaded = f->loaded[(size_t)layer * (size_t)m->cfg.n_experts + (size_t)expert];
+    for (int i = 0; i < 3; i++) {
+        *to[i] = *from[i];
+        size_t pb = ea__packed_bytes(m, from[i], rows_of);
+        if (pb) { /* the copy reads the plain bytes, as a load does */
+            to[i]->packed_rows = ea__pack_rows(m, from[i], rows_of);
+            ea_k_pack(from[i], to[i]->packed_rows, a);
+            to[i]->packed = a;
+        } else {
+            memcpy(a, from[i]->data, from[i]->nbytes);
+            to[i]->data = a;
+        }
+        if (!loaded) ea__zap(from[i]->data, from[i]->nbytes);
+        a += ((pb ? pb : from[i]->nbytes) + 63) & ~(size_t)63;
+    }
+    return EA_OK;
+}
+
+void ea_expert_copy_free(ea_expert_copy *c) {
+    if (c->mem) munmap(c->mem, c->mem_len);
+    memset(c, 0, sizeof *c);
+}
+
 typedef struct {
     ea_model *m;
     uint64_t h;

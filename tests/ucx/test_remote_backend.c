@@ -7,6 +7,11 @@
  *   - remote = local bit for bit, on every MoE layer, with a call on each of
  *     the backend's two lanes in flight at once (double-batch overlap: two
  *     slots per server);
+ *   - a hot expert (every token's choice) with three live replicas has its 40
+ *     pairs of a call cut in three chunks, one per replica (13, 13 and 14
+ *     pairs), bit for bit; taken off one server (ea_remote_set_hosted: a
+ *     replica dropped) it is cut in two and that server runs none of it; the
+ *     load report (ea_remote_take_load) counts every pair once;
  *   - server 3 hangs (its worker still takes the puts, it computes nothing):
  *     with a call of each lane in flight, the first wait times out and moves
  *     its pairs to a replica; the second finds server 3 given up and moves at
@@ -33,7 +38,7 @@
 #include "tiny_model.h"
 #include "serve/engine.h"
 
-#define NT 8
+#define NT 40 /* > 2 * EA_REMOTE_SPLIT_MIN: one expert's pairs of a call can be cut in three */
 #define NS 4
 
 static char model[1024];
@@ -124,6 +129,80 @@ TEST(a_lane_in_flight_takes_no_second_call) {
 }
 
 TEST(remote_equals_local) { CHECK_EQ(compare_all(1), 0); }
+
+/* Pairs server i has run so far. */
+static uint64_t ran(int i) {
+    ea_xsrv_stats st;
+    ea_xsrv_get_stats(S[i].s, &st);
+    return st.tokens;
+}
+
+TEST(a_hot_expert_is_cut_over_its_replicas) {
+    int l = 0;
+    while (!E->m->cfg.layer_is_moe[l]) l++;
+    const int X = 1, LE = E->m->cfg.n_layers * NE; /* X in the lower half: servers 0, 2 and 3 host it */
+    float *x = malloc(sizeof(float) * NT * H), *w = malloc(sizeof(float) * NT * K);
+    float *yl = malloc(sizeof(float) * NT * H), *yr = malloc(sizeof(float) * NT * H);
+    int32_t *ids = malloc(sizeof(int32_t) * NT * K), one[NT];
+    float w1[NT];
+    uint32_t *load = calloc((size_t)LE, sizeof *load);
+    uint8_t *h = malloc((size_t)LE);
+    routing(11, x, ids, w);
+    for (int t = 0; t < NT; t++) one[t] = X, w1[t] = w[t * K];
+    /* every token's only choice is X (k = 1): 40 pairs; then server 2 drops X */
+    const uint64_t want[2][NS] = {{0, 13, 13, 14}, {0, 0, 20, 20}}; /* sorted: 3 chunks of 40, then 2 */
+    for (int i = 0; i < 2; i++) {
+        if (i == 1) {
+            memcpy(h, S[2].hosted, (size_t)LE);
+            h[(size_t)l * NE + X] = 0;
+            ea_remote_set_hosted(RB, 2, h);
+        }
+        ea_remote_stats a, b;
+        ea_remote_get_stats(RB, &a);
+        uint64_t d[NS];
+        for (int s = 0; s < NS; s++) d[s] = ran(s);
+        ea_remote_take_load(RB, load);
+        CHECK_EQ(ea_moe_backend_forward(E->be, l, x, NT, 1, one, w1, yl), EA_OK);
+        ea_moe_call c = {.layer = l, .x = x, .n_tokens = NT, .k = 1, .ids = one, .w = w1, .y = yr};
+        CHECK_EQ(ea_moe_forward(RB, &c, NULL), EA_OK);
+        CHECK(memcmp(yl, yr, sizeof(float) * NT * H) == 0);
+        ea_remote_get_stats(RB, &b);
+        CHECK_EQ(b.splits - a.splits, 1);
+        for (int s = 0; s < NS; s++) d[s] = ran(s) - d[s];
+        fprintf(stderr, "  hot expert %d, %d pairs%s: servers ran %llu / %llu / %llu / %llu of them\n", X, NT,
+                i ? ", server 2 without it" : "", (unsigned long long)d[0], (unsigned long long)d[1],
+                (unsigned long long)d[2], (unsigned long long)d[3]);
+        CHECK_EQ(d[1], 0);
+        if (i == 1) CHECK_EQ(d[2], 0);
+        for (int p = 0; p < NS; p++) /* sort */
+            for (int q = p + 1; q < NS; q++)
+                if (d[q] < d[p]) {
+                    uint64_t t = d[p];
+                    d[p] = d[q], d[q] = t;
+                }
+        for (int s = 0; s < NS; s++) CHECK_EQ(d[s], want[i][s]);
+        CHECK_EQ(ea_remote_take_load(RB, load), 1);
+        CHECK_EQ(load[(size_t)l * NE + X], NT);
+    }
+    /* top-K routing with X first everywhere: the whole call still equals local, and the load counts every pair */
+    for (int t = 0; t < NT; t++) {
+        int at = 0;
+        for (int j = 0; j < K; j++) at = ids[t * K + j] == X ? j : at;
+        ids[t * K + at] = ids[t * K];
+        ids[t * K] = X;
+    }
+    CHECK_EQ(ea_moe_backend_forward(E->be, l, x, NT, K, ids, w, yl), EA_OK);
+    ea_moe_call c = {.layer = l, .x = x, .n_tokens = NT, .k = K, .ids = ids, .w = w, .y = yr};
+    CHECK_EQ(ea_moe_forward(RB, &c, NULL), EA_OK);
+    CHECK(memcmp(yl, yr, sizeof(float) * NT * H) == 0);
+    ea_remote_take_load(RB, load);
+    uint64_t sum = 0;
+    for (int q = 0; q < LE; q++) sum += load[q];
+    CHECK_EQ(sum, (uint64_t)NT * K);
+    CHECK_EQ(load[(size_t)l * NE + X], NT);
+    ea_remote_set_hosted(RB, 2, S[2].hosted);
+    free(x), free(w), free(yl), free(yr), free(ids), free(load), free(h);
+}
 
 TEST(a_hung_server_costs_one_deadline_for_both_lanes) {
     ea_remote_stats a, b;
@@ -243,6 +322,7 @@ int main(void) {
     pthread_t th;
     pthread_create(&th, NULL, server_loop, NULL);
     RUN(remote_equals_local);
+    RUN(a_hot_expert_is_cut_over_its_replicas);
     RUN(a_lane_in_flight_takes_no_second_call);
     RUN(a_hung_server_costs_one_deadline_for_both_lanes);
     RUN(failover_to_a_replica_keeps_the_bits);
