@@ -156,10 +156,15 @@ static ea_status moe_chain(ea_engine *e) {
     const ea_engine_opts *o = &e->o;
     ea_eplb_backend_opts bo;
     ea_eplb_meta place = {0};
-    /* the local backend rebinds slots, ep moves weights between ranks; remote and tp take no placement yet */
+    /* the local backend rebinds slots, ep moves weights between ranks; remote experts are balanced by the
+     * monitor's replicas of hot experts instead (docs/protocol.md), tp takes no placement yet */
+    if (o->eplb.on && o->moe.kind == EA_BACKEND_REMOTE)
+        return ea_err(EA_ERR_UNSUPPORTED,
+                      "--eplb with --experts-remote: remote experts are balanced by the monitor instead, which "
+                      "places replicas of hot experts on expert servers started with --replica-slots N "
+                      "(eaas monitor --replicate-ms)");
     if (o->eplb.on && o->moe.kind != EA_BACKEND_LOCAL && o->moe.kind != EA_BACKEND_EP)
-        return ea_err(EA_ERR_UNSUPPORTED, "--eplb with %s is not supported yet",
-                      o->moe.kind == EA_BACKEND_REMOTE ? "--experts-remote" : "--parallel tensor");
+        return ea_err(EA_ERR_UNSUPPORTED, "--eplb with --parallel tensor is not supported yet");
     if (o->eplb.on) {
         EA_TRY(eplb_opts(e, &bo));
         EA_TRY(ea_eplb_initial_placement(&bo, &place));
