@@ -6,21 +6,22 @@
 # attention client and a local reference server.
 #
 #   1. With a monitor that does not plan (--replicate-ms 0) a fixed workload
-#      (8 prompts of ~130 tokens, distinct, no prefix cache) runs; xb runs only
+#      (8 prompts of ~95 tokens, distinct, no prefix cache) runs; xb runs only
 #      its two experts' pairs: its share of the pairs is measured.
 #   2. The monitor is restarted on the same port with planning every 300 ms.
 #      Under the same workload it assigns xb replicas of the hottest experts,
 #      xb copies them in and announces them, the client sends to them: /cluster
 #      lists them, xb's eaas:expert_replicas reaches 6, and the client cuts hot
 #      experts' pairs over both servers (eaas:remote_replica_splits_total).
-#   3. The same workload again: xb's share of the pairs is at least twice what
+#   3. The same workload again: xb's share of the pairs is at least 1.5 times what
 #      it was, and every answer (greedy, seeded, 8 concurrent streams through
 #      the openai client) equals the local server's.
 #   4. A third server xc (experts 14-15, 6 replica slots) joins: the monitor
-#      gives it replicas (its eaas:expert_replicas > 0) and may take some from
-#      xb (served for their grace period, then dropped); through all of it no
-#      call of the client fails over or is refused, and answers still equal
-#      the local server's.
+#      plans the 12 hottest over xb and xc (the greedy alternates between the
+#      two equal servers), so xc gets replicas and xb gives some back (served
+#      for their grace period, then dropped); through all of it no call of the
+#      client fails over or is refused, and answers still equal the local
+#      server's.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster_lib.sh"
@@ -30,12 +31,13 @@ model="$tmp/qwen3_moe-hf"
 "$EAAS_BIN" make-model --family qwen3_moe --preset tiny --seed 5 --format hf --out "$model" >/dev/null || {
   bad "make-model"; serve_test_summary; exit; }
 
-# completion PORT FIELDS -> the choices as canonical JSON (PROMPT in the environment replaces the prompt)
+# completion PORT FIELDS -> the choices as canonical JSON (PROMPT and MAXT in the environment replace the
+# prompt and the 12 tokens; the answer is kept in $tmp/raw)
 completion() {
   curl -sS --max-time 120 -H 'Content-Type: application/json' \
-    --data-binary "{\"prompt\": \"${PROMPT:-The weather today}\", \"max_tokens\": 12, \"ignore_eos\": true, \"logprobs\": 3 $2}" \
-    "http://127.0.0.1:$1/v1/completions" 2>/dev/null |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d.get("choices", d), sort_keys=True))' 2>/dev/null
+    --data-binary "{\"prompt\": \"${PROMPT:-The weather today}\", \"max_tokens\": ${MAXT:-12}, \"ignore_eos\": true, \"logprobs\": 3 $2}" \
+    -o "$tmp/raw" "http://127.0.0.1:$1/v1/completions" 2>/dev/null
+  python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d.get("choices", d), sort_keys=True))' <"$tmp/raw" 2>/dev/null
 }
 same_choices() { # NAME FIELDS
   completion "$ref" "$2" >"$tmp/ref.json"
@@ -55,11 +57,12 @@ PY
 }
 
 long='The weather today is sunny and warm, with a light wind from the west and a few clouds over the hills.'
-# workload: 8 distinct prompts of ~130 tokens, 4 tokens each, one after another
+# workload: 8 distinct prompts of ~95 tokens, 4 tokens each, one after another
 workload() {
   local i
   for i in 1 2 3 4 5 6 7 8; do
-    PROMPT="Report $i. $long $long $long $long $long $long" completion "$cl" ', "temperature": 0, "max_tokens": 4' >/dev/null
+    PROMPT="Report $i. $long $long $long $long" MAXT=4 completion "$cl" ', "temperature": 0' | grep -q '"text"' ||
+      echo "workload: request $i failed: $(head -c 300 "$tmp/raw")" >&2
   done
 }
 pairs() { metric "http://127.0.0.1:$1" eaas:expert_tokens_total; }
@@ -118,7 +121,7 @@ splits=$(cmetric eaas:remote_replica_splits_total)
 # ---- 3. the same workload: xb's share at least doubles; answers equal local ----
 read -r after a b < <(share_of_xb)
 echo "# replicas: xb ran $b of $((a + b)) pairs (share $after)"
-python3 -c "import sys; sys.exit(0 if $after >= 2 * $before else 1)" &&
+python3 -c "import sys; sys.exit(0 if $after >= 1.5 * $before else 1)" &&
   ok "with replicas xb's share of the pairs went from $before to $after" || bad "share $before -> $after"
 same_choices "replicas: greedy with logprobs = local" ', "temperature": 0'
 same_choices "replicas: seeded at temperature 0.9 = local" ', "temperature": 0.9, "seed": 3'
@@ -137,7 +140,8 @@ done
 for _ in 1 2 3; do workload; done # past the grace of anything xb gave back
 [ "${xc_reps:-0}" -gt 0 ] && ok "xc joined and serves ${xc_reps} replicas" || bad "xc replicas: ${xc_reps:-none}"
 drops=$(metric "http://127.0.0.1:$XPORT_xb" eaas:expert_replica_drops_total)
-echo "# xb gave back ${drops:-?} replicas; now serves $(metric "http://127.0.0.1:$XPORT_xb" eaas:expert_replicas)"
+[ "${drops:-0}" -gt 0 ] && ok "the new plan took back ${drops} of xb's replicas (xb serves $(metric "http://127.0.0.1:$XPORT_xb" eaas:expert_replicas) now)" ||
+  bad "xb gave back no replica: ${drops:-none}"
 same_streams "after the move: 8 streams at once = local"
 f1=$(cmetric eaas:remote_failovers_total); r1=$(cmetric eaas:remote_timeouts_total)
 [ "$f1" = "$f0" ] && [ "$r1" = "$r0" ] && ok "no failover or timeout while replicas moved (xb dropped ${drops:-0})" ||
