@@ -29,6 +29,12 @@
  *   ranges    [a, b] with 0 <= a <= b <= EA_MON_RANGE_MAX, integers; 1..EA_MON_RANGES_MAX
  *             per list; a server hosts every (layer, expert) of layers x experts
  *   after     decimal, 0..2^63-1; wait_ms 0..EA_MON_WAIT_MAX_MS; epoch 16 hex digits
+ *   replica_slots  integer 0..EA_MON_REPLICAS_MAX
+ *   load      0..EA_MON_LOAD_MAX triples [layer, expert, pairs] of integers: layer and
+ *             expert 0..EA_MON_RANGE_MAX, pairs 1..EA_MON_PAIRS_MAX; a pair may repeat
+ *   replicas, assigned  0..EA_MON_REPLICAS_MAX pairs [layer, expert], each
+ *             0..EA_MON_RANGE_MAX, no pair twice; in a /cluster entry at most its
+ *             replica_slots (the monitor refuses a heartbeat with more: monitor_table.h)
  * Fields not named here are ignored (a newer member may send more).
  *
  * Errors are EA_ERR_FORMAT (wrong JSON or type) or EA_ERR_RANGE (a value out of
