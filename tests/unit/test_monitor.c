@@ -164,6 +164,21 @@ static void reg(ea_mon_table *t, const char *body, uint64_t now) {
     EA_ASSERT(ea_mon_table_register(t, &r, now) == EA_OK);
 }
 
+/* A heartbeat of body (a JSON object) or of {"id": body} when body is an id. OUT: *role, if not NULL. */
+static ea_status hb_role(ea_mon_table *t, const char *body, uint64_t now, ea_mon_role *role) {
+    char whole[256];
+    if (body[0] != '{') snprintf(whole, sizeof whole, "{\"id\":\"%s\"}", body), body = whole;
+    ea_mon_heartbeat h;
+    EA_ASSERT(ea_mon_heartbeat_parse(body, strlen(body), &h) == EA_OK);
+    ea_mon_role r;
+    ea_status s = ea_mon_table_heartbeat(t, &h, now, &r);
+    if (role && s == EA_OK) *role = r;
+    ea_mon_heartbeat_free(&h);
+    return s;
+}
+
+static ea_status hb(ea_mon_table *t, const char *body, uint64_t now) { return hb_role(t, body, now, NULL); }
+
 static void render(const ea_mon_table *t, int with_events, uint64_t after, ea_cluster *c) {
     ea_sbuf b = {0};
     ea_mon_table_render(t, with_events, after, &b);
@@ -178,11 +193,11 @@ TEST(table_versions_events_and_reaping) {
     CHECK_EQ(ea_mon_table_version(t), 1);
     reg(t, server_body, 0);
     reg(t, "{\"role\":\"client\",\"id\":\"c1\"}", 0);
-    CHECK_EQ(ea_mon_table_heartbeat(t, "s1", 400), EA_OK);
+    CHECK_EQ(hb(t, "s1", 400), EA_OK);
     CHECK_EQ(ea_mon_table_reap(t, 500, 500), 0);  /* c1 silent exactly 500: not yet */
     CHECK_EQ(ea_mon_table_reap(t, 501, 500), 1);  /* c1 dead */
-    CHECK_EQ(ea_mon_table_heartbeat(t, "c1", 502), EA_ERR_NOT_FOUND);
-    CHECK_EQ(ea_mon_table_heartbeat(t, "nobody", 502), EA_ERR_NOT_FOUND);
+    CHECK_EQ(hb(t, "c1", 502), EA_ERR_NOT_FOUND);
+    CHECK_EQ(hb(t, "nobody", 502), EA_ERR_NOT_FOUND);
     reg(t, "{\"role\":\"client\",\"id\":\"c1\"}", 600); /* back: new since */
     CHECK_EQ(ea_mon_table_leave(t, "s1"), EA_OK);
     CHECK_EQ(ea_mon_table_leave(t, "s1"), EA_ERR_NOT_FOUND);
@@ -236,8 +251,8 @@ TEST(table_full) {
     CHECK(r.ucx == NULL);
     CHECK_EQ(ea_mon_table_reap(t, 8, 5), 2); /* c0, c1 */
     reg(t, extra, 10);
-    CHECK_EQ(ea_mon_table_heartbeat(t, "c0", 11), EA_ERR_NOT_FOUND);
-    CHECK_EQ(ea_mon_table_heartbeat(t, "new", 11), EA_OK);
+    CHECK_EQ(hb(t, "c0", 11), EA_ERR_NOT_FOUND);
+    CHECK_EQ(hb(t, "new", 11), EA_OK);
     ea_mon_counts n;
     ea_mon_table_counts(t, &n);
     CHECK(n.clients_live == EA_MON_MEMBERS_MAX - 1 && n.clients_dead == 1 && n.deaths == 2);
