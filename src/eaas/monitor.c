@@ -389,9 +389,9 @@ static void plan_tick(ea_monitor *m) {
         m->plans++;
         m->plan_balance = r.after.max > 0 ? r.after.mean / r.after.max : 1;
         EA_LOGI("monitor: replica plan: %d replicas on %d servers (%d changed); estimated server load "
-                "max %.1f mean %.1f -> max %.1f mean %.1f (version %llu)",
+                "max %.1f mean %.1f -> max %.1f mean %.1f, unhosted %.1f -> %.1f (version %llu)",
                 r.after.n_replicas, in.n_slotted, n_changed, r.before.max, r.before.mean, r.after.max, r.after.mean,
-                (unsigned long long)ea_mon_table_version(m->t));
+                r.before.unhosted, r.after.unhosted, (unsigned long long)ea_mon_table_version(m->t));
     }
     changed_since(m, before);
     ea_replicas_result_free(&r);
