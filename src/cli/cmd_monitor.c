@@ -49,7 +49,7 @@ int ea_cmd_monitor(int argc, char **argv) {
         {"dead-after-ms", EA_ARG_INT, &dead_after_ms, "N", "a member silent this long is dead (1000)", 20, 3600000},
         {"replicate-ms", EA_ARG_INT, &replicate_ms, "MS", "period of the replica plan (2000; 0 = never plan)", 0, 3600000},
         {"replicate-min-gain", EA_ARG_DOUBLE, &min_gain, "X",
-         "a new plan replaces a valid one only if its estimated max server load is below (1 - X) x (0.1)", 0, 1},
+         "a new replica plan must lower the estimated max server load by this fraction (0.1)", 0, 1},
         {0}};
     ea_args_rest rest;
     int rc = ea_cli_parse("monitor", usage_text, spec, argc, argv, &rest);
