@@ -365,14 +365,15 @@ static void *reaper_main(void *arg) {
 
 /* ---- the replica planner ------------------------------------------------------------- */
 
-/* One planning period: decay the load; plan if a live server has slots and load is left.
+/* One planning period: decay the load; plan if load is left and a live server has slots
+ * (or some server still has a plan: the last slotted server died, and its plan goes).
  * Called with mu held; releases it while it plans. */
 static void plan_tick(ea_monitor *m) {
     ea_replicas_load *load = NULL;
     int n_load = 0;
     ea_mon_plan_input in = {0};
     if (ea_mon_loadsum_tick(m->load, &load, &n_load) != EA_OK || n_load == 0 ||
-        ea_mon_table_plan_input(m->t, &in) != EA_OK || in.n_slotted == 0) {
+        ea_mon_table_plan_input(m->t, &in) != EA_OK || (in.n_slotted == 0 && in.n_planned == 0)) {
         ea_free(load);
         ea_mon_plan_input_free(&in);
         return;

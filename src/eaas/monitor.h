@@ -31,9 +31,10 @@
  *
  * Replicas of hot experts (docs/protocol.md, "Replicas of hot experts: the
  * monitor's plan"): the clients' heartbeat "load" is summed (monitor_load.h);
- * every replicate_ms the planner thread decays it, and when some live server
- * has replica_slots and some load is left, plans (replicas.h) without holding
- * the mutex, then writes the servers' "assigned" into the table.
+ * every replicate_ms the planner thread decays it, and when some load is left
+ * and some live server has replica_slots (or some server still has a plan, to
+ * be cleared), plans (replicas.h) without holding the mutex, then writes the
+ * servers' "assigned" into the table.
  *
  * Threads: MHD's listener, one thread per connection (a long poll blocks its
  * own thread on a condition variable), the reaper, and the planner (when

@@ -312,6 +312,7 @@ ea_status ea_mon_table_plan_input(const ea_mon_table *t, ea_mon_plan_input *out)
         memcpy(out->id[out->n], x->r.id, sizeof out->id[0]);
         out->since[out->n] = x->since;
         out->n_slotted += x->live && x->r.replica_slots > 0;
+        out->n_planned += x->has_assigned;
         out->n++;
     }
     return EA_OK;

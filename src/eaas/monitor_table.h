@@ -89,6 +89,7 @@ typedef struct {
     uint64_t *since;               /* owns [n] */
     int n;
     int n_slotted;                 /* live servers with replica_slots > 0 */
+    int n_planned;                 /* servers (live or not) with a plan ("assigned") */
     ea_range *ranges;              /* owns: every server's layers and experts */
     ea_mon_pair *pairs;            /* owns: every server's assigned pairs */
 } ea_mon_plan_input;

@@ -133,7 +133,7 @@ static void fuzz_register(const char *p, size_t n) {
 
 /* The accepted heartbeat h, from a server with every slot, through a table and back. */
 static void heartbeat_round_trip(const ea_mon_heartbeat *h) {
-    char reg[256];
+    char reg[512];
     snprintf(reg, sizeof reg,
              "{\"role\":\"server\",\"id\":\"%s\",\"ucx\":\"AA==\",\"http\":\"h:1\",\"replica_slots\":%d,"
              "\"hosted\":{\"layers\":[[0,0]],\"experts\":[[0,0]]}}",

@@ -924,7 +924,7 @@ TEST(live_monitor) {
  * reporting the load skewed to (0,1) (test_replicas.c, hand_computed_plan, x 100): the
  * table gets a's plan [(0,4)] and b's [(0,1)], one assign event each; b's heartbeat with
  * its replicas is one hosted event; too many replicas are a 400; when b leaves, a takes
- * b's pairs that are now unhosted. Metrics count it all. */
+ * b's pairs that are now unhosted; when a dies, its plan goes. Metrics count it all. */
 TEST(live_monitor_plans_replicas) {
     ea_monitor_opts o = {.host = "127.0.0.1", .heartbeat_ms = HB_MS, .dead_after_ms = DEAD_MS, .replicate_ms = 50,
                          .replicate_min_gain = 0.1};
@@ -999,6 +999,20 @@ TEST(live_monitor_plans_replicas) {
     CHECK(moved);
     CHECK_EQ(call(port, "GET", "/metrics", NULL, &r), 200);
     CHECK(r && strstr(r, "eaas:monitor_replica_plans_total 2\n") && strstr(r, "eaas:monitor_replicas_assigned 2\n"));
+    ea_free(r);
+    /* a stops heartbeating: dead after DEAD_MS, and the tick after that clears its plan
+     * although no live server has slots left */
+    int cleared = 0;
+    for (int i = 0; i < 300 && !cleared; i++) {
+        CHECK_EQ(call(port, "POST", "/heartbeat", load, NULL), 200);
+        CHECK(get_cluster(port, "/cluster", &c));
+        cleared = !c.servers[0].live && !c.servers[0].has_assigned;
+        ea_cluster_free(&c);
+        if (!cleared) nap_ms(25);
+    }
+    CHECK(cleared);
+    CHECK_EQ(call(port, "GET", "/metrics", NULL, &r), 200);
+    CHECK(r && strstr(r, "eaas:monitor_replica_plans_total 3\n") && strstr(r, "eaas:monitor_replicas_assigned 0\n"));
     ea_free(r);
     ea_monitor_stop(m);
     /* a min gain outside [0, 1] is refused */
