@@ -303,7 +303,7 @@ ea_status ea_mon_table_plan_input(const ea_mon_table *t, ea_mon_plan_input *out)
         ea_replicas_server *v = &out->s[out->n];
         memcpy(r, x->r.layers, (size_t)x->r.n_layers * sizeof *r);
         memcpy(r + x->r.n_layers, x->r.experts, (size_t)x->r.n_experts * sizeof *r);
-        memcpy(p, x->assigned.p, (size_t)x->assigned.n * sizeof *p);
+        if (x->assigned.n) memcpy(p, x->assigned.p, (size_t)x->assigned.n * sizeof *p);
         *v = (ea_replicas_server){.layers = r, .n_layers = x->r.n_layers, .experts = r + x->r.n_layers,
                                   .n_experts = x->r.n_experts, .live = x->live, .slots = x->r.replica_slots,
                                   .has_current = x->has_assigned, .current = p, .n_current = x->assigned.n};

@@ -93,8 +93,10 @@ static ea_status candidates(plan_ws *w, const ea_replicas_load *load, int n_load
         ea_free(l);
         return ea_err(EA_ERR_NOMEM, "replica plan: %d pairs", n_load);
     }
-    memcpy(l, load, (size_t)n_load * sizeof *l);
-    qsort(l, (size_t)n_load, sizeof *l, load_cmp);
+    if (n_load) { /* memcpy and qsort want pointers even for 0 bytes */
+        memcpy(l, load, (size_t)n_load * sizeof *l);
+        qsort(l, (size_t)n_load, sizeof *l, load_cmp);
+    }
     double total = 0;
     for (int i = 0; i < n_load; i++) {
         EA_ASSERT(l[i].load > 0 && isfinite(l[i].load));
@@ -302,7 +304,8 @@ static ea_status current_plan(const plan_ws *w, ea_replicas_assign **out) {
         const ea_replicas_server *v = &w->s[s];
         if (!v->has_current) continue;
         p[s].has = 1;
-        if (v->n_current && !(p[s].pairs = ea_malloc((size_t)v->n_current * sizeof *p[s].pairs))) {
+        if (!v->n_current) continue;
+        if (!(p[s].pairs = ea_malloc((size_t)v->n_current * sizeof *p[s].pairs))) {
             plan_free(p, w->n_s);
             return ea_err(EA_ERR_NOMEM, "replica plan");
         }

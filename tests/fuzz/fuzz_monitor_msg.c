@@ -139,10 +139,10 @@ static void heartbeat_round_trip(const ea_mon_heartbeat *h) {
              "\"hosted\":{\"layers\":[[0,0]],\"experts\":[[0,0]]}}",
              h->id, EA_MON_REPLICAS_MAX);
     ea_mon_register r;
-    ea_mon_table *t;
+    ea_mon_table *t = NULL;
     check(ea_mon_register_parse(reg, strlen(reg), &r) == EA_OK && ea_mon_table_create(1, &t) == EA_OK, "table");
     check(ea_mon_table_register(t, &r, 0) == EA_OK, "register");
-    ea_mon_role role;
+    ea_mon_role role = EA_MON_CLIENT;
     check(ea_mon_table_heartbeat(t, h, 1, &role) == EA_OK && role == EA_MON_SERVER, "an accepted heartbeat was refused");
     uint64_t v = ea_mon_table_version(t);
     check(v == 2u + (h->has_replicas && h->n_replicas > 0), "not one hosted event for a new set");
