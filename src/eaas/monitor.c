@@ -61,7 +61,7 @@ struct ea_monitor {
     /* guarded by mu */
     pthread_mutex_t mu;
     pthread_cond_t changed; /* a new version, or stopping (monotonic clock) */
-    pthread_cond_t wake;    /* the reaper's sleep (monotonic clock) */
+    pthread_cond_t wake;    /* the reaper's and the planner's sleep; broadcast at stop only (monotonic clock) */
     ea_mon_table *t;        /* owns */
     ea_mon_loadsum *load;   /* owns: the clients' reported load */
     uint64_t plans;         /* replica plans adopted (that changed some server's "assigned") */

@@ -215,10 +215,12 @@ static void fuzz_cluster(const char *p, size_t n) {
         const ea_cluster_server *s = &c.servers[i];
         check(id_ok(s->id) && ranges_ok(s->layers, s->n_layers) && ranges_ok(s->experts, s->n_experts),
               "a server with a bad id or range");
-        check(s->replica_slots >= 0 && s->replica_slots <= EA_MON_REPLICAS_MAX && pairs_ok(s->replicas, s->n_replicas, s->replica_slots) &&
+        check(s->replica_slots >= 0 && s->replica_slots <= EA_MON_REPLICAS_MAX &&
+                  pairs_ok(s->replicas, s->n_replicas, s->replica_slots) &&
                   pairs_ok(s->assigned, s->n_assigned, s->replica_slots) && (s->has_assigned || !s->n_assigned),
               "a server with bad replica fields");
-        for (int k = 0; k < s->n_replicas; k++) check(ea_cluster_hosts(s, s->replicas[k].layer, s->replicas[k].expert), "a replica not hosted");
+        for (int k = 0; k < s->n_replicas; k++)
+            check(ea_cluster_hosts(s, s->replicas[k].layer, s->replicas[k].expert), "a replica not hosted");
     }
     ea_cluster_free(&c);
 }
