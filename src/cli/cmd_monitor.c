@@ -1,7 +1,8 @@
 /*
  * cmd_monitor.c — `eaas monitor --port P [--host ADDR] [--heartbeat-ms N]
- * [--dead-after-ms N]`: the membership service of Expert-as-a-Service
- * (eaas/monitor.h; its messages in docs/protocol.md, "Monitor").
+ * [--dead-after-ms N] [--replicate-ms MS] [--replicate-min-gain X]`: the
+ * membership service of Expert-as-a-Service, and the planner of replicas of
+ * hot experts (eaas/monitor.h; its messages in docs/protocol.md, "Monitor").
  *
  * Prints one line, "monitor listening on HOST:PORT", to standard output once
  * the port is open (with --port 0, the port the kernel chose; an IPv6 HOST in
@@ -28,20 +29,27 @@ static void on_signal(int sig) {
 }
 
 static const char usage_text[] =
-    "usage: eaas monitor --port P [--host ADDR] [--heartbeat-ms N] [--dead-after-ms N]\n\n"
+    "usage: eaas monitor --port P [--host ADDR] [--heartbeat-ms N] [--dead-after-ms N]\n"
+    "                    [--replicate-ms MS] [--replicate-min-gain X]\n\n"
     "Membership of expert servers and attention clients: members register and heartbeat;\n"
-    "a member silent for --dead-after-ms is marked dead. HTTP/JSON: POST /register,\n"
+    "a member silent for --dead-after-ms is marked dead. Every --replicate-ms the monitor\n"
+    "plans which servers with replica slots hold replicas of the experts the clients report\n"
+    "as hot (docs/protocol.md, \"Replicas of hot experts\"). HTTP/JSON: POST /register,\n"
     "/heartbeat, /leave; GET /cluster (?after=N&wait_ms=M: long poll), /health, /metrics.\n"
     "Prints \"monitor listening on HOST:PORT\" once listening; stops on SIGINT/SIGTERM.\n\nflags:\n";
 
 int ea_cmd_monitor(int argc, char **argv) {
     const char *host = "127.0.0.1";
-    int port = -1, heartbeat_ms = 200, dead_after_ms = 1000;
+    int port = -1, heartbeat_ms = 200, dead_after_ms = 1000, replicate_ms = 2000;
+    double min_gain = 0.1;
     ea_arg spec[] = {
         {"port", EA_ARG_INT, &port, "P", "port to listen on (0 = any free port, printed at start)", 0, 65535},
         {"host", EA_ARG_STR, &host, "ADDR", "address to listen on (default 127.0.0.1)"},
         {"heartbeat-ms", EA_ARG_INT, &heartbeat_ms, "N", "heartbeat period members are told to keep (200)", 10, 60000},
         {"dead-after-ms", EA_ARG_INT, &dead_after_ms, "N", "a member silent this long is dead (1000)", 20, 3600000},
+        {"replicate-ms", EA_ARG_INT, &replicate_ms, "MS", "period of the replica plan (2000; 0 = never plan)", 0, 3600000},
+        {"replicate-min-gain", EA_ARG_DOUBLE, &min_gain, "X",
+         "a new replica plan must lower the estimated max server load by this fraction (0.1)", 0, 1},
         {0}};
     ea_args_rest rest;
     int rc = ea_cli_parse("monitor", usage_text, spec, argc, argv, &rest);
@@ -56,7 +64,8 @@ int ea_cmd_monitor(int argc, char **argv) {
         return 2;
     }
     ea_cli_stop_signals(on_signal);
-    ea_monitor_opts o = {.host = host, .port = port, .heartbeat_ms = heartbeat_ms, .dead_after_ms = dead_after_ms};
+    ea_monitor_opts o = {.host = host, .port = port, .heartbeat_ms = heartbeat_ms, .dead_after_ms = dead_after_ms,
+                         .replicate_ms = replicate_ms, .replicate_min_gain = min_gain};
     ea_monitor *m;
     ea_status s = ea_monitor_start(&o, &m);
     if (s != EA_OK) return ea_cli_fail("monitor", s);

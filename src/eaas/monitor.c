@@ -12,9 +12,19 @@
  * refused with 413 before it is read) and parsed by monitor_msg.c, whose
  * error message — the JSON path and what was wrong — is the 400's message.
  *
+ * A heartbeat's "replicas" go to the table (a "hosted" event when they
+ * change); a client's "load" goes to the load sum (monitor_load.h). The
+ * planner thread wakes every replicate_ms: under `mu` it decays the load and
+ * copies the servers (ea_mon_table_plan_input); without `mu` it plans
+ * (replicas.h: the greedy is linear in servers x loaded pairs per replica
+ * placed, too long to block heartbeats and long polls); under `mu` again it
+ * writes the plan to the servers that are still the same incarnation
+ * (ea_mon_table_assign), one "assign" event each.
+ *
  * Stop: `stopping` is set under `mu` and both condition variables are
- * broadcast, so long polls answer and the reaper returns; then MHD stops
- * (closing connections and joining their threads) and the reaper is joined.
+ * broadcast, so long polls answer and the reaper and the planner return; then
+ * MHD stops (closing connections and joining their threads) and the reaper and
+ * the planner are joined.
  */
 #include "eaas/monitor.h"
 
@@ -32,24 +42,30 @@
 #include "base/log.h"
 #include "base/sbuf.h"
 #include "base/util.h"
+#include "eaas/monitor_load.h"
 #include "eaas/monitor_table.h"
+#include "eaas/replicas.h"
 
 #define MAX_BODY ((size_t)1 << 20)
 #define IDLE_TIMEOUT_S 60u
+#define LOAD_PAIRS_MAX (EA_MON_LOAD_MAX * 16) /* distinct (layer, expert) pairs the load sum keeps */
 
 struct ea_monitor {
     ea_monitor_opts o;
     char host[256];
     int port;
     struct MHD_Daemon *d;
-    pthread_t reaper;
-    int reaper_started;
+    pthread_t reaper, planner;
+    int reaper_started, planner_started;
     int sync_ready; /* mu and the condition variables exist */
     /* guarded by mu */
     pthread_mutex_t mu;
     pthread_cond_t changed; /* a new version, or stopping (monotonic clock) */
-    pthread_cond_t wake;    /* the reaper's sleep (monotonic clock) */
+    pthread_cond_t wake;    /* the reaper's and the planner's sleep; broadcast at stop only (monotonic clock) */
     ea_mon_table *t;        /* owns */
+    ea_mon_loadsum *load;   /* owns: the clients' reported load */
+    uint64_t plans;         /* replica plans adopted (that changed some server's "assigned") */
+    double plan_balance;    /* estimated mean / max server load of the last adopted plan; 1 before */
     int stopping;
 };
 
@@ -113,15 +129,19 @@ static void ack(const ea_monitor *m, int with_timing, ea_sbuf *b) {
     ea_sbuf_puts(b, "}");
 }
 
-/* After a change: log each new event, wake the long polls. Called with mu held. */
+/* After a change: log each new event (a plan's "assign" events at debug level: the plan
+ * has its own line), wake the long polls. Called with mu held. */
 static void changed_since(ea_monitor *m, uint64_t before) {
+    static const char *const what[] = {"registered", "is dead (no heartbeat)", "left", "reported new replicas",
+                                       "has a new replica assignment"};
     uint64_t now = ea_mon_table_version(m->t);
     for (uint64_t v = before + 1; v <= now; v++) {
         ea_cluster_event e;
-        if (ea_mon_table_event(m->t, v, &e))
-            EA_LOGI("monitor: %s %s %s (version %llu)", ea_mon_role_name(e.role), e.id,
-                    e.kind == EA_MON_EV_REGISTER ? "registered" : e.kind == EA_MON_EV_DEAD ? "is dead (no heartbeat)" : "left",
-                    (unsigned long long)v);
+        if (!ea_mon_table_event(m->t, v, &e)) continue;
+        if (e.kind == EA_MON_EV_ASSIGN)
+            EA_LOGD("monitor: %s %s %s (version %llu)", ea_mon_role_name(e.role), e.id, what[e.kind], (unsigned long long)v);
+        else
+            EA_LOGI("monitor: %s %s %s (version %llu)", ea_mon_role_name(e.role), e.id, what[e.kind], (unsigned long long)v);
     }
     if (now != before) pthread_cond_broadcast(&m->changed);
 }
@@ -142,19 +162,41 @@ static enum MHD_Result handle_register(ea_monitor *m, struct MHD_Connection *c, 
     return reply(c, 200, &b);
 }
 
-/* /heartbeat and /leave: {"id":..}. */
-static enum MHD_Result handle_id(ea_monitor *m, struct MHD_Connection *c, const ea_sbuf *body, int leave) {
+/* The status of a refused heartbeat or leave: 400 a check against the entry, 404 no such live member. */
+static enum MHD_Result refused(struct MHD_Connection *c, ea_status s) {
+    if (s == EA_ERR_NOT_FOUND) return reply_error(c, 404, "not_found_error", ea_errmsg());
+    if (s == EA_ERR_RANGE) return bad_request(c);
+    return reply_error(c, 500, "server_error", ea_errmsg());
+}
+
+/* A server's "replicas" go to the table; a client's "load" to the load sum. */
+static enum MHD_Result handle_heartbeat(ea_monitor *m, struct MHD_Connection *c, const ea_sbuf *body) {
+    ea_mon_heartbeat h;
+    if (ea_mon_heartbeat_parse(body->data, body->len, &h) != EA_OK) return bad_request(c);
+    ea_sbuf b = {0};
+    ea_mon_role role = EA_MON_CLIENT;
+    pthread_mutex_lock(&m->mu);
+    uint64_t before = ea_mon_table_version(m->t);
+    ea_status s = ea_mon_table_heartbeat(m->t, &h, ea_now_ns(), &role);
+    if (s == EA_OK && role == EA_MON_CLIENT && h.n_load) ea_mon_loadsum_add(m->load, h.load, h.n_load);
+    if (s == EA_OK) ack(m, 0, &b);
+    changed_since(m, before);
+    pthread_mutex_unlock(&m->mu);
+    ea_mon_heartbeat_free(&h);
+    return s == EA_OK ? reply(c, 200, &b) : refused(c, s);
+}
+
+static enum MHD_Result handle_leave(ea_monitor *m, struct MHD_Connection *c, const ea_sbuf *body) {
     char id[EA_MON_ID_MAX + 1];
     if (ea_mon_id_parse(body->data, body->len, id) != EA_OK) return bad_request(c);
     ea_sbuf b = {0};
     pthread_mutex_lock(&m->mu);
     uint64_t before = ea_mon_table_version(m->t);
-    ea_status s = leave ? ea_mon_table_leave(m->t, id) : ea_mon_table_heartbeat(m->t, id, ea_now_ns());
+    ea_status s = ea_mon_table_leave(m->t, id);
     if (s == EA_OK) ack(m, 0, &b);
     changed_since(m, before);
     pthread_mutex_unlock(&m->mu);
-    if (s != EA_OK) return reply_error(c, 404, "not_found_error", ea_errmsg());
-    return reply(c, 200, &b);
+    return s == EA_OK ? reply(c, 200, &b) : refused(c, s);
 }
 
 /* Long poll: until the version passes `after`, the deadline, or stop. Called with mu held. */
@@ -197,9 +239,12 @@ static enum MHD_Result handle_health(ea_monitor *m, struct MHD_Connection *c) {
 static enum MHD_Result handle_metrics(ea_monitor *m, struct MHD_Connection *c) {
     ea_sbuf b = {0};
     ea_mon_counts n;
+    ea_mon_loadsum_stats ls;
     pthread_mutex_lock(&m->mu);
     ea_mon_table_counts(m->t, &n);
-    unsigned long long v = (unsigned long long)ea_mon_table_version(m->t);
+    ea_mon_loadsum_get_stats(m->load, &ls);
+    unsigned long long v = (unsigned long long)ea_mon_table_version(m->t), plans = (unsigned long long)m->plans;
+    double balance = m->plan_balance;
     pthread_mutex_unlock(&m->mu);
     ea_sbuf_printf(&b,
                    "# HELP eaas:monitor_servers Expert servers in the table, by state.\n"
@@ -213,6 +258,19 @@ static enum MHD_Result handle_metrics(ea_monitor *m, struct MHD_Connection *c) {
                    "# HELP eaas:monitor_deaths_total Members declared dead for missing heartbeats.\n"
                    "# TYPE eaas:monitor_deaths_total counter\neaas:monitor_deaths_total %llu\n",
                    n.servers_live, n.servers_dead, n.clients_live, n.clients_dead, v, (unsigned long long)n.deaths);
+    ea_sbuf_printf(&b,
+                   "# HELP eaas:monitor_replica_plans_total Replica plans adopted (each changed some server's assigned replicas).\n"
+                   "# TYPE eaas:monitor_replica_plans_total counter\neaas:monitor_replica_plans_total %llu\n"
+                   "# HELP eaas:monitor_replicas_assigned Replica pairs assigned, over all servers.\n"
+                   "# TYPE eaas:monitor_replicas_assigned gauge\neaas:monitor_replicas_assigned %d\n"
+                   "# HELP eaas:monitor_load_pairs_total (token, slot) pairs the clients reported in their heartbeats' load.\n"
+                   "# TYPE eaas:monitor_load_pairs_total counter\neaas:monitor_load_pairs_total %llu\n"
+                   "# HELP eaas:monitor_load_ignored_total Load triples ignored: a new (layer, expert) while the load sum was full.\n"
+                   "# TYPE eaas:monitor_load_ignored_total counter\neaas:monitor_load_ignored_total %llu\n"
+                   "# HELP eaas:monitor_plan_balance Estimated mean / max server load of the adopted replica plan (1 when none).\n"
+                   "# TYPE eaas:monitor_plan_balance gauge\neaas:monitor_plan_balance %.6f\n",
+                   plans, n.replicas_assigned, (unsigned long long)ls.pairs_total, (unsigned long long)ls.triples_ignored,
+                   balance);
     enum MHD_Result r = send_text(c, 200, "text/plain; version=0.0.4", &b);
     ea_sbuf_deinit(&b);
     return r;
@@ -236,8 +294,8 @@ static enum MHD_Result dispatch(ea_monitor *m, struct MHD_Connection *c, const c
     if (cc->too_large) return reply_error(c, 413, "invalid_request_error", "request body is larger than 1 MiB");
     switch (table[i].r) {
     case R_REGISTER: return handle_register(m, c, &cc->body);
-    case R_HEARTBEAT: return handle_id(m, c, &cc->body, 0);
-    case R_LEAVE: return handle_id(m, c, &cc->body, 1);
+    case R_HEARTBEAT: return handle_heartbeat(m, c, &cc->body);
+    case R_LEAVE: return handle_leave(m, c, &cc->body);
     case R_CLUSTER: return handle_cluster(m, c);
     case R_HEALTH: return handle_health(m, c);
     case R_METRICS: return handle_metrics(m, c);
@@ -305,6 +363,56 @@ static void *reaper_main(void *arg) {
     return NULL;
 }
 
+/* ---- the replica planner ------------------------------------------------------------- */
+
+/* One planning period: decay the load; plan if load is left and a live server has slots
+ * (or some server still has a plan: the last slotted server died, and its plan goes).
+ * Called with mu held; releases it while it plans. */
+static void plan_tick(ea_monitor *m) {
+    ea_replicas_load *load = NULL;
+    int n_load = 0;
+    ea_mon_plan_input in = {0};
+    if (ea_mon_loadsum_tick(m->load, &load, &n_load) != EA_OK || n_load == 0 ||
+        ea_mon_table_plan_input(m->t, &in) != EA_OK || (in.n_slotted == 0 && in.n_planned == 0)) {
+        ea_free(load);
+        ea_mon_plan_input_free(&in);
+        return;
+    }
+    pthread_mutex_unlock(&m->mu);
+    ea_replicas_result r;
+    ea_status s = ea_replicas_plan(in.s, in.n, load, n_load, m->o.replicate_min_gain, &r);
+    pthread_mutex_lock(&m->mu);
+    int n_changed = 0;
+    uint64_t before = ea_mon_table_version(m->t);
+    if (s == EA_OK && r.changed && !m->stopping) s = ea_mon_table_assign(m->t, &in, r.plan, &n_changed);
+    if (s != EA_OK) EA_LOGW("monitor: replica plan: %s", ea_errmsg());
+    if (n_changed > 0) {
+        m->plans++;
+        m->plan_balance = r.after.max > 0 ? r.after.mean / r.after.max : 1;
+        EA_LOGI("monitor: replica plan: %d replicas on %d servers (%d changed); estimated server load "
+                "max %.1f mean %.1f -> max %.1f mean %.1f, unhosted %.1f -> %.1f (version %llu)",
+                r.after.n_replicas, in.n_slotted, n_changed, r.before.max, r.before.mean, r.after.max, r.after.mean,
+                r.before.unhosted, r.after.unhosted, (unsigned long long)ea_mon_table_version(m->t));
+    }
+    changed_since(m, before);
+    ea_replicas_result_free(&r);
+    ea_free(load);
+    ea_mon_plan_input_free(&in);
+}
+
+static void *planner_main(void *arg) {
+    ea_monitor *m = arg;
+    pthread_mutex_lock(&m->mu);
+    struct timespec dl = deadline_in(m->o.replicate_ms);
+    while (!m->stopping) {
+        if (pthread_cond_timedwait(&m->wake, &m->mu, &dl) != ETIMEDOUT || m->stopping) continue;
+        plan_tick(m);
+        dl = deadline_in(m->o.replicate_ms);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
 static ea_status init_sync(ea_monitor *m) {
     pthread_condattr_t ca;
     if (pthread_condattr_init(&ca) || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
@@ -340,18 +448,27 @@ static ea_status start(ea_monitor *m) {
     m->sync_ready = 1;
     EA_TRY(ea_random_bytes(&epoch, sizeof epoch));
     EA_TRY(ea_mon_table_create(epoch, &m->t));
+    EA_TRY(ea_mon_loadsum_create(LOAD_PAIRS_MAX, &m->load));
     if (pthread_create(&m->reaper, NULL, reaper_main, m) != 0) return ea_err(EA_ERR_INTERNAL, "monitor: reaper thread");
     m->reaper_started = 1;
+    if (m->o.replicate_ms > 0) {
+        if (pthread_create(&m->planner, NULL, planner_main, m) != 0) return ea_err(EA_ERR_INTERNAL, "monitor: planner thread");
+        m->planner_started = 1;
+    }
     return listen_on(m);
 }
 
 ea_status ea_monitor_start(const ea_monitor_opts *o, ea_monitor **out) {
     *out = NULL;
+    if (!(o->replicate_min_gain >= 0 && o->replicate_min_gain <= 1))
+        return ea_err(EA_ERR_INVALID_ARG, "monitor: replicate_min_gain %g not in [0, 1]", o->replicate_min_gain);
     ea_monitor *m = ea_calloc(1, sizeof *m);
     if (!m) return ea_err(EA_ERR_NOMEM, "monitor");
     m->o = *o;
     if (m->o.heartbeat_ms <= 0) m->o.heartbeat_ms = 200;
     if (m->o.dead_after_ms <= 0) m->o.dead_after_ms = 1000;
+    if (m->o.replicate_ms < 0) m->o.replicate_ms = 0;
+    m->plan_balance = 1;
     snprintf(m->host, sizeof m->host, "%s", o->host && o->host[0] ? o->host : "127.0.0.1");
     ea_status s = start(m);
     if (s != EA_OK) {
@@ -362,6 +479,10 @@ ea_status ea_monitor_start(const ea_monitor_opts *o, ea_monitor **out) {
     ea_mon_epoch_format(ea_mon_table_epoch(m->t), ep);
     EA_LOGI("monitor: listening on %s:%d, epoch %s, heartbeat %d ms, dead after %d ms", m->host, m->port, ep,
             m->o.heartbeat_ms, m->o.dead_after_ms);
+    if (m->o.replicate_ms > 0)
+        EA_LOGI("monitor: replica plan every %d ms, min gain %g", m->o.replicate_ms, m->o.replicate_min_gain);
+    else
+        EA_LOGI("monitor: no replica plan (replicate_ms 0)");
     *out = m;
     return EA_OK;
 }
@@ -381,11 +502,13 @@ void ea_monitor_stop(ea_monitor *m) {
     }
     if (m->d) MHD_stop_daemon(m->d);
     if (m->reaper_started) pthread_join(m->reaper, NULL);
+    if (m->planner_started) pthread_join(m->planner, NULL);
     if (m->sync_ready) {
         pthread_cond_destroy(&m->changed);
         pthread_cond_destroy(&m->wake);
         pthread_mutex_destroy(&m->mu);
     }
     ea_mon_table_destroy(m->t);
+    ea_mon_loadsum_destroy(m->load);
     ea_free(m);
 }

@@ -7,12 +7,17 @@
  * the type and the limits and name the JSON path in the error, so a refused
  * message always says which field and why. Parsers either fill their output
  * completely or leave nothing allocated behind.
+ *
+ * Lists of (layer, expert) pairs ("replicas", "assigned") are sets: a pair
+ * twice is refused, found by sorting a copy (n log n for 4096 pairs, not n^2).
+ * The parsers keep the order received; the table keeps its copies sorted.
  */
 #include "eaas/monitor_msg.h"
 
 #include <jansson.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -25,8 +30,12 @@
 
 const char *ea_mon_role_name(ea_mon_role r) { return r == EA_MON_SERVER ? "server" : "client"; }
 
+/* Indexed by ea_mon_event_kind. */
+static const char *const event_names[] = {"register", "dead", "leave", "hosted", "assign"};
+
 const char *ea_mon_event_name(ea_mon_event_kind k) {
-    return k == EA_MON_EV_REGISTER ? "register" : k == EA_MON_EV_DEAD ? "dead" : "leave";
+    EA_ASSERT((unsigned)k < sizeof event_names / sizeof event_names[0]);
+    return event_names[k];
 }
 
 /* ---- getters: type, limits, path in the error ---------------------------------------- */
@@ -55,6 +64,27 @@ static ea_status get_uint(const json_t *o, const char *key, const char *path, lo
     long long x = json_integer_value(v);
     if (x < lo) return ea_err(EA_ERR_RANGE, "%s%s: %lld < %lld", path, key, x, lo);
     *out = (uint64_t)x;
+    return EA_OK;
+}
+
+/* The integer x (at `path`) in [lo, hi]. */
+static ea_status int_in(const json_t *x, const char *path, long long lo, long long hi, long long *out) {
+    if (!json_is_integer(x)) return ea_err(EA_ERR_FORMAT, "%s: expected an integer", path);
+    long long v = json_integer_value(x);
+    if (v < lo) return ea_err(EA_ERR_RANGE, "%s: %lld < %lld", path, v, lo);
+    if (v > hi) return ea_err(EA_ERR_RANGE, "%s: %lld > %lld", path, v, hi);
+    *out = v;
+    return EA_OK;
+}
+
+/* "replica_slots" of a server, optional: 0..EA_MON_REPLICAS_MAX, 0 when absent. */
+static ea_status get_slots(const json_t *o, const char *path, int *out) {
+    const json_t *v = json_object_get(o, "replica_slots");
+    char p[48];
+    long long n = 0;
+    snprintf(p, sizeof p, "%sreplica_slots", path);
+    if (v) EA_TRY(int_in(v, p, 0, EA_MON_REPLICAS_MAX, &n));
+    *out = (int)n;
     return EA_OK;
 }
 
@@ -164,6 +194,103 @@ static ea_status get_ucx(const json_t *o, const char *path, const char **s, size
     return st == EA_OK ? EA_OK : ea_err_wrap(st, "%sucx: ", path);
 }
 
+/* ---- (layer, expert) pairs and load ----------------------------------------------------- */
+
+typedef struct {
+    ea_mon_pair p;
+    int at; /* index in the list as received */
+} pair_at;
+
+static int pair_at_cmp(const void *a, const void *b) {
+    const pair_at *x = a, *y = b;
+    if (x->p.layer != y->p.layer) return x->p.layer < y->p.layer ? -1 : 1;
+    if (x->p.expert != y->p.expert) return x->p.expert < y->p.expert ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* p[0..n) has no pair twice; else the error names the later one (path[i]). */
+static ea_status pairs_distinct(const ea_mon_pair *p, int n, const char *path) {
+    if (n < 2) return EA_OK;
+    pair_at *s = ea_malloc((size_t)n * sizeof *s);
+    if (!s) return ea_err(EA_ERR_NOMEM, "%s", path);
+    for (int i = 0; i < n; i++) s[i] = (pair_at){p[i], i};
+    qsort(s, (size_t)n, sizeof *s, pair_at_cmp);
+    ea_status st = EA_OK;
+    for (int i = 1; i < n && st == EA_OK; i++)
+        if (s[i].p.layer == s[i - 1].p.layer && s[i].p.expert == s[i - 1].p.expert)
+            st = ea_err(EA_ERR_RANGE, "%s[%d]: [%d, %d] is also %s[%d] (no pair twice)", path, s[i].at, (int)s[i].p.layer,
+                        (int)s[i].p.expert, path, s[i - 1].at);
+    ea_free(s);
+    return st;
+}
+
+/* The array a (at `path`): [[layer, expert], ...], at most EA_MON_REPLICAS_MAX pairs, each
+ * 0..EA_MON_RANGE_MAX, no pair twice. OUT: *out (owns; NULL when empty), *n. */
+static ea_status pairs_at(const json_t *a, const char *path, ea_mon_pair **out, int *n) {
+    if (!json_is_array(a)) return ea_err(EA_ERR_FORMAT, "%s: expected an array of [layer, expert]", path);
+    size_t m = json_array_size(a);
+    if (m > EA_MON_REPLICAS_MAX) return ea_err(EA_ERR_RANGE, "%s: %zu pairs, more than %d", path, m, EA_MON_REPLICAS_MAX);
+    ea_mon_pair *p = m ? ea_malloc(m * sizeof *p) : NULL;
+    if (m && !p) return ea_err(EA_ERR_NOMEM, "%s", path);
+    ea_status st = EA_OK;
+    for (size_t i = 0; i < m && st == EA_OK; i++) {
+        const json_t *x = json_array_get(a, i);
+        char q[64];
+        long long v[2] = {0, 0};
+        if (!json_is_array(x) || json_array_size(x) != 2) {
+            st = ea_err(EA_ERR_FORMAT, "%s[%zu]: expected [layer, expert]", path, i);
+            break;
+        }
+        for (size_t j = 0; j < 2 && st == EA_OK; j++) {
+            snprintf(q, sizeof q, "%s[%zu][%zu]", path, i, j);
+            st = int_in(json_array_get(x, j), q, 0, EA_MON_RANGE_MAX, &v[j]);
+        }
+        p[i] = (ea_mon_pair){(int32_t)v[0], (int32_t)v[1]};
+    }
+    if (st == EA_OK) st = pairs_distinct(p, (int)m, path);
+    if (st != EA_OK) {
+        ea_free(p);
+        return st;
+    }
+    *out = p;
+    *n = (int)m;
+    return EA_OK;
+}
+
+/* A client's "load": [[layer, expert, pairs], ...], at most EA_MON_LOAD_MAX triples;
+ * layer and expert 0..EA_MON_RANGE_MAX, pairs 1..EA_MON_PAIRS_MAX. A pair may come twice
+ * (the monitor adds them up). OUT: *out (owns; NULL when empty), *n. */
+static ea_status load_at(const json_t *a, ea_mon_load **out, int *n) {
+    static const long long lo[3] = {0, 0, 1}, hi[3] = {EA_MON_RANGE_MAX, EA_MON_RANGE_MAX, EA_MON_PAIRS_MAX};
+    if (!json_is_array(a)) return ea_err(EA_ERR_FORMAT, "load: expected an array of [layer, expert, pairs]");
+    size_t m = json_array_size(a);
+    if (m > EA_MON_LOAD_MAX) return ea_err(EA_ERR_RANGE, "load: %zu triples, more than %d", m, EA_MON_LOAD_MAX);
+    ea_mon_load *l = m ? ea_malloc(m * sizeof *l) : NULL;
+    if (m && !l) return ea_err(EA_ERR_NOMEM, "load");
+    ea_status st = EA_OK;
+    for (size_t i = 0; i < m && st == EA_OK; i++) {
+        const json_t *x = json_array_get(a, i);
+        long long v[3] = {0, 0, 0};
+        if (!json_is_array(x) || json_array_size(x) != 3) {
+            st = ea_err(EA_ERR_FORMAT, "load[%zu]: expected [layer, expert, pairs]", i);
+            break;
+        }
+        for (size_t j = 0; j < 3 && st == EA_OK; j++) {
+            char q[48];
+            snprintf(q, sizeof q, "load[%zu][%zu]", i, j);
+            st = int_in(json_array_get(x, j), q, lo[j], hi[j], &v[j]);
+        }
+        l[i] = (ea_mon_load){(int32_t)v[0], (int32_t)v[1], (int64_t)v[2]};
+    }
+    if (st != EA_OK) {
+        ea_free(l);
+        return st;
+    }
+    *out = l;
+    *n = (int)m;
+    return EA_OK;
+}
+
 /* ---- requests from members ---------------------------------------------------------- */
 
 static ea_status register_server(const json_t *o, ea_mon_register *r) {
@@ -171,6 +298,7 @@ static ea_status register_server(const json_t *o, ea_mon_register *r) {
     size_t un;
     EA_TRY(get_ucx(o, "", &u, &un));
     EA_TRY(get_http(o, "", r->http));
+    EA_TRY(get_slots(o, "", &r->replica_slots));
     EA_TRY(get_hosted(o, "", &r->layers, &r->n_layers, &r->experts, &r->n_experts));
     r->ucx = ea_strndup(u, un);
     return r->ucx ? EA_OK : ea_err(EA_ERR_NOMEM, "ucx");
@@ -204,6 +332,31 @@ ea_status ea_mon_id_parse(const char *body, size_t len, char id[EA_MON_ID_MAX + 
     ea_status s = get_id(o, "", id);
     json_decref(o);
     return s;
+}
+
+static ea_status heartbeat_fields(const json_t *o, ea_mon_heartbeat *h) {
+    const json_t *load = json_object_get(o, "load"), *rep = json_object_get(o, "replicas");
+    if (load) EA_TRY(load_at(load, &h->load, &h->n_load));
+    if (rep) EA_TRY(pairs_at(rep, "replicas", &h->replicas, &h->n_replicas));
+    h->has_replicas = rep != NULL;
+    return EA_OK;
+}
+
+ea_status ea_mon_heartbeat_parse(const char *body, size_t len, ea_mon_heartbeat *out) {
+    memset(out, 0, sizeof *out);
+    json_t *o;
+    EA_TRY(parse_object(body, len, "heartbeat", &o));
+    ea_status s = get_id(o, "", out->id);
+    if (s == EA_OK) s = heartbeat_fields(o, out);
+    json_decref(o);
+    if (s != EA_OK) ea_mon_heartbeat_free(out);
+    return s;
+}
+
+void ea_mon_heartbeat_free(ea_mon_heartbeat *h) {
+    ea_free(h->load);
+    ea_free(h->replicas);
+    memset(h, 0, sizeof *h);
 }
 
 ea_status ea_mon_epoch_parse(const char *s, uint64_t *epoch) {
@@ -262,6 +415,22 @@ static void server_free(ea_cluster_server *s) {
     ea_free(s->ucx);
     ea_free(s->layers);
     ea_free(s->experts);
+    ea_free(s->replicas);
+    ea_free(s->assigned);
+}
+
+/* "replicas" (absent: none) or "assigned" (absent: no plan, *has = 0) of a server
+ * entry: a set of pairs, at most its replica_slots. */
+static ea_status server_pairs(const json_t *o, const char *path, const char *key, int slots, ea_mon_pair **p, int *n,
+                              int *has) {
+    const json_t *a = json_object_get(o, key);
+    char q[48];
+    *has = a != NULL;
+    if (!a) return EA_OK;
+    snprintf(q, sizeof q, "%s%s", path, key);
+    EA_TRY(pairs_at(a, q, p, n));
+    if (*n > slots) return ea_err(EA_ERR_RANGE, "%s: %d pairs, more than replica_slots %d", q, *n, slots);
+    return EA_OK;
 }
 
 static ea_status cluster_server(const json_t *o, const char *path, ea_cluster_server *s) {
@@ -273,15 +442,19 @@ static ea_status cluster_server(const json_t *o, const char *path, ea_cluster_se
     if (!(s->ucx = ea_malloc(ea_base64_dec_max(un) + 1))) return ea_err(EA_ERR_NOMEM, "%sucx", path);
     EA_TRY(ea_base64_decode(u, un, s->ucx, &s->ucx_len));
     EA_TRY(get_http(o, path, s->http));
-    return get_hosted(o, path, &s->layers, &s->n_layers, &s->experts, &s->n_experts);
+    EA_TRY(get_hosted(o, path, &s->layers, &s->n_layers, &s->experts, &s->n_experts));
+    int has_replicas;
+    EA_TRY(get_slots(o, path, &s->replica_slots));
+    EA_TRY(server_pairs(o, path, "replicas", s->replica_slots, &s->replicas, &s->n_replicas, &has_replicas));
+    return server_pairs(o, path, "assigned", s->replica_slots, &s->assigned, &s->n_assigned, &s->has_assigned);
 }
 
 static ea_status cluster_event(const json_t *o, const char *path, ea_cluster_event *e) {
-    static const char *const kinds[] = {"register", "dead", "leave"}, *const roles[] = {"server", "client"};
+    static const char *const roles[] = {"server", "client"};
     if (!json_is_object(o)) return ea_err(EA_ERR_FORMAT, "%s: expected an object", path);
     int kind = 0, role = 0;
     EA_TRY(get_uint(o, "version", path, 2, &e->version));
-    EA_TRY(get_enum(o, "kind", path, kinds, 3, &kind));
+    EA_TRY(get_enum(o, "kind", path, event_names, (int)(sizeof event_names / sizeof event_names[0]), &kind));
     EA_TRY(get_enum(o, "role", path, roles, 2, &role));
     e->kind = (ea_mon_event_kind)kind;
     e->role = (ea_mon_role)role;
@@ -380,7 +553,10 @@ int ea_cluster_hosts(const ea_cluster_server *s, int layer, int expert) {
     int in_l = 0, in_e = 0;
     for (int i = 0; i < s->n_layers && !in_l; i++) in_l = layer >= s->layers[i].a && layer <= s->layers[i].b;
     for (int i = 0; i < s->n_experts && !in_e; i++) in_e = expert >= s->experts[i].a && expert <= s->experts[i].b;
-    return in_l && in_e;
+    if (in_l && in_e) return 1;
+    for (int i = 0; i < s->n_replicas; i++)
+        if (s->replicas[i].layer == layer && s->replicas[i].expert == expert) return 1;
+    return 0;
 }
 
 /* ---- a server's register fields ------------------------------------------------------ */
@@ -391,24 +567,32 @@ json_t *ea__mon_ranges_json(const ea_range *r, int n) {
     return a;
 }
 
-/* {"ucx","http","hosted"} as a JSON object (new reference; NULL out of memory). */
+json_t *ea_mon_pairs_json(const ea_mon_pair *p, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) json_array_append_new(a, json_pack("[ii]", (int)p[i].layer, (int)p[i].expert));
+    return a;
+}
+
+/* {"ucx","http","hosted"[,"replica_slots"]} as a JSON object (new reference; NULL out
+ * of memory). replica_slots goes in when it is not 0, so a negative one is refused by
+ * the check below instead of left out. */
 static json_t *server_fields_json(const void *ucx_addr, size_t ucx_len, const char *http, const ea_range *layers,
-                                  int n_layers, const ea_range *experts, int n_experts) {
+                                  int n_layers, const ea_range *experts, int n_experts, int replica_slots) {
     char *txt = ea_malloc(ea_base64_enc_len(ucx_len) + 1);
     if (!txt) return NULL;
     ea_base64_encode(ucx_addr, ucx_len, txt);
     json_t *o = json_pack("{s:s, s:s, s:{s:o, s:o}}", "ucx", txt, "http", http ? http : "", "hosted", "layers",
                           ea__mon_ranges_json(layers, n_layers), "experts", ea__mon_ranges_json(experts, n_experts));
+    if (o && replica_slots != 0) json_object_set_new(o, "replica_slots", json_integer(replica_slots));
     ea_free(txt);
     return o;
 }
 
 char *ea_member_server_fields(const void *ucx_addr, size_t ucx_len, const char *http, const ea_range *layers,
                               int n_layers, const ea_range *experts, int n_experts, int replica_slots) {
-    (void)replica_slots; /* TODO(replicas): emitted by the monitor side's change */
     if (ucx_len == 0 || ea_base64_enc_len(ucx_len) > EA_MON_UCX_MAX)
         return ea_err(EA_ERR_RANGE, "ucx address of %zu bytes", ucx_len), NULL;
-    json_t *o = server_fields_json(ucx_addr, ucx_len, http, layers, n_layers, experts, n_experts);
+    json_t *o = server_fields_json(ucx_addr, ucx_len, http, layers, n_layers, experts, n_experts, replica_slots);
     char *fields = o ? json_dumps(o, JSON_COMPACT) : NULL;
     /* check them as the monitor will, inside a whole register message */
     json_object_set_new(o, "role", json_string("server"));

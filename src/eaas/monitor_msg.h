@@ -29,6 +29,12 @@
  *   ranges    [a, b] with 0 <= a <= b <= EA_MON_RANGE_MAX, integers; 1..EA_MON_RANGES_MAX
  *             per list; a server hosts every (layer, expert) of layers x experts
  *   after     decimal, 0..2^63-1; wait_ms 0..EA_MON_WAIT_MAX_MS; epoch 16 hex digits
+ *   replica_slots  integer 0..EA_MON_REPLICAS_MAX
+ *   load      0..EA_MON_LOAD_MAX triples [layer, expert, pairs] of integers: layer and
+ *             expert 0..EA_MON_RANGE_MAX, pairs 1..EA_MON_PAIRS_MAX; a pair may repeat
+ *   replicas, assigned  0..EA_MON_REPLICAS_MAX pairs [layer, expert], each
+ *             0..EA_MON_RANGE_MAX, no pair twice; in a /cluster entry at most its
+ *             replica_slots (the monitor refuses a heartbeat with more: monitor_table.h)
  * Fields not named here are ignored (a newer member may send more).
  *
  * Errors are EA_ERR_FORMAT (wrong JSON or type) or EA_ERR_RANGE (a value out of
@@ -164,7 +170,9 @@ typedef struct {
 } ea_cluster;
 
 /* Parse a /cluster answer, checking it as strictly as the monitor checks what
- * it receives. On an error *out is empty (nothing to free). */
+ * it receives. A server's replica_slots, replicas and assigned are optional
+ * (0, none, no plan: a table of an older monitor); replicas and assigned are
+ * sets of at most replica_slots pairs. On an error *out is empty (nothing to free). */
 ea_status ea_cluster_parse(const char *json, size_t len, ea_cluster *out);
 /* Frees what parse allocated; the struct is zeroed. */
 void ea_cluster_free(ea_cluster *c);
@@ -172,7 +180,8 @@ void ea_cluster_free(ea_cluster *c);
 int ea_cluster_hosts(const ea_cluster_server *s, int layer, int expert);
 
 /* The register fields of a server, as JSON object text (ea_malloc'd; caller
- * frees with ea_free): {"ucx":BASE64(addr),"http":http,"hosted":{...}}.
+ * frees with ea_free): {"ucx":BASE64(addr),"http":http,"hosted":{...}} and
+ * "replica_slots":N when N is not 0 (a negative N fails the check below).
  * The member adds role and id. NULL on a value past the limits above (with
  * ea_errmsg) or out of memory. */
 char *ea_member_server_fields(const void *ucx_addr, size_t ucx_len, const char *http, const ea_range *layers,

@@ -25,7 +25,9 @@
 #include "eaas/http_client.h"
 #include "eaas/member.h"
 #include "eaas/monitor.h"
+#include "eaas/monitor_load.h"
 #include "eaas/monitor_table.h"
+#include "eaas/replicas.h"
 #include "harness.h"
 
 #define HB_MS 100
@@ -164,6 +166,21 @@ static void reg(ea_mon_table *t, const char *body, uint64_t now) {
     EA_ASSERT(ea_mon_table_register(t, &r, now) == EA_OK);
 }
 
+/* A heartbeat of body (a JSON object) or of {"id": body} when body is an id. OUT: *role, if not NULL. */
+static ea_status hb_role(ea_mon_table *t, const char *body, uint64_t now, ea_mon_role *role) {
+    char whole[256];
+    if (body[0] != '{') snprintf(whole, sizeof whole, "{\"id\":\"%s\"}", body), body = whole;
+    ea_mon_heartbeat h;
+    EA_ASSERT(ea_mon_heartbeat_parse(body, strlen(body), &h) == EA_OK);
+    ea_mon_role r;
+    ea_status s = ea_mon_table_heartbeat(t, &h, now, &r);
+    if (role && s == EA_OK) *role = r;
+    ea_mon_heartbeat_free(&h);
+    return s;
+}
+
+static ea_status hb(ea_mon_table *t, const char *body, uint64_t now) { return hb_role(t, body, now, NULL); }
+
 static void render(const ea_mon_table *t, int with_events, uint64_t after, ea_cluster *c) {
     ea_sbuf b = {0};
     ea_mon_table_render(t, with_events, after, &b);
@@ -178,11 +195,11 @@ TEST(table_versions_events_and_reaping) {
     CHECK_EQ(ea_mon_table_version(t), 1);
     reg(t, server_body, 0);
     reg(t, "{\"role\":\"client\",\"id\":\"c1\"}", 0);
-    CHECK_EQ(ea_mon_table_heartbeat(t, "s1", 400), EA_OK);
+    CHECK_EQ(hb(t, "s1", 400), EA_OK);
     CHECK_EQ(ea_mon_table_reap(t, 500, 500), 0);  /* c1 silent exactly 500: not yet */
     CHECK_EQ(ea_mon_table_reap(t, 501, 500), 1);  /* c1 dead */
-    CHECK_EQ(ea_mon_table_heartbeat(t, "c1", 502), EA_ERR_NOT_FOUND);
-    CHECK_EQ(ea_mon_table_heartbeat(t, "nobody", 502), EA_ERR_NOT_FOUND);
+    CHECK_EQ(hb(t, "c1", 502), EA_ERR_NOT_FOUND);
+    CHECK_EQ(hb(t, "nobody", 502), EA_ERR_NOT_FOUND);
     reg(t, "{\"role\":\"client\",\"id\":\"c1\"}", 600); /* back: new since */
     CHECK_EQ(ea_mon_table_leave(t, "s1"), EA_OK);
     CHECK_EQ(ea_mon_table_leave(t, "s1"), EA_ERR_NOT_FOUND);
@@ -236,8 +253,8 @@ TEST(table_full) {
     CHECK(r.ucx == NULL);
     CHECK_EQ(ea_mon_table_reap(t, 8, 5), 2); /* c0, c1 */
     reg(t, extra, 10);
-    CHECK_EQ(ea_mon_table_heartbeat(t, "c0", 11), EA_ERR_NOT_FOUND);
-    CHECK_EQ(ea_mon_table_heartbeat(t, "new", 11), EA_OK);
+    CHECK_EQ(hb(t, "c0", 11), EA_ERR_NOT_FOUND);
+    CHECK_EQ(hb(t, "new", 11), EA_OK);
     ea_mon_counts n;
     ea_mon_table_counts(t, &n);
     CHECK(n.clients_live == EA_MON_MEMBERS_MAX - 1 && n.clients_dead == 1 && n.deaths == 2);
@@ -271,6 +288,368 @@ TEST(server_fields_and_cluster_parse) {
                       "{\"version\":2,\"kind\":\"leave\",\"role\":\"client\",\"id\":\"b\"}]}";
     CHECK_EQ(ea_cluster_parse(bad, strlen(bad), &c), EA_ERR_RANGE); /* events out of order */
     CHECK(c.events == NULL);
+}
+
+/* ---- replicas of hot experts: messages, table, load ------------------------------------ */
+
+TEST(heartbeat_parse_accepts_load_and_replicas) {
+    ea_mon_heartbeat h;
+    const char *b = "{\"id\":\"c1\"}";
+    CHECK_EQ(ea_mon_heartbeat_parse(b, strlen(b), &h), EA_OK);
+    CHECK(!strcmp(h.id, "c1") && h.n_load == 0 && h.load == NULL && !h.has_replicas && h.replicas == NULL);
+    ea_mon_heartbeat_free(&h);
+    b = "{\"id\":\"c1\",\"load\":[[0,1,5],[3,1000000,1000000000],[0,1,2]],\"replicas\":[[2,3],[0,1000000]],\"x\":1}";
+    CHECK_EQ(ea_mon_heartbeat_parse(b, strlen(b), &h), EA_OK);
+    CHECK_EQ(h.n_load, 3);
+    CHECK(h.load[1].layer == 3 && h.load[1].expert == 1000000 && h.load[1].pairs == 1000000000);
+    CHECK(h.load[2].layer == 0 && h.load[2].expert == 1 && h.load[2].pairs == 2); /* a pair again: kept, summed later */
+    CHECK(h.has_replicas && h.n_replicas == 2);
+    CHECK(h.replicas[0].layer == 2 && h.replicas[0].expert == 3 && h.replicas[1].expert == 1000000); /* as received */
+    ea_mon_heartbeat_free(&h);
+    CHECK(h.load == NULL && h.replicas == NULL);
+    b = "{\"id\":\"s1\",\"load\":[],\"replicas\":[]}"; /* "none" */
+    CHECK_EQ(ea_mon_heartbeat_parse(b, strlen(b), &h), EA_OK);
+    CHECK(h.has_replicas && h.n_replicas == 0 && h.n_load == 0);
+    ea_mon_heartbeat_free(&h);
+}
+
+TEST(heartbeat_parse_refuses_with_the_path) {
+    static const struct {
+        const char *body, *says;
+        ea_status st;
+    } cases[] = {
+        {"{\"load\":[]}", "id: missing", EA_ERR_FORMAT},
+        {"{\"id\":\"c\",\"load\":{}}", "load: expected an array", EA_ERR_FORMAT},
+        {"{\"id\":\"c\",\"load\":null}", "load: expected an array", EA_ERR_FORMAT},
+        {"{\"id\":\"c\",\"load\":[[0,1]]}", "load[0]: expected [layer, expert, pairs]", EA_ERR_FORMAT},
+        {"{\"id\":\"c\",\"load\":[7]}", "load[0]: expected [layer, expert, pairs]", EA_ERR_FORMAT},
+        {"{\"id\":\"c\",\"load\":[[0,1,5],[0,1,2],[0,1,5],[0,2,0]]}", "load[3][2]: 0 < 1", EA_ERR_RANGE},
+        {"{\"id\":\"c\",\"load\":[[0,1,1000000001]]}", "load[0][2]: 1000000001 > 1000000000", EA_ERR_RANGE},
+        {"{\"id\":\"c\",\"load\":[[-1,1,1]]}", "load[0][0]: -1 < 0", EA_ERR_RANGE},
+        {"{\"id\":\"c\",\"load\":[[0,1000001,1]]}", "load[0][1]: 1000001 > 1000000", EA_ERR_RANGE},
+        {"{\"id\":\"c\",\"load\":[[0,1.5,1]]}", "load[0][1]: expected an integer", EA_ERR_FORMAT},
+        {"{\"id\":\"c\",\"load\":[[0,1,\"3\"]]}", "load[0][2]: expected an integer", EA_ERR_FORMAT},
+        {"{\"id\":\"s\",\"replicas\":{}}", "replicas: expected an array", EA_ERR_FORMAT},
+        {"{\"id\":\"s\",\"replicas\":[[0]]}", "replicas[0]: expected [layer, expert]", EA_ERR_FORMAT},
+        {"{\"id\":\"s\",\"replicas\":[[0,1],[0,-1]]}", "replicas[1][1]: -1 < 0", EA_ERR_RANGE},
+        {"{\"id\":\"s\",\"replicas\":[[1000001,0]]}", "replicas[0][0]: 1000001 > 1000000", EA_ERR_RANGE},
+        {"{\"id\":\"s\",\"replicas\":[[0,true]]}", "replicas[0][1]: expected an integer", EA_ERR_FORMAT},
+        {"{\"id\":\"s\",\"replicas\":[[0,1],[2,3],[4,5],[2,3]]}", "replicas[3]: [2, 3] is also replicas[1]", EA_ERR_RANGE},
+        {"{\"id\":\"s\",\"load\":[[0,1,1]],\"replicas\":[[5,5],[5,5]]}", "replicas[1]: [5, 5] is also replicas[0]", EA_ERR_RANGE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ea_mon_heartbeat h;
+        ea_status s = ea_mon_heartbeat_parse(cases[i].body, strlen(cases[i].body), &h);
+        if (s != cases[i].st || !strstr(ea_errmsg(), cases[i].says))
+            FAIL_("case %zu: status %s, message '%s', expected '%s'", i, ea_status_name(s), ea_errmsg(), cases[i].says);
+        CHECK(h.load == NULL && h.replicas == NULL && h.n_load == 0);
+    }
+}
+
+/* EA_MON_LOAD_MAX triples and EA_MON_REPLICAS_MAX pairs pass; one more does not. */
+TEST(heartbeat_parse_limits) {
+    size_t cap = (size_t)EA_MON_LOAD_MAX * 24 + 64;
+    char *body = ea_malloc(cap);
+    CHECK(body != NULL);
+    for (int n = EA_MON_LOAD_MAX; n <= EA_MON_LOAD_MAX + 1; n++) {
+        size_t o = (size_t)snprintf(body, cap, "{\"id\":\"c\",\"load\":[");
+        for (int i = 0; i < n; i++) o += (size_t)snprintf(body + o, cap - o, "%s[%d,%d,1]", i ? "," : "", i / 256, i % 256);
+        snprintf(body + o, cap - o, "]}");
+        ea_mon_heartbeat h;
+        ea_status s = ea_mon_heartbeat_parse(body, strlen(body), &h);
+        ea_mon_heartbeat_free(&h);
+        if (s != (n == EA_MON_LOAD_MAX ? EA_OK : EA_ERR_RANGE) || (s != EA_OK && !strstr(ea_errmsg(), "load: 65537 triples")))
+            FAIL_("%d triples: %s '%s'", n, ea_status_name(s), ea_errmsg());
+    }
+    for (int n = EA_MON_REPLICAS_MAX; n <= EA_MON_REPLICAS_MAX + 1; n++) {
+        size_t o = (size_t)snprintf(body, cap, "{\"id\":\"s\",\"replicas\":[");
+        for (int i = 0; i < n; i++) o += (size_t)snprintf(body + o, cap - o, "%s[%d,%d]", i ? "," : "", i / 64, i % 64 + (i == 4096));
+        snprintf(body + o, cap - o, "]}");
+        ea_mon_heartbeat h;
+        ea_status s = ea_mon_heartbeat_parse(body, strlen(body), &h);
+        CHECK(s != EA_OK || (h.n_replicas == n && h.replicas[n - 1].layer == (n - 1) / 64));
+        ea_mon_heartbeat_free(&h);
+        if (s != (n == EA_MON_REPLICAS_MAX ? EA_OK : EA_ERR_RANGE) || (s != EA_OK && !strstr(ea_errmsg(), "replicas: 4097 pairs")))
+            FAIL_("%d pairs: %s '%s'", n, ea_status_name(s), ea_errmsg());
+    }
+    ea_free(body);
+}
+
+TEST(register_replica_slots) {
+    static const struct {
+        const char *slots; /* the value's JSON text; NULL: absent */
+        ea_status st;
+        int want;
+        const char *says;
+    } cases[] = {{NULL, EA_OK, 0, ""},
+                 {"0", EA_OK, 0, ""},
+                 {"4096", EA_OK, 4096, ""},
+                 {"-1", EA_ERR_RANGE, 0, "replica_slots: -1 < 0"},
+                 {"4097", EA_ERR_RANGE, 0, "replica_slots: 4097 > 4096"},
+                 {"\"2\"", EA_ERR_FORMAT, 0, "replica_slots: expected an integer"},
+                 {"2.0", EA_ERR_FORMAT, 0, "replica_slots: expected an integer"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"role\":\"server\",\"id\":\"s\",\"ucx\":\"AA==\",\"http\":\"h:1\",%s%s%s"
+                 "\"hosted\":{\"layers\":[[0,1]],\"experts\":[[0,1]]}}",
+                 cases[i].slots ? "\"replica_slots\":" : "", cases[i].slots ? cases[i].slots : "", cases[i].slots ? "," : "");
+        ea_mon_register r;
+        ea_status s = ea_mon_register_parse(body, strlen(body), &r);
+        if (s != cases[i].st || (s == EA_OK && r.replica_slots != cases[i].want) || !strstr(ea_errmsg(), cases[i].says))
+            FAIL_("case %zu: %s '%s'", i, ea_status_name(s), ea_errmsg());
+        CHECK(s == EA_OK || (r.ucx == NULL && r.layers == NULL));
+        ea_mon_register_free(&r);
+    }
+    /* the member's builder: emitted when not 0, refused past the limits */
+    uint8_t addr[2] = {1, 2};
+    ea_range l = {0, 1};
+    char *f = ea_member_server_fields(addr, 2, "h:1", &l, 1, &l, 1, 5);
+    CHECK(f && strstr(f, "\"replica_slots\":5"));
+    ea_free(f);
+    f = ea_member_server_fields(addr, 2, "h:1", &l, 1, &l, 1, 0);
+    CHECK(f && !strstr(f, "replica_slots"));
+    ea_free(f);
+    CHECK(ea_member_server_fields(addr, 2, "h:1", &l, 1, &l, 1, EA_MON_REPLICAS_MAX + 1) == NULL);
+    CHECK(strstr(ea_errmsg(), "replica_slots: 4097 > 4096"));
+    CHECK(ea_member_server_fields(addr, 2, "h:1", &l, 1, &l, 1, -1) == NULL);
+}
+
+static const char rep_server[] = "{\"role\":\"server\",\"id\":\"r1\",\"ucx\":\"AAECAw==\",\"http\":\"127.0.0.1:9001\","
+                                 "\"replica_slots\":3,\"hosted\":{\"layers\":[[0,3]],\"experts\":[[0,7]]}}";
+
+/* The kinds of the events after version `after`, e.g. "register,hosted". */
+static const char *event_kinds(const ea_mon_table *t, uint64_t after) {
+    static char buf[512];
+    ea_cluster c;
+    size_t o = 0;
+    buf[0] = 0;
+    render(t, 1, after, &c);
+    for (int i = 0; i < c.n_events && o < 400; i++)
+        o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", i ? "," : "", ea_mon_event_name(c.events[i].kind));
+    ea_cluster_free(&c);
+    return buf;
+}
+
+/* A server's heartbeat "replicas": one hosted event when the set changes, none when it does not. */
+TEST(table_replicas_from_heartbeats) {
+    ea_mon_table *t;
+    CHECK_EQ(ea_mon_table_create(3, &t), EA_OK);
+    reg(t, rep_server, 0);
+    reg(t, "{\"role\":\"client\",\"id\":\"c1\"}", 0);
+    uint64_t v0 = ea_mon_table_version(t);
+    ea_mon_role role = EA_MON_CLIENT;
+    CHECK_EQ(hb_role(t, "{\"id\":\"r1\",\"replicas\":[[5,2],[0,9]]}", 1, &role), EA_OK);
+    CHECK_EQ(role, EA_MON_SERVER);
+    CHECK_EQ(ea_mon_table_version(t), v0 + 1);
+    CHECK_EQ(hb(t, "{\"id\":\"r1\",\"replicas\":[[0,9],[5,2]]}", 2), EA_OK); /* the same set */
+    CHECK_EQ(hb(t, "{\"id\":\"r1\"}", 3), EA_OK);                             /* absent: no change */
+    CHECK_EQ(hb(t, "{\"id\":\"r1\",\"load\":[[0,1,5]]}", 3), EA_OK);          /* a server's load: ignored */
+    CHECK_EQ(ea_mon_table_version(t), v0 + 1);
+    CHECK_STREQ(event_kinds(t, v0), "hosted");
+    ea_cluster c;
+    render(t, 0, 0, &c);
+    CHECK(c.n_servers == 1 && c.servers[0].replica_slots == 3 && c.servers[0].n_replicas == 2 && !c.servers[0].has_assigned);
+    CHECK(c.servers[0].replicas[0].layer == 0 && c.servers[0].replicas[0].expert == 9); /* sorted */
+    CHECK(c.servers[0].replicas[1].layer == 5 && c.servers[0].replicas[1].expert == 2);
+    CHECK(ea_cluster_hosts(&c.servers[0], 0, 9) && ea_cluster_hosts(&c.servers[0], 5, 2)); /* outside its ranges */
+    CHECK(ea_cluster_hosts(&c.servers[0], 3, 7) && !ea_cluster_hosts(&c.servers[0], 5, 3) && !ea_cluster_hosts(&c.servers[0], 0, 8));
+    ea_cluster_free(&c);
+    CHECK_EQ(hb(t, "{\"id\":\"r1\",\"replicas\":[]}", 4), EA_OK); /* now none: a change */
+    CHECK_STREQ(event_kinds(t, v0), "hosted,hosted");
+    uint64_t v1 = ea_mon_table_version(t);
+    CHECK_EQ(hb_role(t, "{\"id\":\"c1\",\"replicas\":[[1,1]]}", 4, &role), EA_OK); /* a client's: ignored */
+    CHECK_EQ(role, EA_MON_CLIENT);
+    /* more than its slots: refused, nothing changes, not even the time of its last heartbeat */
+    CHECK_EQ(hb(t, "{\"id\":\"r1\",\"replicas\":[[5,2],[0,9],[6,0],[6,1]]}", 5), EA_ERR_RANGE);
+    CHECK(strstr(ea_errmsg(), "replicas: 4 pairs, more than replica_slots 3"));
+    CHECK_EQ(ea_mon_table_version(t), v1);
+    CHECK_EQ(ea_mon_table_reap(t, 7, 2), 2); /* r1's last heartbeat is 4, not 5 */
+    ea_mon_table_destroy(t);
+}
+
+/* The plan's path through the table: input, assign (one assign event per server that
+ * changed), a registration again keeps nothing, a dead server's plan is cleared. */
+TEST(table_plan_assign_and_render) {
+    ea_mon_table *t;
+    CHECK_EQ(ea_mon_table_create(3, &t), EA_OK);
+    reg(t, "{\"role\":\"server\",\"id\":\"a\",\"ucx\":\"AA==\",\"http\":\"h:1\",\"replica_slots\":2,"
+           "\"hosted\":{\"layers\":[[0,0]],\"experts\":[[0,3]]}}", 0);
+    reg(t, "{\"role\":\"client\",\"id\":\"c\"}", 0);
+    reg(t, "{\"role\":\"server\",\"id\":\"b\",\"ucx\":\"AA==\",\"http\":\"h:2\",\"replica_slots\":2,"
+           "\"hosted\":{\"layers\":[[0,0]],\"experts\":[[4,7]]}}", 0);
+    ea_mon_plan_input in;
+    CHECK_EQ(ea_mon_table_plan_input(t, &in), EA_OK);
+    CHECK(in.n == 2 && in.n_slotted == 2 && !strcmp(in.id[1], "b") && in.s[1].experts[0].a == 4 && !in.s[0].has_current);
+    ea_replicas_load load[8] = {{0, 0, 1}, {0, 1, 10}, {0, 2, 1}, {0, 3, 1}, {0, 4, 1}, {0, 5, 1}, {0, 6, 1}, {0, 7, 1}};
+    ea_replicas_result r;
+    CHECK_EQ(ea_replicas_plan(in.s, in.n, load, 8, 0.1, &r), EA_OK);
+    uint64_t v0 = ea_mon_table_version(t);
+    int n_changed = -1;
+    CHECK_EQ(ea_mon_table_assign(t, &in, r.plan, &n_changed), EA_OK);
+    CHECK_EQ(n_changed, 2);
+    CHECK_STREQ(event_kinds(t, v0), "assign,assign");
+    CHECK_EQ(ea_mon_table_assign(t, &in, r.plan, &n_changed), EA_OK); /* the same again: no change */
+    CHECK_EQ(n_changed, 0);
+    CHECK_EQ(ea_mon_table_version(t), v0 + 2);
+    ea_mon_counts cnt;
+    ea_mon_table_counts(t, &cnt);
+    CHECK_EQ(cnt.replicas_assigned, 2);
+    ea_cluster c;
+    render(t, 0, 0, &c);
+    CHECK(c.servers[0].has_assigned && c.servers[0].n_assigned == 1 && c.servers[0].assigned[0].expert == 4);
+    CHECK(c.servers[1].has_assigned && c.servers[1].n_assigned == 1 && c.servers[1].assigned[0].expert == 1);
+    CHECK(c.servers[1].replica_slots == 2 && c.servers[1].n_replicas == 0 && c.servers[1].replicas == NULL);
+    CHECK(!ea_cluster_hosts(&c.servers[1], 0, 1)); /* assigned is not hosted: only replicas count */
+    ea_cluster_free(&c);
+    /* the next plan sees it as current: the same load changes nothing */
+    ea_replicas_result_free(&r);
+    ea_mon_plan_input_free(&in);
+    CHECK_EQ(ea_mon_table_plan_input(t, &in), EA_OK);
+    CHECK(in.s[0].has_current && in.s[0].n_current == 1 && in.s[0].current[0].expert == 4);
+    CHECK_EQ(ea_replicas_plan(in.s, in.n, load, 8, 0.1, &r), EA_OK);
+    CHECK(!r.changed);
+    ea_replicas_result_free(&r);
+    /* an assignment for an incarnation that is gone is not applied */
+    reg(t, "{\"role\":\"server\",\"id\":\"b\",\"ucx\":\"AA==\",\"http\":\"h:2\",\"replica_slots\":2,"
+           "\"hosted\":{\"layers\":[[0,0]],\"experts\":[[4,7]]}}", 1);
+    CHECK_EQ(hb(t, "{\"id\":\"b\",\"replicas\":[[0,1]]}", 1), EA_OK);
+    ea_replicas_assign none[2] = {{1, NULL, 0}, {1, NULL, 0}};
+    CHECK_EQ(ea_mon_table_assign(t, &in, none, &n_changed), EA_OK);
+    CHECK_EQ(n_changed, 1); /* a only */
+    ea_mon_plan_input_free(&in);
+    render(t, 0, 0, &c);
+    CHECK(c.servers[0].has_assigned && c.servers[0].n_assigned == 0); /* "assigned": [] */
+    CHECK(!c.servers[1].has_assigned && c.servers[1].n_replicas == 1); /* registered again: no plan, its new replicas */
+    ea_cluster_free(&c);
+    /* b dies: the next plan clears its plan and a (2 slots) takes b's pairs, now unhosted */
+    ea_replicas_assign plan_b[2] = {{1, NULL, 0}, {1, (ea_mon_pair[]){{0, 0}}, 1}};
+    CHECK_EQ(ea_mon_table_plan_input(t, &in), EA_OK);
+    CHECK_EQ(ea_mon_table_assign(t, &in, plan_b, &n_changed), EA_OK);
+    ea_mon_plan_input_free(&in);
+    CHECK_EQ(hb(t, "a", 10), EA_OK);
+    CHECK_EQ(hb(t, "c", 10), EA_OK);
+    CHECK_EQ(ea_mon_table_reap(t, 10, 5), 1);
+    CHECK_EQ(ea_mon_table_plan_input(t, &in), EA_OK);
+    CHECK(in.n == 2 && !in.s[1].live && in.s[1].has_current && in.n_slotted == 1);
+    CHECK_EQ(ea_replicas_plan(in.s, in.n, load, 8, 0.1, &r), EA_OK);
+    CHECK(r.changed && !r.current_valid && !r.plan[1].has);
+    CHECK_EQ(r.plan[0].n, 2);
+    CHECK(r.plan[0].pairs[0].expert == 4 && r.plan[0].pairs[1].expert == 5); /* the heaviest unhosted; ties: lower expert */
+    v0 = ea_mon_table_version(t);
+    CHECK_EQ(ea_mon_table_assign(t, &in, r.plan, &n_changed), EA_OK);
+    CHECK_EQ(n_changed, 2);
+    CHECK_STREQ(event_kinds(t, v0), "assign,assign");
+    render(t, 0, 0, &c);
+    CHECK(c.servers[0].n_assigned == 2 && !c.servers[1].has_assigned && !c.servers[1].live);
+    ea_cluster_free(&c);
+    ea_replicas_result_free(&r);
+    ea_mon_plan_input_free(&in);
+    ea_mon_table_destroy(t);
+}
+
+/* What a member reads: replica fields, the new event kinds, and the same checks as the monitor's. */
+TEST(cluster_parse_replica_fields) {
+    const char *ok = "{\"epoch\":\"0000000000000001\",\"version\":5,\"clients\":[],\"servers\":[{\"id\":\"s\",\"state\":"
+                     "\"live\",\"since\":2,\"ucx\":\"AA==\",\"http\":\"h:1\",\"hosted\":{\"layers\":[[0,1]],\"experts\":[[0,1]]},"
+                     "\"replica_slots\":2,\"replicas\":[[3,4]],\"assigned\":[]}],\"events\":[{\"version\":4,\"kind\":"
+                     "\"hosted\",\"role\":\"server\",\"id\":\"s\"},{\"version\":5,\"kind\":\"assign\",\"role\":\"server\","
+                     "\"id\":\"s\"}]}";
+    ea_cluster c;
+    CHECK_EQ(ea_cluster_parse(ok, strlen(ok), &c), EA_OK);
+    CHECK(c.servers[0].replica_slots == 2 && c.servers[0].n_replicas == 1 && c.servers[0].has_assigned &&
+          c.servers[0].n_assigned == 0);
+    CHECK(c.n_events == 2 && c.events[0].kind == EA_MON_EV_HOSTED && c.events[1].kind == EA_MON_EV_ASSIGN);
+    CHECK(ea_cluster_hosts(&c.servers[0], 3, 4));
+    ea_cluster_free(&c);
+    /* an older monitor's entry (no replica fields) still parses: no slots, no replicas, no plan */
+    const char *old = "{\"epoch\":\"0000000000000001\",\"version\":2,\"clients\":[],\"servers\":[{\"id\":\"s\",\"state\":"
+                      "\"live\",\"since\":2,\"ucx\":\"AA==\",\"http\":\"h:1\",\"hosted\":{\"layers\":[[0,1]],\"experts\":[[0,1]]}}]}";
+    CHECK_EQ(ea_cluster_parse(old, strlen(old), &c), EA_OK);
+    CHECK(c.servers[0].replica_slots == 0 && c.servers[0].n_replicas == 0 && !c.servers[0].has_assigned);
+    ea_cluster_free(&c);
+    static const struct {
+        const char *fields, *says;
+    } bad[] = {
+        {"\"replica_slots\":1,\"replicas\":[[3,4],[3,5]]", "servers[0].replicas: 2 pairs, more than replica_slots 1"},
+        {"\"replicas\":[[3,4]]", "servers[0].replicas: 1 pairs, more than replica_slots 0"},
+        {"\"replica_slots\":2,\"assigned\":[[3,4],[3,4]]", "servers[0].assigned[1]: [3, 4] is also servers[0].assigned[0]"},
+        {"\"replica_slots\":2,\"assigned\":[[3,-4]]", "servers[0].assigned[0][1]: -4 < 0"},
+        {"\"replica_slots\":-2", "servers[0].replica_slots: -2 < 0"},
+        {"\"replica_slots\":2,\"replicas\":\"none\"", "servers[0].replicas: expected an array"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body,
+                 "{\"epoch\":\"0000000000000001\",\"version\":2,\"clients\":[],\"servers\":[{\"id\":\"s\",\"state\":"
+                 "\"live\",\"since\":2,\"ucx\":\"AA==\",\"http\":\"h:1\",\"hosted\":{\"layers\":[[0,1]],\"experts\":"
+                 "[[0,1]]},%s}]}",
+                 bad[i].fields);
+        ea_status s = ea_cluster_parse(body, strlen(body), &c);
+        if (s == EA_OK || !strstr(ea_errmsg(), bad[i].says)) FAIL_("case %zu: %s '%s'", i, ea_status_name(s), ea_errmsg());
+        CHECK(c.servers == NULL);
+    }
+    const char *kind = "{\"epoch\":\"0000000000000001\",\"version\":2,\"clients\":[],\"servers\":[],\"events\":[{\"version\":"
+                       "2,\"kind\":\"moved\",\"role\":\"server\",\"id\":\"s\"}]}";
+    CHECK_EQ(ea_cluster_parse(kind, strlen(kind), &c), EA_ERR_RANGE);
+    CHECK(strstr(ea_errmsg(), "events[0].kind: 'moved'"));
+    CHECK_STREQ(ea_mon_event_name(EA_MON_EV_HOSTED), "hosted");
+    CHECK_STREQ(ea_mon_event_name(EA_MON_EV_ASSIGN), "assign");
+}
+
+/* The load sum: exact decay, duplicates summed, forgetting, the bound, sorted output. */
+TEST(load_sum_decay_and_bound) {
+    ea_mon_loadsum *s;
+    CHECK_EQ(ea_mon_loadsum_create(3, &s), EA_OK);
+    ea_mon_load a[3] = {{2, 0, 8}, {0, 5, 3}, {2, 0, 8}};
+    CHECK_EQ(ea_mon_loadsum_add(s, a, 3), 0);
+    ea_replicas_load *l;
+    int n;
+    CHECK_EQ(ea_mon_loadsum_tick(s, &l, &n), EA_OK);
+    CHECK(n == 2 && l[0].layer == 0 && l[0].expert == 5 && l[0].load == 3 && l[1].layer == 2 && l[1].load == 16);
+    ea_free(l);
+    ea_mon_load b[1] = {{0, 5, 1}};
+    CHECK_EQ(ea_mon_loadsum_add(s, b, 1), 0);
+    CHECK_EQ(ea_mon_loadsum_tick(s, &l, &n), EA_OK); /* (0,5): 1.5 + 1; (2,0): 8 */
+    CHECK(n == 2 && l[0].load == 2.5 && l[1].load == 8);
+    ea_free(l);
+    ea_mon_load c[3] = {{1, 1, 1}, {1, 2, 1}, {0, 5, 4}}; /* room for one new pair: (1,2) is ignored */
+    CHECK_EQ(ea_mon_loadsum_add(s, c, 3), 1);
+    ea_mon_loadsum_stats st;
+    ea_mon_loadsum_get_stats(s, &st);
+    CHECK(st.pairs_total == 26 && st.triples_ignored == 1 && st.n_pairs == 3);
+    CHECK_EQ(ea_mon_loadsum_tick(s, &l, &n), EA_OK);
+    CHECK(n == 3 && l[0].load == 5.25 && l[1].layer == 1 && l[1].load == 1 && l[2].load == 4);
+    ea_free(l);
+    /* silent: (1,1) at 1 falls below 0.01 after 7 halvings (1/128), (2,0) at 4 after 9 */
+    int ticks = 0;
+    do {
+        CHECK_EQ(ea_mon_loadsum_tick(s, &l, &n), EA_OK);
+        ea_free(l);
+        ticks++;
+    } while (n > 0 && ticks < 50);
+    CHECK_EQ(ticks, 10); /* (0,5) at 5.25: below 0.01 after 10 */
+    CHECK(l == NULL);
+    ea_mon_load d[3] = {{7, 7, 1}, {8, 8, 1}, {9, 9, 1}}; /* forgotten pairs free their places */
+    CHECK_EQ(ea_mon_loadsum_add(s, d, 3), 0);
+    ea_mon_loadsum_destroy(s);
+    ea_mon_loadsum_destroy(NULL);
+    /* many pairs: the hash grows past its first size and still finds every pair */
+    CHECK_EQ(ea_mon_loadsum_create(5000, &s), EA_OK);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 5000; i++) {
+            ea_mon_load x = {i % 97, i, 1 + i % 3};
+            CHECK_EQ(ea_mon_loadsum_add(s, &x, 1), 0);
+        }
+    CHECK_EQ(ea_mon_loadsum_tick(s, &l, &n), EA_OK);
+    CHECK_EQ(n, 5000);
+    for (int k = 0; k < n; k++) {
+        if (k && (l[k].layer < l[k - 1].layer || (l[k].layer == l[k - 1].layer && l[k].expert <= l[k - 1].expert)))
+            FAIL_("not sorted at %d", k);
+        if (l[k].load != 2 * (1 + l[k].expert % 3)) FAIL_("pair %d: %g", k, l[k].load);
+    }
+    ea_free(l);
+    ea_mon_loadsum_destroy(s);
 }
 
 /* ---- the live monitor -------------------------------------------------------------------- */
@@ -541,6 +920,106 @@ TEST(live_monitor) {
     ea_monitor_stop(m);
 }
 
+/* The planner of a live monitor (every 50 ms): two servers with two slots each, a client
+ * reporting the load skewed to (0,1) (test_replicas.c, hand_computed_plan, x 100): the
+ * table gets a's plan [(0,4)] and b's [(0,1)], one assign event each; b's heartbeat with
+ * its replicas is one hosted event; too many replicas are a 400; when b leaves, a takes
+ * b's pairs that are now unhosted; when a dies, its plan goes. Metrics count it all. */
+TEST(live_monitor_plans_replicas) {
+    ea_monitor_opts o = {.host = "127.0.0.1", .heartbeat_ms = HB_MS, .dead_after_ms = DEAD_MS, .replicate_ms = 50,
+                         .replicate_min_gain = 0.1};
+    ea_monitor *m = NULL;
+    CHECK_EQ(ea_monitor_start(&o, &m), EA_OK);
+    int port = ea_monitor_port(m);
+    static const char *const srv[2] = {
+        "{\"role\":\"server\",\"id\":\"a\",\"ucx\":\"AA==\",\"http\":\"h:1\",\"replica_slots\":2,"
+        "\"hosted\":{\"layers\":[[0,0]],\"experts\":[[0,3]]}}",
+        "{\"role\":\"server\",\"id\":\"b\",\"ucx\":\"AA==\",\"http\":\"h:2\",\"replica_slots\":2,"
+        "\"hosted\":{\"layers\":[[0,0]],\"experts\":[[4,7]]}}"};
+    CHECK_EQ(call(port, "POST", "/register", srv[0], NULL), 200);
+    CHECK_EQ(call(port, "POST", "/register", srv[1], NULL), 200);
+    CHECK_EQ(call(port, "POST", "/register", "{\"role\":\"client\",\"id\":\"c\"}", NULL), 200);
+    const char *load = "{\"id\":\"c\",\"load\":[[0,0,100],[0,1,1000],[0,2,100],[0,3,100],[0,4,100],[0,5,100],[0,6,100],"
+                       "[0,7,100]]}";
+    ea_cluster c;
+    int n_hb = 0, planned = 0;
+    for (int i = 0; i < 200 && !planned; i++) {
+        CHECK_EQ(call(port, "POST", "/heartbeat", load, NULL), 200);
+        n_hb++;
+        CHECK_EQ(call(port, "POST", "/heartbeat", "{\"id\":\"a\"}", NULL), 200);
+        CHECK_EQ(call(port, "POST", "/heartbeat", "{\"id\":\"b\",\"load\":[[0,7,100000]]}", NULL), 200); /* ignored */
+        CHECK(get_cluster(port, "/cluster", &c));
+        planned = c.servers[0].has_assigned && c.servers[1].has_assigned;
+        ea_cluster_free(&c);
+        if (!planned) nap_ms(20);
+    }
+    CHECK(planned);
+    CHECK(get_cluster(port, "/cluster?after=4", &c)); /* 2..4: the registrations */
+    CHECK(c.has_events && c.n_events == 2 && c.events[0].kind == EA_MON_EV_ASSIGN && c.events[1].kind == EA_MON_EV_ASSIGN);
+    CHECK(c.servers[0].n_assigned == 1 && c.servers[0].assigned[0].layer == 0 && c.servers[0].assigned[0].expert == 4);
+    CHECK(c.servers[1].n_assigned == 1 && c.servers[1].assigned[0].expert == 1);
+    CHECK(c.servers[0].replica_slots == 2 && c.servers[1].n_replicas == 0);
+    uint64_t v = c.version;
+    ea_cluster_free(&c);
+    char *r = NULL, want[96];
+    CHECK_EQ(call(port, "GET", "/metrics", NULL, &r), 200);
+    snprintf(want, sizeof want, "eaas:monitor_load_pairs_total %d\n", n_hb * 1700);
+    CHECK(r && strstr(r, want) && strstr(r, "eaas:monitor_replica_plans_total 1\n") &&
+          strstr(r, "eaas:monitor_replicas_assigned 2\n") && strstr(r, "eaas:monitor_plan_balance 1.000000\n") &&
+          strstr(r, "eaas:monitor_load_ignored_total 0\n"));
+    ea_free(r);
+    /* b loads its assignment and says so: one hosted event; the table says b hosts (0,1) */
+    CHECK_EQ(call(port, "POST", "/heartbeat", "{\"id\":\"b\",\"replicas\":[[0,1]]}", NULL), 200);
+    CHECK_EQ(call(port, "POST", "/heartbeat", "{\"id\":\"b\",\"replicas\":[[0,1]]}", NULL), 200);
+    CHECK_EQ(call(port, "POST", "/heartbeat", "{\"id\":\"c\",\"replicas\":[[0,2]]}", NULL), 200); /* a client's: ignored */
+    char path[64];
+    snprintf(path, sizeof path, "/cluster?after=%llu", (unsigned long long)v);
+    CHECK(get_cluster(port, path, &c));
+    CHECK(c.n_events == 1 && c.events[0].kind == EA_MON_EV_HOSTED && !strcmp(c.events[0].id, "b"));
+    CHECK(ea_cluster_hosts(&c.servers[1], 0, 1) && !ea_cluster_hosts(&c.servers[0], 0, 5));
+    ea_cluster_free(&c);
+    CHECK_EQ(call(port, "POST", "/heartbeat", "{\"id\":\"b\",\"replicas\":[[0,1],[0,2],[0,3]]}", &r), 400);
+    CHECK(r && strstr(r, "more than replica_slots 2") && strstr(r, "invalid_request_error"));
+    ea_free(r);
+    CHECK_EQ(call(port, "POST", "/heartbeat", "{\"id\":\"b\",\"replicas\":[[0,1],[0,1]]}", &r), 400);
+    CHECK(r && strstr(r, "replicas[1]: [0, 1] is also replicas[0]"));
+    ea_free(r);
+    /* b leaves: (0,4)..(0,7) lose their host; a's next plan takes the two heaviest (ties: lower expert) */
+    CHECK_EQ(call(port, "POST", "/leave", "{\"id\":\"b\"}", NULL), 200);
+    int moved = 0;
+    for (int i = 0; i < 200 && !moved; i++) {
+        CHECK_EQ(call(port, "POST", "/heartbeat", load, NULL), 200);
+        CHECK_EQ(call(port, "POST", "/heartbeat", "{\"id\":\"a\"}", NULL), 200);
+        CHECK(get_cluster(port, "/cluster", &c));
+        moved = c.n_servers == 1 && c.servers[0].n_assigned == 2;
+        if (moved) CHECK(c.servers[0].assigned[0].expert == 4 && c.servers[0].assigned[1].expert == 5);
+        ea_cluster_free(&c);
+        if (!moved) nap_ms(20);
+    }
+    CHECK(moved);
+    CHECK_EQ(call(port, "GET", "/metrics", NULL, &r), 200);
+    CHECK(r && strstr(r, "eaas:monitor_replica_plans_total 2\n") && strstr(r, "eaas:monitor_replicas_assigned 2\n"));
+    ea_free(r);
+    /* a stops heartbeating: dead after DEAD_MS, and the tick after that clears its plan
+     * although no live server has slots left */
+    int cleared = 0;
+    for (int i = 0; i < 300 && !cleared; i++) {
+        CHECK_EQ(call(port, "POST", "/heartbeat", load, NULL), 200);
+        CHECK(get_cluster(port, "/cluster", &c));
+        cleared = !c.servers[0].live && !c.servers[0].has_assigned;
+        ea_cluster_free(&c);
+        if (!cleared) nap_ms(25);
+    }
+    CHECK(cleared);
+    CHECK_EQ(call(port, "GET", "/metrics", NULL, &r), 200);
+    CHECK(r && strstr(r, "eaas:monitor_replica_plans_total 3\n") && strstr(r, "eaas:monitor_replicas_assigned 0\n"));
+    ea_free(r);
+    ea_monitor_stop(m);
+    /* a min gain outside [0, 1] is refused */
+    o.replicate_min_gain = 1.5;
+    CHECK_EQ(ea_monitor_start(&o, &m), EA_ERR_INVALID_ARG);
+}
+
 /* A member whose monitor is not there keeps trying, and registers once one starts. */
 TEST(member_waits_for_the_monitor) {
     ea_monitor *m = start_monitor(0);
@@ -584,8 +1063,17 @@ int main(void) {
     RUN(table_events_ring);
     RUN(table_full);
     RUN(server_fields_and_cluster_parse);
+    RUN(heartbeat_parse_accepts_load_and_replicas);
+    RUN(heartbeat_parse_refuses_with_the_path);
+    RUN(heartbeat_parse_limits);
+    RUN(register_replica_slots);
+    RUN(table_replicas_from_heartbeats);
+    RUN(table_plan_assign_and_render);
+    RUN(cluster_parse_replica_fields);
+    RUN(load_sum_decay_and_bound);
     RUN(member_options_checked);
     RUN(live_monitor);
+    RUN(live_monitor_plans_replicas);
     RUN(member_waits_for_the_monitor);
     return TEST_SUMMARY();
 }

@@ -5,7 +5,9 @@
 # long poll answers on a change; a member without heartbeats turns dead; a
 # malformed register gets a 400 with an invalid_request_error; /health and
 # /metrics answer; bad flags exit 2 before listening; SIGTERM (and SIGINT)
-# stop it with exit status 0.
+# stop it with exit status 0. With --replicate-ms, two servers with replica
+# slots and a client reporting a hot expert get a plan ("assigned") in the
+# table, the log has the plan's line and /metrics counts it.
 # Needs EAAS_BIN (set by CTest). Loopback only, bounded waits; kills only the
 # pid it started.
 set -u
@@ -60,7 +62,13 @@ check "--port out of range: exit 2" '[ $rc -eq 2 ] && grep -q -- "--port" "$T/o"
 "$BIN" monitor --port 0 --heartbeat-ms 500 --dead-after-ms 400 >"$T/o" 2>&1; rc=$?
 check "--dead-after-ms not above --heartbeat-ms: exit 2" '[ $rc -eq 2 ] && grep -q -- "--dead-after-ms" "$T/o"'
 "$BIN" monitor --help >"$T/o" 2>&1; rc=$?
-check "--help" '[ $rc -eq 0 ] && grep -q "usage: eaas monitor" "$T/o"'
+check "--help" '[ $rc -eq 0 ] && grep -q "usage: eaas monitor" "$T/o" && grep -q -- "--replicate-ms" "$T/o" && grep -q -- "--replicate-min-gain" "$T/o"'
+# refused: out of range, or not a number; each names the flag and does not listen
+for bad in "--replicate-ms -1" "--replicate-ms 3600001" "--replicate-ms 1.5" "--replicate-min-gain 1.01" \
+    "--replicate-min-gain -0.1" "--replicate-min-gain x"; do
+    "$BIN" monitor --port 0 $bad >"$T/o" 2>&1; rc=$?
+    check "$bad: exit 2" '[ $rc -eq 2 ] && grep -q -- "${bad%% *}" "$T/o" && ! grep -q listening "$T/o"'
+done
 
 # ---- a running monitor --------------------------------------------------------------------
 # nobody heartbeats here but once: the long-poll checks must run within dead_after of the
@@ -127,9 +135,43 @@ stop_monitor TERM
 wait $CURL 2>/dev/null
 check "SIGTERM: exit 0, with a long poll in flight" '[ "$RC" = 0 ] && grep -q "monitor: stopped" "$T/err"'
 
-start_monitor --port 0 || exit 1
+# accepted at the ends of their ranges
+start_monitor --port 0 --replicate-ms 0 --replicate-min-gain 1 || exit 1
+check "--replicate-ms 0: no plan" 'grep -q "no replica plan" "$T/err"'
 stop_monitor INT
 check "SIGINT: exit 0" '[ "$RC" = 0 ]'
+
+# ---- the replica plan ---------------------------------------------------------------------
+start_monitor --port 0 --replicate-ms 3600000 --replicate-min-gain 0 || exit 1
+check "--replicate-ms 3600000 --replicate-min-gain 0" 'grep -q "replica plan every 3600000 ms, min gain 0$" "$T/err"'
+stop_monitor TERM
+start_monitor --port 0 --replicate-ms 100 --replicate-min-gain 0.05 --dead-after-ms 20000 || exit 1
+H="http://127.0.0.1:$PORT"
+for s in "a 0,3" "b 4,7"; do
+    set -- $s
+    C -XPOST "$H/register" -d "{\"role\":\"server\",\"id\":\"$1\",\"ucx\":\"AA==\",\"http\":\"127.0.0.1:9\",\"replica_slots\":1,\"hosted\":{\"layers\":[[0,0]],\"experts\":[[$2]]}}" >/dev/null
+done
+C -XPOST "$H/register" -d '{"role":"client","id":"c"}' >/dev/null
+# expert 1 is hot: b (the only server that does not host it) gets it; then (0,4) for a;
+# estimated load a 130, b 40 -> a 85, b 85 (balance 1)
+LOAD='{"id":"c","load":[[0,0,10],[0,1,100],[0,2,10],[0,3,10],[0,4,10],[0,5,10],[0,6,10],[0,7,10]]}'
+got=
+for _ in $(seq 1 100); do
+    C -XPOST "$H/heartbeat" -d "$LOAD" >/dev/null
+    got=$(C "$H/cluster" | jq -c '[.servers[].assigned]')
+    [ "$got" = '[[[0,4]],[[0,1]]]' ] && break
+    sleep 0.1
+done
+check "a plan: b holds (0,1), a holds (0,4)" '[ "$got" = "[[[0,4]],[[0,1]]]" ]'
+check "the plan's log line" 'grep -q "replica plan: 2 replicas on 2 servers" "$T/err"'
+C "$H/metrics" >"$T/m"
+check "/metrics of the plan" 'grep -q "^eaas:monitor_replica_plans_total 1$" "$T/m" && grep -q "^eaas:monitor_replicas_assigned 2$" "$T/m" && grep -q "^eaas:monitor_load_pairs_total [1-9][0-9]*$" "$T/m" && grep -q "^eaas:monitor_plan_balance 1.000000$" "$T/m"'
+r=$(C -XPOST "$H/heartbeat" -d '{"id":"b","replicas":[[0,1]]}')
+check "b reports its replica" '[ "$(C "$H/cluster" | jq -c ".servers[1].replicas")" = "[[0,1]]" ]'
+code=$(C -o "$T/e" -w '%{http_code}' -XPOST "$H/heartbeat" -d '{"id":"c","load":[[0,1,0]]}')
+check "load of 0 pairs: 400 naming it" '[ "$code" = 400 ] && jq -r .error.message "$T/e" | grep -q "load\[0\]\[2\]: 0 < 1"'
+stop_monitor INT
+check "SIGINT with a planner: exit 0" '[ "$RC" = 0 ]'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
