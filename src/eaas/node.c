@@ -457,7 +457,7 @@ static char *beat_fields(void *ctx) {
     ea_sbuf_printf(&b, "{\"replicas\":[");
     pthread_mutex_lock(&n->mu);
     int k = 0;
-    for (int i = 0; i < n->n_reps; i++)
+    for (int i = 0; i < n->n_reps && k < n->o.replica_slots; i++) /* more than the slots: the monitor refuses the beat */
         if (n->reps[i].state == REP_LIVE) ea_sbuf_printf(&b, "%s[%d,%d]", k++ ? "," : "", n->reps[i].layer, n->reps[i].expert);
     pthread_mutex_unlock(&n->mu);
     ea_sbuf_printf(&b, "]}");
