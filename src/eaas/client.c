@@ -206,6 +206,7 @@ static ea_status connect_server(glue *g, ea_moe_backend *be, const ea_cluster_se
     if (!k) {
         if (ea_grow(&g->kn, &g->cap_kn, (size_t)g->n_kn + 1, sizeof *g->kn, 8)) return ea_err(EA_ERR_NOMEM, "servers");
         k = &g->kn[g->n_kn++];
+        *k = (known){0}; /* ea_grow does not zero: a stale retry_at and a 0 backoff made revive spin */
     }
     snprintf(k->id, sizeof k->id, "%s", sv->id);
     k->since = sv->since;
@@ -231,9 +232,9 @@ static int revive(glue *g, ea_moe_backend *be, const ea_cluster_server *sv, know
         return 0;
     }
     EA_LOGW("remote experts: server %s: %s", k->id, ea_errmsg());
-    k->backoff = k->backoff * 2 < 30 ? k->backoff * 2 : 30;
+    k->backoff = k->backoff < 1 ? 1 : k->backoff * 2 < 30 ? k->backoff * 2 : 30;
     k->retry_at = now + k->backoff;
-    return revive(g, be, sv, k);
+    return 1;
 }
 
 static void apply_server(glue *g, ea_moe_backend *be, const ea_cluster_server *sv, int *failed) {
