@@ -102,9 +102,10 @@ echo "scratch tree $WT at $(git -C "$WT" rev-parse --short HEAD)" >&2
 cmake -S "$WT" -B "$WT/build" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 2
 targets=$(cmake --build "$WT/build" --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_]*\).*/\1/p')
 # build eaas (script tests and model builders use it) and the named test programs
+# (a fuzz target's corpus test X_corpus runs the program X)
 build_for() {
     local t want=(eaas)
-    for t in $1; do grep -qx "$t" <<<"$targets" && want+=("$t"); done
+    for t in $1; do grep -qx "${t%_corpus}" <<<"$targets" && want+=("${t%_corpus}"); done
     cmake --build "$WT/build" -j "$JOBS" --target "${want[@]}" >"$WT/build/mutate-build.log" 2>&1
 }
 # 0 if every named test passes; 1 if one fails; 2 if none of the names is a test
