@@ -30,7 +30,7 @@ static void on_signal(int sig) {
 
 static const char usage_text[] =
     "usage: eaas monitor --port P [--host ADDR] [--heartbeat-ms N] [--dead-after-ms N]\n"
-    "                    [--replicate-ms MS] [--replicate-min-gain X]\n\n"
+    "                    [--replicate-ms MS] [--replicate-min-gain X] [--replicate-halflife-ms MS]\n\n"
     "Membership of expert servers and attention clients: members register and heartbeat;\n"
     "a member silent for --dead-after-ms is marked dead. Every --replicate-ms the monitor\n"
     "plans which servers with replica slots hold replicas of the experts the clients report\n"
@@ -40,7 +40,7 @@ static const char usage_text[] =
 
 int ea_cmd_monitor(int argc, char **argv) {
     const char *host = "127.0.0.1";
-    int port = -1, heartbeat_ms = 200, dead_after_ms = 1000, replicate_ms = 2000;
+    int port = -1, heartbeat_ms = 200, dead_after_ms = 1000, replicate_ms = 2000, halflife_ms = 30000;
     double min_gain = 0.1;
     ea_arg spec[] = {
         {"port", EA_ARG_INT, &port, "P", "port to listen on (0 = any free port, printed at start)", 0, 65535},
@@ -50,6 +50,8 @@ int ea_cmd_monitor(int argc, char **argv) {
         {"replicate-ms", EA_ARG_INT, &replicate_ms, "MS", "period of the replica plan (2000; 0 = never plan)", 0, 3600000},
         {"replicate-min-gain", EA_ARG_DOUBLE, &min_gain, "X",
          "a new replica plan must lower the estimated max server load by this fraction (0.1)", 0, 1},
+        {"replicate-halflife-ms", EA_ARG_INT, &halflife_ms, "MS",
+         "half-life of the clients' reported load the plan is made from (30000)", 1, 86400000},
         {0}};
     ea_args_rest rest;
     int rc = ea_cli_parse("monitor", usage_text, spec, argc, argv, &rest);
@@ -65,7 +67,8 @@ int ea_cmd_monitor(int argc, char **argv) {
     }
     ea_cli_stop_signals(on_signal);
     ea_monitor_opts o = {.host = host, .port = port, .heartbeat_ms = heartbeat_ms, .dead_after_ms = dead_after_ms,
-                         .replicate_ms = replicate_ms, .replicate_min_gain = min_gain};
+                         .replicate_ms = replicate_ms, .replicate_min_gain = min_gain,
+                         .replicate_halflife_ms = halflife_ms};
     ea_monitor *m;
     ea_status s = ea_monitor_start(&o, &m);
     if (s != EA_OK) return ea_cli_fail("monitor", s);

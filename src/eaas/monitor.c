@@ -29,6 +29,7 @@
 #include "eaas/monitor.h"
 
 #include <errno.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -372,7 +373,8 @@ static void plan_tick(ea_monitor *m) {
     ea_replicas_load *load = NULL;
     int n_load = 0;
     ea_mon_plan_input in = {0};
-    if (ea_mon_loadsum_tick(m->load, &load, &n_load) != EA_OK || n_load == 0 ||
+    double keep = pow(0.5, (double)m->o.replicate_ms / m->o.replicate_halflife_ms);
+    if (ea_mon_loadsum_tick(m->load, keep, &load, &n_load) != EA_OK || n_load == 0 ||
         ea_mon_table_plan_input(m->t, &in) != EA_OK || (in.n_slotted == 0 && in.n_planned == 0)) {
         ea_free(load);
         ea_mon_plan_input_free(&in);
@@ -468,6 +470,7 @@ ea_status ea_monitor_start(const ea_monitor_opts *o, ea_monitor **out) {
     if (m->o.heartbeat_ms <= 0) m->o.heartbeat_ms = 200;
     if (m->o.dead_after_ms <= 0) m->o.dead_after_ms = 1000;
     if (m->o.replicate_ms < 0) m->o.replicate_ms = 0;
+    if (m->o.replicate_halflife_ms <= 0) m->o.replicate_halflife_ms = 30000;
     m->plan_balance = 1;
     snprintf(m->host, sizeof m->host, "%s", o->host && o->host[0] ? o->host : "127.0.0.1");
     ea_status s = start(m);
@@ -480,7 +483,8 @@ ea_status ea_monitor_start(const ea_monitor_opts *o, ea_monitor **out) {
     EA_LOGI("monitor: listening on %s:%d, epoch %s, heartbeat %d ms, dead after %d ms", m->host, m->port, ep,
             m->o.heartbeat_ms, m->o.dead_after_ms);
     if (m->o.replicate_ms > 0)
-        EA_LOGI("monitor: replica plan every %d ms, min gain %g", m->o.replicate_ms, m->o.replicate_min_gain);
+        EA_LOGI("monitor: replica plan every %d ms, min gain %g, load half-life %d ms", m->o.replicate_ms,
+                m->o.replicate_min_gain, m->o.replicate_halflife_ms);
     else
         EA_LOGI("monitor: no replica plan (replicate_ms 0)");
     *out = m;

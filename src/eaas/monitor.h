@@ -54,6 +54,7 @@ typedef struct {
     int replicate_ms;  /* period of the replica plan; <= 0: never plan */
     double replicate_min_gain; /* 0..1: a plan replaces a valid one only if its estimated max
                                   server load is below (1 - this) x the current one's */
+    int replicate_halflife_ms; /* half-life of the clients' load (monitor_load.h); <= 0: 30000 */
 } ea_monitor_opts;
 
 typedef struct ea_monitor ea_monitor;

@@ -110,13 +110,13 @@ static int load_cmp(const void *a, const void *b) {
     return (x->expert > y->expert) - (x->expert < y->expert);
 }
 
-ea_status ea_mon_loadsum_tick(ea_mon_loadsum *s, ea_replicas_load **out, int *n) {
+ea_status ea_mon_loadsum_tick(ea_mon_loadsum *s, double keep, ea_replicas_load **out, int *n) {
     size_t m = 0;
     *out = NULL;
     *n = 0;
     for (size_t k = 0; k < s->n; k++) {
         pair_load p = s->e[k];
-        p.decayed = 0.5 * p.decayed + p.reported;
+        p.decayed = keep * p.decayed + p.reported;
         p.reported = 0;
         if (p.decayed >= EA_MON_LOAD_FORGET) s->e[m++] = p;
     }

@@ -6,16 +6,20 @@
  * monitor (monitor.c) calls it under its mutex, tests call it directly.
  *
  * Per pair it keeps `reported` (the pairs reported since the last tick) and
- * `decayed`. A tick does, for every pair,
+ * `decayed`. A tick with factor `keep` (0 < keep <= 1) does, for every pair,
  *
- *   decayed = 0.5 x decayed + reported;   reported = 0
+ *   decayed = keep x decayed + reported;   reported = 0
  *
- * a half-life of one planning period: a pair that is no longer routed to
- * loses half its weight each period, so after a change of the workload the
- * new load dominates the estimate within a few periods (1/2, 3/4, 7/8, ...).
- * A pair whose decayed load falls below EA_MON_LOAD_FORGET is forgotten at
- * that tick (after ~7 silent periods for a pair reported once), which frees
- * its place.
+ * The monitor ticks once per planning period with keep = 0.5^(period /
+ * half-life) (--replicate-halflife-ms, 30 s): a pair no longer routed to
+ * loses half its weight per half-life. The half-life must be long against a
+ * forward step and a client's report (once a second): a report holds the
+ * layers the client ran in that second, and a step of a long prompt runs its
+ * layers one after another for seconds, so with a half-life of one period
+ * (500 ms) the estimate followed the layer being run and every plan moved
+ * the replicas to it (measured on the bench model: a new plan every tick, the
+ * replicas in the last three layers). A pair whose decayed load falls below
+ * EA_MON_LOAD_FORGET is forgotten at that tick, which frees its place.
  *
  * Bounded: at most max_pairs distinct pairs (the monitor: EA_MON_LOAD_MAX x
  * 16). A triple of a pair not yet known while the sum is full is ignored and
@@ -51,10 +55,10 @@ ea_status ea_mon_loadsum_create(int max_pairs, ea_mon_loadsum **out);
 void ea_mon_loadsum_destroy(ea_mon_loadsum *s); /* NULL is fine */
 /* Adds a client's triples (as ea_mon_heartbeat_parse checked them). Returns how many were ignored. */
 int ea_mon_loadsum_add(ea_mon_loadsum *s, const ea_mon_load *l, int n);
-/* The tick: decays every pair as above and forgets the faint ones. OUT: *out (owns, free
- * with ea_free; NULL when empty), the pairs kept with their decayed load, sorted by
+/* The tick: decays every pair by keep as above and forgets the faint ones. OUT: *out (owns,
+ * free with ea_free; NULL when empty), the pairs kept with their decayed load, sorted by
  * (layer, expert); *n. EA_ERR_NOMEM leaves the sum decayed and *out NULL. */
-ea_status ea_mon_loadsum_tick(ea_mon_loadsum *s, ea_replicas_load **out, int *n);
+ea_status ea_mon_loadsum_tick(ea_mon_loadsum *s, double keep, ea_replicas_load **out, int *n);
 void ea_mon_loadsum_get_stats(const ea_mon_loadsum *s, ea_mon_loadsum_stats *out);
 
 #endif

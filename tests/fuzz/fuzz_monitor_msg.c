@@ -169,7 +169,7 @@ static void heartbeat_load(const ea_mon_heartbeat *h) {
     check(ea_mon_loadsum_add(s, h->load, h->n_load) == 0, "load ignored below the bound");
     ea_replicas_load *l;
     int n;
-    check(ea_mon_loadsum_tick(s, &l, &n) == EA_OK && n <= h->n_load, "tick");
+    check(ea_mon_loadsum_tick(s, 0.5, &l, &n) == EA_OK && n <= h->n_load, "tick");
     for (int k = 0; k < n; k++) {
         double want = 0;
         for (int i = 0; i < h->n_load; i++)

@@ -605,12 +605,12 @@ TEST(load_sum_decay_and_bound) {
     CHECK_EQ(ea_mon_loadsum_add(s, a, 3), 0);
     ea_replicas_load *l;
     int n;
-    CHECK_EQ(ea_mon_loadsum_tick(s, &l, &n), EA_OK);
+    CHECK_EQ(ea_mon_loadsum_tick(s, 0.5, &l, &n), EA_OK);
     CHECK(n == 2 && l[0].layer == 0 && l[0].expert == 5 && l[0].load == 3 && l[1].layer == 2 && l[1].load == 16);
     ea_free(l);
     ea_mon_load b[1] = {{0, 5, 1}};
     CHECK_EQ(ea_mon_loadsum_add(s, b, 1), 0);
-    CHECK_EQ(ea_mon_loadsum_tick(s, &l, &n), EA_OK); /* (0,5): 1.5 + 1; (2,0): 8 */
+    CHECK_EQ(ea_mon_loadsum_tick(s, 0.5, &l, &n), EA_OK); /* (0,5): 1.5 + 1; (2,0): 8 */
     CHECK(n == 2 && l[0].load == 2.5 && l[1].load == 8);
     ea_free(l);
     ea_mon_load c[3] = {{1, 1, 1}, {1, 2, 1}, {0, 5, 4}}; /* room for one new pair: (1,2) is ignored */
@@ -618,13 +618,13 @@ TEST(load_sum_decay_and_bound) {
     ea_mon_loadsum_stats st;
     ea_mon_loadsum_get_stats(s, &st);
     CHECK(st.pairs_total == 26 && st.triples_ignored == 1 && st.n_pairs == 3);
-    CHECK_EQ(ea_mon_loadsum_tick(s, &l, &n), EA_OK);
+    CHECK_EQ(ea_mon_loadsum_tick(s, 0.5, &l, &n), EA_OK);
     CHECK(n == 3 && l[0].load == 5.25 && l[1].layer == 1 && l[1].load == 1 && l[2].load == 4);
     ea_free(l);
     /* silent: (1,1) at 1 falls below 0.01 after 7 halvings (1/128), (2,0) at 4 after 9 */
     int ticks = 0;
     do {
-        CHECK_EQ(ea_mon_loadsum_tick(s, &l, &n), EA_OK);
+        CHECK_EQ(ea_mon_loadsum_tick(s, 0.5, &l, &n), EA_OK);
         ea_free(l);
         ticks++;
     } while (n > 0 && ticks < 50);
@@ -641,7 +641,7 @@ TEST(load_sum_decay_and_bound) {
             ea_mon_load x = {i % 97, i, 1 + i % 3};
             CHECK_EQ(ea_mon_loadsum_add(s, &x, 1), 0);
         }
-    CHECK_EQ(ea_mon_loadsum_tick(s, &l, &n), EA_OK);
+    CHECK_EQ(ea_mon_loadsum_tick(s, 0.5, &l, &n), EA_OK);
     CHECK_EQ(n, 5000);
     for (int k = 0; k < n; k++) {
         if (k && (l[k].layer < l[k - 1].layer || (l[k].layer == l[k - 1].layer && l[k].expert <= l[k - 1].expert)))

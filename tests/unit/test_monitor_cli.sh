@@ -65,7 +65,7 @@ check "--dead-after-ms not above --heartbeat-ms: exit 2" '[ $rc -eq 2 ] && grep 
 check "--help" '[ $rc -eq 0 ] && grep -q "usage: eaas monitor" "$T/o" && grep -q -- "--replicate-ms" "$T/o" && grep -q -- "--replicate-min-gain" "$T/o"'
 # refused: out of range, or not a number; each names the flag and does not listen
 for bad in "--replicate-ms -1" "--replicate-ms 3600001" "--replicate-ms 1.5" "--replicate-min-gain 1.01" \
-    "--replicate-min-gain -0.1" "--replicate-min-gain x"; do
+    "--replicate-min-gain -0.1" "--replicate-min-gain x" "--replicate-halflife-ms 0" "--replicate-halflife-ms 86400001"; do
     "$BIN" monitor --port 0 $bad >"$T/o" 2>&1; rc=$?
     check "$bad: exit 2" '[ $rc -eq 2 ] && grep -q -- "${bad%% *}" "$T/o" && ! grep -q listening "$T/o"'
 done
@@ -142,8 +142,8 @@ stop_monitor INT
 check "SIGINT: exit 0" '[ "$RC" = 0 ]'
 
 # ---- the replica plan ---------------------------------------------------------------------
-start_monitor --port 0 --replicate-ms 3600000 --replicate-min-gain 0 || exit 1
-check "--replicate-ms 3600000 --replicate-min-gain 0" 'grep -q "replica plan every 3600000 ms, min gain 0$" "$T/err"'
+start_monitor --port 0 --replicate-ms 3600000 --replicate-min-gain 0 --replicate-halflife-ms 1 || exit 1
+check "--replicate-ms 3600000 --replicate-min-gain 0 --replicate-halflife-ms 1" 'grep -q "replica plan every 3600000 ms, min gain 0, load half-life 1 ms$" "$T/err"'
 stop_monitor TERM
 start_monitor --port 0 --replicate-ms 100 --replicate-min-gain 0.05 --dead-after-ms 20000 || exit 1
 H="http://127.0.0.1:$PORT"
