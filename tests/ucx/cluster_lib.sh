@@ -52,3 +52,15 @@ start_expert() {
 
 # metric URL NAME: the value of an unlabelled Prometheus series
 metric() { curl -s --max-time 10 "$1/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
+
+# same_streams NAME PORT_REF PORT_CLUSTER: 8 concurrent streams through the openai client, cluster = local
+same_streams() {
+  EA_SRC="$EA_SRC" node "$EA_SRC/tests/ucx/streams.mjs" "http://127.0.0.1:$2/v1" 8 24 "$tmp/s_ref.json" >/dev/null
+  EA_SRC="$EA_SRC" node "$EA_SRC/tests/ucx/streams.mjs" "http://127.0.0.1:$3/v1" 8 24 "$tmp/s_cl.json" >/dev/null
+  if python3 - "$tmp/s_ref.json" "$tmp/s_cl.json" <<'PY'
+import json, sys
+ref, a = (json.load(open(p)) for p in sys.argv[1:])
+sys.exit(0 if ref["texts"] == a["texts"] and not any(a["errors"]) and len(set(a["texts"])) > 1 else 1)
+PY
+  then ok "$1"; else bad "$1: $(head -c 300 "$tmp/s_cl.json") vs local $(head -c 300 "$tmp/s_ref.json")"; fi
+}

@@ -49,18 +49,6 @@ same_choices() {
   fi
 }
 
-# same_streams NAME PORT_REF PORT_CLUSTER: 8 concurrent streams through the openai client, cluster = local
-same_streams() {
-  EA_SRC="$EA_SRC" node "$here/streams.mjs" "http://127.0.0.1:$2/v1" 8 24 "$tmp/s_ref.json" >/dev/null
-  EA_SRC="$EA_SRC" node "$here/streams.mjs" "http://127.0.0.1:$3/v1" 8 24 "$tmp/s_cl.json" >/dev/null
-  if python3 - "$tmp/s_ref.json" "$tmp/s_cl.json" <<'PY'
-import json, sys
-ref, a = (json.load(open(p)) for p in sys.argv[1:])
-sys.exit(0 if ref["texts"] == a["texts"] and not any(a["errors"]) and len(set(a["texts"])) > 1 else 1)
-PY
-  then ok "$1"; else bad "$1: $(head -c 300 "$tmp/s_cl.json") vs local $(head -c 300 "$tmp/s_ref.json")"; fi
-}
-
 run_case() { # FAMILY FORMAT LAYOUT(replicas|overlap) [two-clients|dbo]
   local fam=$1 fmt=$2 layout=$3 two=${4:-} dbo=()
   local model="$tmp/$fam-$fmt" name="$fam/$fmt/$layout"
