@@ -22,6 +22,10 @@
 #      for their grace period, then dropped); through all of it no call of the
 #      client fails over or is refused, and answers still equal the local
 #      server's.
+#   5. xb is killed (SIGKILL) while 8 streams run: every stream completes
+#      equal to the local server's (xb's replicas are replicas of xa's experts,
+#      its own experts 14-15 are xc's too), the client counts failovers, and
+#      the monitor marks xb dead and plans it no replicas any more.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster_lib.sh"
@@ -136,4 +140,33 @@ same_streams "after the move: 8 streams at once = local" "$ref" "$cl"
 f1=$(cmetric eaas:remote_failovers_total); r1=$(cmetric eaas:remote_timeouts_total)
 [ "$f1" = "$f0" ] && [ "$r1" = "$r0" ] && ok "no failover or timeout while replicas moved (xb dropped ${drops:-0})" ||
   bad "failovers $f0 -> $f1, timeouts $r0 -> $r1"
+
+# ---- 5. xb dies (SIGKILL) mid-stream: its replicas and its experts have other hosts ----
+EA_SRC="$EA_SRC" node "$here/streams.mjs" "http://127.0.0.1:$ref/v1" 8 24 "$tmp/k_ref.json" >/dev/null
+EA_SRC="$EA_SRC" node "$here/streams.mjs" "http://127.0.0.1:$cl/v1" 8 24 "$tmp/k_cl.json" >"$tmp/k_cl.out" 2>&1 &
+np=$!
+for _ in $(seq 1 600); do grep -q started "$tmp/k_cl.out" && break; kill -0 $np 2>/dev/null || break; sleep 0.05; done
+kill -KILL "$XPID_xb"
+wait $np
+python3 - "$tmp/k_ref.json" "$tmp/k_cl.json" <<'PY' && ok "xb killed mid-stream: 8 streams complete, equal to local" || bad "xb killed: $(head -c 300 "$tmp/k_cl.json")"
+import json, sys
+ref, a = (json.load(open(p)) for p in sys.argv[1:])
+sys.exit(0 if ref["texts"] == a["texts"] and not any(a["errors"]) else 1)
+PY
+f2=$(cmetric eaas:remote_failovers_total)
+[ "${f2:-0}" -gt "$f1" ] && ok "the client failed xb's pairs over (${f1} -> ${f2} pairs)" || bad "no failover: $f1 -> $f2"
+gone=0
+for _ in $(seq 1 100); do # the next plans drop the dead server (bounded: 10 s)
+  curl -s "http://$MON/cluster" >"$tmp/cluster2.json"
+  python3 - "$tmp/cluster2.json" <<'PY' && { gone=1; break; }
+import json, sys
+c = json.load(open(sys.argv[1]))
+xb = [s for s in c["servers"] if s["id"] == "xb"][0]
+sys.exit(0 if xb["state"] == "dead" and not xb.get("assigned") else 1)
+PY
+  workload; sleep 0.1
+done
+[ "$gone" = 1 ] && ok "the monitor marked xb dead and its plan no longer gives xb replicas" ||
+  bad "/cluster after xb died: $(head -c 400 "$tmp/cluster2.json")"
+same_choices "after xb died: greedy with logprobs = local" ', "temperature": 0'
 serve_test_summary
