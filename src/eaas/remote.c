@@ -82,13 +82,13 @@ static int replicas(const remote *R, int layer, int expert) {
     return n;
 }
 
-/* The live replicas of (layer, expert) share its pairs: chunk c of a call's
- * pairs of the expert goes to the ((layer + expert + salt + c) mod n)-th of
- * the n live servers hosting it, in table order; -1 if none. */
-static int pick(const remote *R, int layer, int expert, int chunk) {
+/* The live replicas of (layer, expert) share its pairs: chunk c of call
+ * `turn`'s pairs of the expert goes to the ((layer + expert + salt + turn + c)
+ * mod n)-th of the n live servers hosting it, in table order; -1 if none. */
+static int pick(const remote *R, int layer, int expert, uint32_t turn) {
     int n = replicas(R, layer, expert);
     if (n == 0) return -1;
-    int want = (int)(((uint32_t)layer + (uint32_t)expert + R->o.salt + (uint32_t)chunk) % (uint32_t)n);
+    int want = (int)(((uint32_t)layer + (uint32_t)expert + R->o.salt + turn) % (uint32_t)n);
     for (int s = 0; s < R->n_sv; s++)
         if (atomic_load(&R->sv[s].live) && hosts(R, s, layer, expert) && want-- == 0) return s;
     return -1;
@@ -161,9 +161,12 @@ static void send_all(remote *R, const ea_moe_call *c) {
  * call is cut into min(r, ceil(n / EA_REMOTE_SPLIT_MIN)) chunks of
  * consecutive pairs, each to its own replica: a hot expert's many tokens
  * share its replicas, while a few tokens stay on one server (which then
- * reads the expert's weights once). Counts the pairs for the load report. */
+ * reads the expert's weights once) — the next call's on the next replica, so
+ * over a run of decode steps each replica takes its share too. Counts the
+ * pairs for the load report. */
 static void place(remote *R, const ea_moe_call *c, int32_t *owner) {
     int P = c->n_tokens * c->k, E = R->o.n_experts;
+    uint32_t turn = (uint32_t)atomic_load(&R->calls); /* successive calls start at successive replicas */
     int32_t *n = R->per_expert, *chunks = R->per_expert + E, *seen = R->nth;
     memset(R->per_expert, 0, 2 * sizeof(int32_t) * (size_t)E);
     memset(seen, 0, sizeof(int32_t) * (size_t)E);
@@ -177,7 +180,7 @@ static void place(remote *R, const ea_moe_call *c, int32_t *owner) {
     }
     for (int p = 0; p < P; p++) { /* the i-th pair of expert e is in chunk i * chunks / n */
         int e = c->ids[p];
-        owner[p] = pick(R, c->layer, e, (int)((int64_t)seen[e]++ * chunks[e] / n[e]));
+        owner[p] = pick(R, c->layer, e, turn + (uint32_t)((int64_t)seen[e]++ * chunks[e] / n[e]));
         if (owner[p] >= 0) R->sv[owner[p]].ln[c->lane].resend = 1;
     }
 }

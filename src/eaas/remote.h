@@ -25,11 +25,13 @@
  *
  * Placement: a call's pairs of one expert with r live replicas are cut into
  * min(r, ceil(pairs / EA_REMOTE_SPLIT_MIN)) chunks of consecutive pairs; chunk
- * c goes to the ((layer + expert + salt + c) mod r)-th live replica in table
- * order. So a few tokens of an expert stay on one server (its weights read
- * once), a hot expert's many tokens share its replicas, clients with other
- * salts prefer other replicas, and a server that joins gets its share from
- * the next call. Any replica gives the same bits (batch-invariant kernels).
+ * c of the client's call number `turn` goes to the ((layer + expert + salt +
+ * turn + c) mod r)-th live replica in table order. So a few tokens of an
+ * expert stay on one server in one call (its weights read once) and move to
+ * the next replica in the next call, a hot expert's many tokens share its
+ * replicas, clients with other salts start elsewhere, and a server that joins
+ * gets its share from the next call. Any replica gives the same bits
+ * (batch-invariant kernels).
  *
  * Threading: the step-loop thread owns the backend (its UCX context
  * included); health and stats read counters and flags any thread may read.

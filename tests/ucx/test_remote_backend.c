@@ -11,7 +11,8 @@
  *     pairs of a call cut in three chunks, one per replica (13, 13 and 14
  *     pairs), bit for bit; taken off one server (ea_remote_set_hosted: a
  *     replica dropped) it is cut in two and that server runs none of it; the
- *     load report (ea_remote_take_load) counts every pair once;
+ *     load report (ea_remote_take_load) counts every pair once; three calls
+ *     of 8 pairs of it (not cut) go to its three replicas in turn;
  *   - server 3 hangs (its worker still takes the puts, it computes nothing):
  *     with a call of each lane in flight, the first wait times out and moves
  *     its pairs to a replica; the second finds server 3 given up and moves at
@@ -201,6 +202,22 @@ TEST(a_hot_expert_is_cut_over_its_replicas) {
     CHECK_EQ(sum, (uint64_t)NT * K);
     CHECK_EQ(load[(size_t)l * NE + X], NT);
     ea_remote_set_hosted(RB, 2, S[2].hosted);
+    /* a few pairs of X (8, not cut) go to one replica per call, the next call's to the next one */
+    int seen_by[NS] = {0};
+    for (int call = 0; call < 3; call++) {
+        uint64_t d[NS];
+        for (int s = 0; s < NS; s++) d[s] = ran(s);
+        ea_moe_call c8 = {.layer = l, .x = x, .n_tokens = 8, .k = 1, .ids = one, .w = w1, .y = yr};
+        CHECK_EQ(ea_moe_backend_forward(E->be, l, x, 8, 1, one, w1, yl), EA_OK);
+        CHECK_EQ(ea_moe_forward(RB, &c8, NULL), EA_OK);
+        CHECK(memcmp(yl, yr, sizeof(float) * 8 * H) == 0);
+        int by = -1;
+        for (int s = 0; s < NS; s++)
+            if (ran(s) - d[s] == 8) by = s;
+        CHECK(by == 0 || by == 2 || by == 3);
+        if (by >= 0) seen_by[by]++;
+    }
+    CHECK(seen_by[0] == 1 && seen_by[2] == 1 && seen_by[3] == 1);
     free(x), free(w), free(yl), free(yr), free(ids), free(load), free(h);
 }
 
