@@ -385,45 +385,44 @@ static void queue_drop(ea_xnode *n, const char *member) {
     pthread_mutex_unlock(&n->mu);
 }
 
-static int assigned_has(const ea_mon_pair *a, int n, int layer, int expert) {
-    for (int i = 0; i < n; i++)
-        if (a[i].layer == layer && a[i].expert == expert) return 1;
-    return 0;
-}
-
 /* Member thread: the monitor's assignment of replicas to this server. Those
  * no longer assigned start their grace; new ones are copied in (here, while
  * the poll thread serves) and left for the poll thread to bind. */
 static void follow_assignment(ea_xnode *n, const ea_mon_pair *a, int n_a) {
     const ea_model_config *c = &n->m->cfg;
+    int E = c->n_experts;
     double grace = (n->o.replica_grace_ms > 0 ? n->o.replica_grace_ms : 3000) * 1e-3;
+    uint8_t *want = ea_calloc((size_t)c->n_layers * E, 1); /* 1 assigned, 2 assigned and held already */
+    if (!want) return; /* the next table tries again */
+    for (int i = 0; i < n_a; i++) {
+        if (a[i].layer < c->n_layers && a[i].expert < E && c->layer_is_moe[a[i].layer])
+            want[(size_t)a[i].layer * E + a[i].expert] = 1;
+        else
+            EA_LOGW("expert server: the monitor assigns layer %d expert %d, which the model does not have",
+                    a[i].layer, a[i].expert);
+    }
+    int held = 0;
     pthread_mutex_lock(&n->mu);
     for (int i = 0; i < n->n_reps; i++) {
         replica *r = &n->reps[i];
-        int want = assigned_has(a, n_a, r->layer, r->expert);
-        if (!want && r->state != REP_DROPPING) {
+        uint8_t *w = &want[(size_t)r->layer * E + r->expert];
+        if (!*w && r->state != REP_DROPPING) {
             r->state = REP_DROPPING;
             r->drop_at = ea_now_s() + grace;
             n->rep_drops++;
-        } else if (want && r->state == REP_DROPPING) { /* assigned again within its grace */
+        } else if (*w && r->state == REP_DROPPING) { /* assigned again within its grace */
             r->state = r->bound ? REP_LIVE : REP_COPIED;
         }
+        if (*w) *w = 2;
+        held += r->state != REP_DROPPING;
     }
+    for (size_t q = 0; q < (size_t)c->n_layers * E; q++) /* hosted by --layers x --experts: nothing to copy */
+        if (want[q] == 1 && n->hosted[q]) want[q] = 0;
     pthread_mutex_unlock(&n->mu);
     for (int i = 0; i < n_a; i++) {
-        int l = a[i].layer, e = a[i].expert, have = 0, held = 0;
-        if (l >= c->n_layers || e >= c->n_experts || !c->layer_is_moe[l]) {
-            EA_LOGW("expert server: the monitor assigns layer %d expert %d, which the model does not have", l, e);
-            continue;
-        }
-        pthread_mutex_lock(&n->mu);
-        for (int j = 0; j < n->n_reps; j++) {
-            have |= n->reps[j].layer == l && n->reps[j].expert == e;
-            held += n->reps[j].state != REP_DROPPING;
-        }
-        int base = !have && n->hosted[(size_t)l * c->n_experts + e]; /* hosted by --layers x --experts */
-        pthread_mutex_unlock(&n->mu);
-        if (have || base) continue;
+        int l = a[i].layer, e = a[i].expert;
+        if (l >= c->n_layers || e >= E || want[(size_t)l * E + e] != 1) continue;
+        want[(size_t)l * E + e] = 2;
         if (held >= n->o.replica_slots) {
             EA_LOGW("expert server: the monitor assigns more replicas than --replica-slots %d", n->o.replica_slots);
             break;
@@ -443,10 +442,12 @@ static void follow_assignment(ea_xnode *n, const ea_mon_pair *a, int n_a) {
         }
         n->reps[n->n_reps++] = r;
         n->rep_loads++;
+        held++;
         pthread_mutex_unlock(&n->mu);
         EA_LOGI("expert server: replica of layer %d expert %d copied in (%.1f MB, %.0f ms)", l, e,
                 (double)r.copy.mem_len / 1e6, (ea_now_s() - t0) * 1e3);
     }
+    ea_free(want);
 }
 
 /* Heartbeat thread: {"replicas":[[layer,expert],...]}, the replicas served now. */
@@ -457,8 +458,9 @@ static char *beat_fields(void *ctx) {
     ea_sbuf_printf(&b, "{\"replicas\":[");
     pthread_mutex_lock(&n->mu);
     int k = 0;
-    for (int i = 0; i < n->n_reps && k < n->o.replica_slots; i++) /* more than the slots: the monitor refuses the beat */
-        if (n->reps[i].state == REP_LIVE) ea_sbuf_printf(&b, "%s[%d,%d]", k++ ? "," : "", n->reps[i].layer, n->reps[i].expert);
+    for (int i = 0; i < n->n_reps && k < n->o.replica_slots; i++) /* more than the slots: the beat is refused */
+        if (n->reps[i].state == REP_LIVE)
+            ea_sbuf_printf(&b, "%s[%d,%d]", k++ ? "," : "", n->reps[i].layer, n->reps[i].expert);
     pthread_mutex_unlock(&n->mu);
     ea_sbuf_printf(&b, "]}");
     if (b.failed) {
@@ -479,7 +481,8 @@ static void on_table(void *ctx, const char *json) {
     for (int i = 0; i < c.n_clients; i++)
         if (!c.clients[i].live) queue_drop(n, c.clients[i].id);
     for (int i = 0; i < c.n_events; i++)
-        if (c.events[i].role == EA_MON_CLIENT && (c.events[i].kind == EA_MON_EV_DEAD || c.events[i].kind == EA_MON_EV_LEAVE))
+        if (c.events[i].role == EA_MON_CLIENT &&
+            (c.events[i].kind == EA_MON_EV_DEAD || c.events[i].kind == EA_MON_EV_LEAVE))
             queue_drop(n, c.events[i].id);
     for (int i = 0; i < c.n_servers; i++)
         if (!strcmp(c.servers[i].id, n->id) && c.servers[i].has_assigned)
