@@ -37,15 +37,26 @@ static void ea__zap(const void *p, size_t n) {
 
 #define EA__HUGE ((size_t)2 << 20)
 
-/* n bytes of anonymous memory, 2 MiB-aligned, advised for huge pages; owned by f. */
-static uint8_t *ea__arena(ea__files *f, size_t n) {
-    if (ea_grow(&f->arenas, &f->cap_arenas, (size_t)f->n_arenas + 1, sizeof *f->arenas, 16)) return NULL;
+/* n bytes of anonymous memory, 2 MiB-aligned, advised for huge pages: their
+ * start, or NULL; the mapping to unmap is *map, *map_len bytes. */
+static uint8_t *ea__huge_map(size_t n, void **map, size_t *map_len) {
     size_t len = n + EA__HUGE;
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
-    f->arenas[f->n_arenas++] = (struct ea__arena){p, len};
+    *map = p;
+    *map_len = len;
     uint8_t *a = (uint8_t *)(((uintptr_t)p + EA__HUGE - 1) & ~(uintptr_t)(EA__HUGE - 1));
     (void)madvise(a, n, MADV_HUGEPAGE);
+    return a;
+}
+
+/* ea__huge_map's memory, owned by f. */
+static uint8_t *ea__arena(ea__files *f, size_t n) {
+    if (ea_grow(&f->arenas, &f->cap_arenas, (size_t)f->n_arenas + 1, sizeof *f->arenas, 16)) return NULL;
+    void *p;
+    size_t len;
+    uint8_t *a = ea__huge_map(n, &p, &len);
+    if (a) f->arenas[f->n_arenas++] = (struct ea__arena){p, len};
     return a;
 }
 
@@ -210,17 +221,13 @@ ea_status ea_model_expert_copy(ea_model *m, int layer, int expert, ea_expert_cop
     const ea_ffn_weights *src = &m->layers[layer].experts[expert];
     const ea_tensor *from[3] = {&src->gate, &src->up, &src->down};
     ea_tensor *to[3] = {&out->w.gate, &out->w.up, &out->w.down};
-    size_t total = EA__HUGE;
+    size_t total = 0;
     for (int i = 0; i < 3; i++) {
         size_t pb = ea__packed_bytes(m, from[i], rows_of);
         total += ((pb ? pb : from[i]->nbytes) + 63) & ~(size_t)63;
     }
-    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return ea_err(EA_ERR_NOMEM, "%s: no memory for a copy of expert %d of layer %d", m->path, expert, layer);
-    out->mem = p;
-    out->mem_len = total;
-    uint8_t *a = (uint8_t *)(((uintptr_t)p + EA__HUGE - 1) & ~(uintptr_t)(EA__HUGE - 1));
-    (void)madvise(a, total - EA__HUGE, MADV_HUGEPAGE);
+    uint8_t *a = ea__huge_map(total, &out->mem, &out->mem_len);
+    if (!a) return ea_err(EA_ERR_NOMEM, "%s: no memory for a copy of expert %d of layer %d", m->path, expert, layer);
     const ea__files *f = m->files;
     int loaded = f->loaded[(size_t)layer * (size_t)m->cfg.n_experts + (size_t)expert];
     for (int i = 0; i < 3; i++) {
