@@ -116,12 +116,18 @@ ea_status ea_kctx_set_isa(ea_kctx *ctx, const char *isa) {
     if (i < 0) return ea_err(EA_ERR_INVALID_ARG, "EAAS_ISA: unknown ISA '%s' (scalar, avx2, avx512, avx512_bf16, amx)", isa);
     if (!ea__cpu_has((ea__isa)i, &ctx->has_vnni))
         return ea_err(EA_ERR_UNSUPPORTED, "ISA '%s' is not supported by this CPU", isa);
-    if ((i == EA__ISA_AMX || i == EA__ISA_AVX512_BF16) && !ctx->xp) {
+    size_t xp_need = 0;
+    if (i == EA__ISA_AMX || i == EA__ISA_AVX512_BF16)
         /* one product of max_m x max_k, plus slack for the 16-row padding of small batch members
          * (AMX tiles; avx512_bf16 takes bf16 rows of k rounded up to 32, which fit the same bytes) */
-        ctx->xp_cap = ea__amx_pack_bytes(ctx->max_m, ctx->max_k) + (size_t)16 * EA__AMX_TB * (size_t)ctx->max_k * 2;
-        ctx->xp = ea_aligned_alloc(64, ctx->xp_cap);
-        if (!ctx->xp) return ea_err(EA_ERR_NOMEM, "matmul context: bf16 activation buffer");
+        xp_need = ea__amx_pack_bytes(ctx->max_m, ctx->max_k) + (size_t)16 * EA__AMX_TB * (size_t)ctx->max_k * 2;
+    else if (i == EA__ISA_AVX2 && ctx->max_m >= EA__WIDE_MIN_M) /* the bf16 prefill tiles' X (matmul_avx2.c) */
+        xp_need = ea__avx2_bc_x_bytes(ctx->max_m, ctx->max_k) + 64;
+    if (xp_need > ctx->xp_cap) {
+        ea_aligned_free(ctx->xp);
+        ctx->xp_cap = 0;
+        if (!(ctx->xp = ea_aligned_alloc(64, xp_need))) return ea_err(EA_ERR_NOMEM, "matmul context: activation buffer");
+        ctx->xp_cap = xp_need;
     }
     ctx->isa = (ea__isa)i;
     ctx->has_amx_int8 = i == EA__ISA_AMX && ea__amx_int8();
@@ -337,7 +343,7 @@ void ea__quantize_q8(const float *x, int k, int i0, int i1, int8_t *xq, float *x
 typedef struct {
     ea__mm p;
     ea__rows_fn fn;
-    int prep; /* 0 none, 1 q8, 2 amx bf16 pack, 3 q8 then amx int8 pack, 4 bf16 rows */
+    int prep; /* 0 none, 1 q8, 2 amx bf16 pack, 3 q8 then amx int8 pack, 4 bf16 rows, 5 avx2 bf16 lane-major */
     int shared; /* 1: uses the previous product's prepared activations (same x, m, k) */
     int unit0, n_units;     /* preparation units of this product: [unit0, unit0 + n_units) */
     int64_t row0;           /* its first W row in the job's row count */
@@ -363,6 +369,7 @@ static void ea__prep_block(const ea_kctx *ctx, int prep, const ea__mm *p, int tb
                                     : ea__quantize_q8)(p->x, p->k, i0, i1, (int8_t *)p->xq, (float *)p->xd);
     if (prep == 2) ea__amx_pack(p->x, p->m, p->k, tb, tb + 1, (uint16_t *)p->xp);
     if (prep == 4) ea__bf16_rows(p->x, p->k, i0, i1, (uint16_t *)p->xp);
+    if (prep == 5) ea__avx2_bc_x(p->x, p->m, p->k, i0, i1, (float *)p->xp);
     if (prep == 3) ea__amx_q8_pack(p->xq, p->xd, p->m, p->k, tb, (uint8_t *)p->xp);
 }
 
@@ -533,6 +540,9 @@ void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm) {
         } else if (p->fn == ea__rows_avx512_bf16) {
             p->prep = 4;
             need_p = ((size_t)m * (size_t)ea__k32((int)k) * 2 + 63) & ~(size_t)63;
+        } else if (p->fn == ea__rows_avx2_f && w->dtype == EA_BF16 && m >= EA__WIDE_MIN_M && ctx->xp) {
+            p->prep = 5;
+            need_p = (ea__avx2_bc_x_bytes(m, (int)k) + 63) & ~(size_t)63;
         }
         const ea__prob *prev = n_pr > 0 ? &pr[n_pr - 1] : NULL;
         if (prev && p->prep && prev->prep == p->prep && prev->p.x == p->p.x && prev->p.m == m && prev->p.k == p->p.k) {

@@ -204,14 +204,15 @@ EA__INL EA__T2 void ea__rows2(const ea__mm *p, int j0, int j1, const ea_dtype dt
         for (int i = 0; i < m; i++) ea__tile2(p, i, j, 1, 1, dt);
 }
 
-/* bf16 with many tokens (prefill): each block of W rows is widened to f32
- * once, into the thread's scratch (row-major, at most EA__WIDE_BYTES so it
- * stays in L2), and the f32 tiles run on it. Below, every 4-token group
- * widened the block's rows again with a widening load and a shift per 8
- * weights; the f32 tiles do the same fmas in the same order on the same
- * (exactly widened) values, so the bits are the same, and bench_matmul at
- * m = 512 ran 26 G multiply-adds/s in bf16 against 30 in f32. */
-#define EA__WIDE_MIN_M 64
+/* bf16 with many tokens (prefill) goes to the broadcast-form tiles below
+ * (ea__rows2_bc); the rows after their last whole panel come here: each
+ * block of W rows is widened to f32 once, into the thread's scratch
+ * (row-major, at most EA__WIDE_BYTES so it stays in L2), and the f32 tiles
+ * run on it. Without it every 4-token group widened the block's rows again
+ * with a widening load and a shift per 8 weights; the f32 tiles do the same
+ * fmas in the same order on the same (exactly widened) values, so the bits
+ * are the same, and bench_matmul at m = 512 ran 26 G multiply-adds/s in bf16
+ * against 30 in f32. The scratch also holds the broadcast form's panels. */
 
 size_t ea__avx2_f_scratch_bytes(int max_k) {
     size_t row = (size_t)max_k * sizeof(float);
@@ -260,11 +261,184 @@ EA__T2 static void ea__rows2_wide(const ea__mm *p, int j0, int j1, ea__scratch *
     ea__rows2(p, j3, j1, EA_BF16);
 }
 
+/* ---- bf16 prefill: tiles in the broadcast form ------------------------------------ */
+
+/* The tiles above hold the 16 canonical lanes of an (i, j) in two registers
+ * and load W and X along k, so 12 accumulators cover 6 (i, j) per pass and
+ * every output ends in a horizontal sum. Here a register holds one lane of
+ * 8 W rows instead: lane l of (i, j..j+7) takes fma(w[j][k], x[i][k], acc)
+ * for k = l, l+16, ... in increasing k from +0, x[i][k] broadcast — exactly
+ * the canonical lane — so a tile of 6 tokens x 16 rows keeps 12
+ * accumulators for 12 (i, j-vector) pairs, with 2 W loads and 6
+ * broadcasts per 12 fmas. The 16 lanes go to a small buffer and the
+ * canonical tree adds them as whole vectors of 8 outputs. W is widened into
+ * panels of EA__BC_ROWS rows and X is laid out once per product
+ * (ea__avx2_bc_x, the driver's preparation), both lane-major, so a tile
+ * streams both. */
+#define EA__BC_ROWS 16
+#define EA__BC_LB_FLOATS (16 * EA__BC_TOK * EA__BC_ROWS) /* a tile's lane buffer */
+
+/* f32 floats of one panel for k. */
+static inline size_t ea__bc_panel_floats(int k) { return (size_t)16 * (size_t)((k + 15) / 16) * EA__BC_ROWS; }
+
+/* X of tokens [i0, i1) of m, lane-major per group of EA__BC_TOK tokens:
+ * group g (its mr tokens) at xp + g * EA__BC_TOK * 16 * ns, and x[t][k] of
+ * its token t at ((k % 16) * ns + k / 16) * mr + t (ns = ceil(k / 16)). */
+size_t ea__avx2_bc_x_bytes(int m, int k) {
+    return (size_t)(m + EA__BC_TOK - 1) / EA__BC_TOK * EA__BC_TOK * 16 * (size_t)((k + 15) / 16) * sizeof(float);
+}
+
+void ea__avx2_bc_x(const float *x, int m, int k, int i0, int i1, float *xp) {
+    size_t ns = (size_t)(k + 15) / 16;
+    for (int i = i0; i < i1; i++) {
+        int g = i / EA__BC_TOK, t = i % EA__BC_TOK, mr = m - g * EA__BC_TOK < EA__BC_TOK ? m - g * EA__BC_TOK : EA__BC_TOK;
+        float *o = xp + (size_t)g * EA__BC_TOK * 16 * ns + t;
+        const float *xr = x + (size_t)i * k;
+        for (int l = 0; l < 16 && l < k; l++)
+            for (int kk = l, st = 0; kk < k; kk += 16, st++) o[((size_t)l * ns + (size_t)st) * (size_t)mr] = xr[kk];
+    }
+}
+
+/* 8 x 8 transpose: r[c] lane l -> o[l] lane c. */
+EA__INL EA__T2 void ea__tr8(const __m256 *r, __m256 *o) {
+    __m256 t[8], u[8];
+#pragma GCC unroll 4
+    for (int c = 0; c < 8; c += 2) {
+        t[c] = _mm256_unpacklo_ps(r[c], r[c + 1]);
+        t[c + 1] = _mm256_unpackhi_ps(r[c], r[c + 1]);
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < 8; c += 4) {
+        u[c] = _mm256_shuffle_ps(t[c], t[c + 2], 0x44);
+        u[c + 1] = _mm256_shuffle_ps(t[c], t[c + 2], 0xee);
+        u[c + 2] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0x44);
+        u[c + 3] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0xee);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        o[c] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x20);
+        o[c + 4] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x31);
+    }
+}
+
+/* Rows j0 .. j0+15 of a bf16 W as a lane-major panel: element k of row r
+ * at pan[((k % 16) * ns + k / 16) * 16 + r] (zeros past k). */
+EA__T2 static void ea__bc_panel(const ea__mm *p, int j0, float *pan) {
+    int k = p->k, ns = (k + 15) / 16, full = k / 16;
+    const size_t step = (p->wp ? EA_FX4_ROWS : 1) * EA_FX4_STEP * 2;
+    const uint8_t *row[EA__BC_ROWS];
+    for (int r = 0; r < EA__BC_ROWS; r++) row[r] = ea__f_row(p, j0 + r, 2);
+    for (int st = 0; st < full; st++)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)     /* lanes 8h .. 8h+7 */
+            for (int rb = 0; rb < 2; rb++) { /* rows 8rb .. 8rb+7 */
+                __m256 r8[8], o8[8];
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) r8[c] = ea__ld8(row[8 * rb + c] + (size_t)st * step + 16 * (size_t)h, EA_BF16);
+                ea__tr8(r8, o8);
+#pragma GCC unroll 8
+                for (int l = 0; l < 8; l++)
+                    _mm256_store_ps(pan + ((size_t)(8 * h + l) * ns + (size_t)st) * EA__BC_ROWS + 8 * rb, o8[l]);
+            }
+    if (full < ns) /* the k tail */
+        for (int r = 0; r < EA__BC_ROWS; r++) {
+            float t[16] = {0};
+            ea_dtypes[EA_BF16].to_f32(row[r] + (size_t)full * step, t, (size_t)(k - 16 * full));
+            for (int l = 0; l < 16; l++) pan[((size_t)l * ns + (size_t)full) * EA__BC_ROWS + r] = t[l];
+        }
+}
+
+/* MR tokens (their group of ea__avx2_bc_x at xp) against a panel; y: their
+ * rows (stride n) from the panel's first column. lb: the lane buffer. */
+EA__INL EA__T2 void ea__bc_tile(const float *pan, int k, const float *xp, float *y, size_t n, __m256 *lb, const int MR) {
+    int ns = (k + 15) / 16;
+    for (int l = 0; l < 16; l++) {
+        int nl = l < k ? (k - 1 - l) / 16 + 1 : 0; /* lane l's steps: k = l + 16 st < k */
+        __m256 acc[EA__BC_TOK][2];
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+        const float *w = pan + (size_t)l * ns * EA__BC_ROWS, *xl = xp + (size_t)l * ns * MR;
+        for (int st = 0; st < nl; st++, w += EA__BC_ROWS, xl += MR) {
+            __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8);
+#pragma GCC unroll 6
+            for (int i = 0; i < MR; i++) {
+                __m256 xb = _mm256_broadcast_ss(xl + i);
+                acc[i][0] = _mm256_fmadd_ps(w0, xb, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(w1, xb, acc[i][1]);
+            }
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++) {
+            lb[(l * EA__BC_TOK + i) * 2] = acc[i][0];
+            lb[(l * EA__BC_TOK + i) * 2 + 1] = acc[i][1];
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) /* the canonical tree (ea__reduce16_avx2), 8 outputs at a time */
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256 *a = lb + i * 2 + h; /* lane l at a[l * 2 * EA__BC_TOK] */
+            __m256 s8[8], s4[4];
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; q++) s8[q] = _mm256_add_ps(a[q * 2 * EA__BC_TOK], a[(q + 8) * 2 * EA__BC_TOK]);
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) s4[q] = _mm256_add_ps(s8[q], s8[q + 4]);
+            __m256 v = _mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3]));
+            _mm256_storeu_ps(y + (size_t)i * n + 8 * h, v);
+        }
+}
+
+/* One function per tile height, each compiled alone. */
+#define EA__BC_FN(MR)                                                                                                  \
+    __attribute__((noinline)) EA__T2 static void ea__bc_tile##MR(const float *pan, int k, const float *xp, float *y,   \
+                                                                 size_t n, __m256 *lb) {                               \
+        ea__bc_tile(pan, k, xp, y, n, lb, MR);                                                                         \
+    }
+EA__BC_FN(1)
+EA__BC_FN(2)
+EA__BC_FN(3)
+EA__BC_FN(4)
+EA__BC_FN(5)
+EA__BC_FN(6)
+#undef EA__BC_FN
+
+typedef void (*ea__bc_fn)(const float *, int, const float *, float *, size_t, __m256 *);
+static const ea__bc_fn ea__bc_tiles[EA__BC_TOK + 1] = {NULL,         ea__bc_tile1, ea__bc_tile2, ea__bc_tile3,
+                                                       ea__bc_tile4, ea__bc_tile5, ea__bc_tile6};
+
+/* bf16 rows [j0, j1) for many tokens, X laid out in p->xp: as many whole
+ * panels as the scratch holds are widened, then every token group runs
+ * against all of them (the panels stay in L2); rows after the last whole
+ * panel go to ea__rows2_wide. */
+EA__T2 static void ea__rows2_bc(const ea__mm *p, int j0, int j1, ea__scratch *s) {
+    int k = p->k, m = p->m;
+    size_t pf = ea__bc_panel_floats(k), gx = (size_t)EA__BC_TOK * 16 * (size_t)((k + 15) / 16);
+    size_t room = s->size / sizeof(float);
+    int cap = room > EA__BC_LB_FLOATS ? (int)((room - EA__BC_LB_FLOATS) / pf) : 0; /* panels the scratch holds */
+    __m256 *lb = (__m256 *)s->buf;
+    float *pan = (float *)s->buf + EA__BC_LB_FLOATS;
+    int j = j0;
+    if (cap > 0 && p->xp)
+        while (j + EA__BC_ROWS <= j1) {
+            int np = (j1 - j) / EA__BC_ROWS < cap ? (j1 - j) / EA__BC_ROWS : cap;
+            for (int q = 0; q < np; q++) ea__bc_panel(p, j + q * EA__BC_ROWS, pan + (size_t)q * pf);
+            for (int i = 0; i < m; i += EA__BC_TOK) {
+                int mr = m - i < EA__BC_TOK ? m - i : EA__BC_TOK;
+                const float *xg = (const float *)p->xp + (size_t)(i / EA__BC_TOK) * gx;
+                for (int q = 0; q < np; q++)
+                    ea__bc_tiles[mr](pan + (size_t)q * pf, k, xg, p->y + (size_t)i * p->n + j + q * EA__BC_ROWS,
+                                     (size_t)p->n, lb);
+            }
+            j += np * EA__BC_ROWS;
+        }
+    if (j < j1) ea__rows2_wide(p, j, j1, s);
+}
+
 EA__T2 void ea__rows_avx2_f(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     switch (p->dtype) {
     case EA_F16: ea__rows2(p, j0, j1, EA_F16); break;
     case EA_BF16:
-        if (p->m >= EA__WIDE_MIN_M) ea__rows2_wide(p, j0, j1, s);
+        if (p->m >= EA__WIDE_MIN_M) ea__rows2_bc(p, j0, j1, s);
         else ea__rows2(p, j0, j1, EA_BF16);
         break;
     default: ea__rows2(p, j0, j1, EA_F32); break;
