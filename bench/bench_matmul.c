@@ -25,9 +25,12 @@
  *
  *   bench_matmul --onednn [--m LIST] [--shapes LIST] [--secs S]
  * runs, side by side on the same bf16 weights (one copy, no rotation), our
- * "amx" kernel and oneDNN's matmul (libdnnl, loaded with dlopen so nothing
- * else links it; bf16 src converted before timing, bf16 W as (n, k) "ba",
- * f32 dst; OpenMP threads = OMP_NUM_THREADS) and prints "isa":"onednn" lines.
+ * kernel (the CPU's best ISA: "amx" where there is one) and oneDNN's matmul
+ * (libdnnl, loaded with dlopen so nothing else links it; W as (n, k) "ba",
+ * f32 dst; OpenMP threads = OMP_NUM_THREADS) and prints "isa":"onednn"
+ * lines. With AMX oneDNN gets bf16 src (converted before timing) and bf16
+ * W; without, the same values as f32 src and f32 W ("dtype":"f32"): its
+ * f32 GEMM is then the yardstick for our bf16 tiles, which compute in f32.
  * Extra shapes for this mode: c64 = 768x1024 at m 64, c512 = 1024x1024 at m 512
  * (the figures quoted in issue 3).
  */
@@ -162,8 +165,10 @@ static int run_onednn(const char *mlist, const char *shl, double secs, int nt) {
     if (a.engine_create(&eng, dnnl_cpu, 0) || a.stream_create(&st, eng, dnnl_stream_default_flags)) return 1;
     ea_pool *pool = NULL;
     ea_kctx *ctx = NULL;
+    int amx = ea_k_isa_supported("amx");
+    const char *isa = amx ? "amx" : ea_k_isa_best();
     if (ea_pool_create(nt, &pool) != EA_OK || ea_kctx_create(pool, 512, 2048, &ctx) != EA_OK ||
-        ea_kctx_set_isa(ctx, "amx") != EA_OK) {
+        ea_kctx_set_isa(ctx, isa) != EA_OK) {
         fprintf(stderr, "bench_matmul: %s\n", ea_errmsg());
         return 1;
     }
@@ -172,11 +177,15 @@ static int run_onednn(const char *mlist, const char *shl, double secs, int nt) {
         int m = cs[c].m, n = cs[c].n, k = cs[c].k;
         float *x = ea_aligned_alloc(64, (size_t)m * k * 4), *y = ea_aligned_alloc(64, (size_t)m * n * 4);
         uint16_t *xb = ea_aligned_alloc(64, (size_t)m * k * 2), *wb = ea_aligned_alloc(64, (size_t)n * k * 2);
+        float *wf = ea_aligned_alloc(64, (size_t)n * k * 4); /* W's values as f32, for oneDNN without AMX */
         for (size_t i = 0; i < (size_t)m * k; i++) {
             x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
             xb[i] = ea_f32_to_bf16(x[i]);
         }
-        for (size_t i = 0; i < (size_t)n * k; i++) wb[i] = ea_f32_to_bf16((float)((i * 7919u) % 2001) / 1000.0f - 1.0f);
+        for (size_t i = 0; i < (size_t)n * k; i++) {
+            wb[i] = ea_f32_to_bf16((float)((i * 7919u) % 2001) / 1000.0f - 1.0f);
+            wf[i] = ea_bf16_to_f32(wb[i]);
+        }
         ea_tensor wt = {.name = "w", .dtype = EA_BF16, .n_dims = 2, .shape = {n, k}, .data = wb, .nbytes = (size_t)n * k * 2};
         ours_run orun = {ctx, &wt, x, m, y};
         double t_ours = time_loop(secs, ours_once, &orun);
@@ -187,10 +196,12 @@ static int run_onednn(const char *mlist, const char *shl, double secs, int nt) {
         dnnl_primitive_desc_t pd;
         dnnl_run r = {&a, NULL, st, {{0}}};
         dnnl_memory_t ms, mw, mdst;
-        if (a.md_init(&sd, 2, sdim, dnnl_bf16, dnnl_ab) || a.md_init(&wd, 2, wdim, dnnl_bf16, dnnl_ba) ||
+        dnnl_data_type_t dt = amx ? dnnl_bf16 : dnnl_f32;
+        if (a.md_init(&sd, 2, sdim, dt, dnnl_ab) || a.md_init(&wd, 2, wdim, dt, dnnl_ba) ||
             a.md_init(&dd, 2, ddim, dnnl_f32, dnnl_ab) || a.matmul_init(&md, &sd, &wd, NULL, &dd) ||
-            a.pd_create(&pd, &md, NULL, eng, NULL) || a.prim_create(&r.prim, pd) || a.mem_create(&ms, &sd, eng, xb) ||
-            a.mem_create(&mw, &wd, eng, wb) || a.mem_create(&mdst, &dd, eng, y)) {
+            a.pd_create(&pd, &md, NULL, eng, NULL) || a.prim_create(&r.prim, pd) ||
+            a.mem_create(&ms, &sd, eng, amx ? (void *)xb : (void *)x) ||
+            a.mem_create(&mw, &wd, eng, amx ? (void *)wb : (void *)wf) || a.mem_create(&mdst, &dd, eng, y)) {
             fprintf(stderr, "bench_matmul: oneDNN setup failed for %dx%dx%d\n", m, n, k);
             return 1;
         }
@@ -200,18 +211,19 @@ static int run_onednn(const char *mlist, const char *shl, double secs, int nt) {
         double t_dnnl = time_loop(secs, dnnl_once, &r);
         double fl = 2.0 * m * (double)n * k;
         const char *omp = getenv("OMP_NUM_THREADS");
-        printf("{\"bench\":\"matmul\",\"isa\":\"amx\",\"dtype\":\"bf16\",\"shape\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
+        printf("{\"bench\":\"matmul\",\"isa\":\"%s\",\"dtype\":\"bf16\",\"shape\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
                "\"threads\":%d,\"gflops\":%.1f,\"gbps\":%.2f,\"us\":%.1f}\n",
-               cs[c].name, m, n, k, nt, fl / t_ours / 1e9, (double)n * k * 2 / t_ours / 1e9, t_ours * 1e6);
-        printf("{\"bench\":\"matmul\",\"isa\":\"onednn\",\"dtype\":\"bf16\",\"shape\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
+               isa, cs[c].name, m, n, k, nt, fl / t_ours / 1e9, (double)n * k * 2 / t_ours / 1e9, t_ours * 1e6);
+        printf("{\"bench\":\"matmul\",\"isa\":\"onednn\",\"dtype\":\"%s\",\"shape\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
                "\"threads\":\"%s\",\"gflops\":%.1f,\"gbps\":%.2f,\"us\":%.1f}\n",
-               cs[c].name, m, n, k, omp ? omp : "default", fl / t_dnnl / 1e9, (double)n * k * 2 / t_dnnl / 1e9,
-               t_dnnl * 1e6);
+               amx ? "bf16" : "f32", cs[c].name, m, n, k, omp ? omp : "default", fl / t_dnnl / 1e9,
+               (double)n * k * (amx ? 2 : 4) / t_dnnl / 1e9, t_dnnl * 1e6);
         fflush(stdout);
         ea_aligned_free(x);
         ea_aligned_free(y);
         ea_aligned_free(xb);
         ea_aligned_free(wb);
+        ea_aligned_free(wf);
     }
     ea_kctx_destroy(ctx);
     ea_pool_destroy(pool);
