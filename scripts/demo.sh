@@ -2,13 +2,15 @@
 # demo.sh — sets up, builds, and shows the system on a small model:
 # make a tiny Qwen3-MoE model, inspect it, tokenize, render a chat, then serve it
 # over the OpenAI API, stream one chat answer with the official client, and stop
-# the server cleanly (SIGTERM, drained). Then Expert-as-a-Service: a monitor,
-# two expert servers hosting the same experts (replicas) and an attention client
-# serving the API with --experts-remote and double-batch overlap (--enable-dbo:
-# a prompt's prefill runs as two micro-batches, one's attention while the
-# servers compute the other's experts); a chat answer streams, one expert
-# server is killed with SIGKILL while the same request streams again, the
-# answer completes (the same text), the next request is answered, and
+# the server cleanly (SIGTERM, drained). Then Expert-as-a-Service: a monitor
+# that plans replicas of hot experts, two expert servers hosting the same
+# experts, a third hosting two experts and 4 replica slots, and an attention
+# client serving the API with --experts-remote and double-batch overlap
+# (--enable-dbo: a prompt's prefill runs as two micro-batches, one's attention
+# while the servers compute the other's experts); a chat answer streams, the
+# monitor places replicas of the experts it made hot on the third server, one
+# expert server is killed with SIGKILL while the same request streams again,
+# the answer completes (the same text), the next request is answered, and
 # everything stops cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +53,7 @@ trap - EXIT
 tail -3 "$OUT/serve.log"
 
 echo
-echo "== Expert-as-a-Service: monitor + two expert servers (replicas) + an attention client"
+echo "== Expert-as-a-Service: monitor + three expert servers + an attention client"
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
 # wait_for LOG REGEX PID: the first match of REGEX once it appears in LOG
@@ -63,14 +65,17 @@ wait_for() {
   done
   echo "timed out waiting for '$2' in $1"; cat "$1"; return 1
 }
-$E monitor --port 0 > "$OUT/monitor.log" 2>&1 &
+$E monitor --port 0 --replicate-ms 1000 > "$OUT/monitor.log" 2>&1 &
 MONP=$!; PIDS+=("$MONP")
 MON=$(wait_for "$OUT/monitor.log" 'listening on [0-9.]+:[0-9]+' "$MONP" | sed 's/listening on //')
 echo "monitor at $MON"
-for x in expert-a expert-b; do
-  $E expert --model "$M" --monitor "$MON" --port 0 --id "$x" --threads 1 > "$OUT/$x.log" 2>&1 &
+# a and b: every expert; c: experts 0-1 of each layer, and room for 4 replicas the monitor places
+for x in expert-a expert-b expert-c; do
+  extra=(); [ "$x" = expert-c ] && extra=(--experts 0-1 --replica-slots 4)
+  $E expert --model "$M" --monitor "$MON" --port 0 --id "$x" --threads 1 "${extra[@]}" > "$OUT/$x.log" 2>&1 &
   PIDS+=("$!"); eval "PID_${x#expert-}=$!"
-  echo "$x: $(wait_for "$OUT/$x.log" 'listening on [0-9.]+:[0-9]+' "$!")"
+  L=$(wait_for "$OUT/$x.log" 'listening on [0-9.]+:[0-9]+' "$!"); echo "$x: $L"
+  eval "ADDR_${x#expert-}=${L#listening on }"
 done
 $E serve --model "$M" --port 0 --threads 1 --experts-remote "$MON" --expert-timeout-ms 500 --enable-dbo 2> "$OUT/client.log" &
 CLIENT=$!; PIDS+=("$CLIENT")
@@ -81,6 +86,12 @@ URL="http://127.0.0.1:$CPORT/v1"
 Q="Why do mixture-of-experts models need load balancing?"
 echo "-- a chat answer, experts on the expert servers:"
 node tools/node/demo_chat.mjs "$URL" qwen3-tiny "$Q" 96 | tee "$OUT/answer1.txt"
+echo "-- the client reported its load; the monitor plans replicas of the hot experts on expert-c's slots:"
+for _ in $(seq 1 100); do
+  R=$(curl -s "http://$MON/cluster" | python3 -c 'import json,sys; t=json.load(sys.stdin); print(" ".join("L%d/E%d" % tuple(r) for s in t["servers"] if s["id"] == "expert-c" for r in s.get("replicas", [])))')
+  [ -n "$R" ] && break; sleep 0.1
+done
+[ -n "$R" ] && echo "   expert-c now serves replicas of $R (layer/expert)" || { echo "   no replicas placed"; cat "$OUT/monitor.log"; exit 1; }
 echo "-- the same request again; expert-a is killed (SIGKILL) while it streams:"
 rm -f "$OUT/mark"
 node tools/node/demo_chat.mjs "$URL" qwen3-tiny "$Q" 96 "$OUT/mark" > "$OUT/answer2.txt" &
@@ -92,10 +103,11 @@ cat "$OUT/answer2.txt"
 cmp -s "$OUT/answer1.txt" "$OUT/answer2.txt" && echo "-> the answer completed through the failure, identical to the first" ||
   { echo "-> the answers differ"; exit 1; }
 curl -s "http://127.0.0.1:$CPORT/metrics" | grep -E '^eaas:remote_(failovers|timeouts|calls|overlapped_calls)_total'
-echo "-- the next request, on expert-b alone:"
+curl -s "http://$ADDR_c/metrics" | grep -E '^eaas:expert_(replicas|tokens_total) ' | sed 's/^/expert-c /'
+echo "-- the next request, on expert-b and expert-c:"
 node tools/node/demo_chat.mjs "$URL" qwen3-tiny "And what is an expert server?" 32
-echo "== stop everything (SIGTERM each: client, expert-b, monitor)"
-for p in "$CLIENT" "$PID_b" "$MONP"; do kill -TERM "$p"; wait "$p" || { echo "process $p exit code $?"; exit 1; }; done
+echo "== stop everything (SIGTERM each: client, expert-b, expert-c, monitor)"
+for p in "$CLIENT" "$PID_b" "$PID_c" "$MONP"; do kill -TERM "$p"; wait "$p" || { echo "process $p exit code $?"; exit 1; }; done
 wait "$PID_a" 2>/dev/null || true
 trap - EXIT
 echo "all stopped cleanly"
