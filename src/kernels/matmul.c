@@ -343,7 +343,7 @@ void ea__quantize_q8(const float *x, int k, int i0, int i1, int8_t *xq, float *x
 typedef struct {
     ea__mm p;
     ea__rows_fn fn;
-    int prep; /* 0 none, 1 q8, 2 amx bf16 pack, 3 q8 then amx int8 pack, 4 bf16 rows, 5 avx2 bf16 lane-major */
+    int prep; /* 0 none, 1 q8, 2 amx bf16 pack, 3 q8 then amx int8 pack, 4 bf16 rows, 5 avx2 lane-major (F, m >= 64) */
     int shared; /* 1: uses the previous product's prepared activations (same x, m, k) */
     int unit0, n_units;     /* preparation units of this product: [unit0, unit0 + n_units) */
     int64_t row0;           /* its first W row in the job's row count */
@@ -540,7 +540,7 @@ void ea_k_matmul_batch(ea_kctx *ctx, const ea_k_mm *mm, int n_mm) {
         } else if (p->fn == ea__rows_avx512_bf16) {
             p->prep = 4;
             need_p = ((size_t)m * (size_t)ea__k32((int)k) * 2 + 63) & ~(size_t)63;
-        } else if (p->fn == ea__rows_avx2_f && w->dtype == EA_BF16 && m >= EA__WIDE_MIN_M && ctx->xp) {
+        } else if (p->fn == ea__rows_avx2_f && m >= EA__WIDE_MIN_M && ctx->xp) {
             p->prep = 5;
             need_p = (ea__avx2_bc_x_bytes(m, (int)k) + 63) & ~(size_t)63;
         }

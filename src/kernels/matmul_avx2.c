@@ -10,6 +10,8 @@
  * The F tiles read W from the rows, or from the matrix's Fx4 copy
  * (tensor/dtype.h: 4 rows' 16-element steps side by side) when the loader
  * made one; ea__f_row hides which, and a decode tile then reads one group.
+ * From 64 tokens on the F products run tiles in the broadcast form instead
+ * (one canonical lane of 8 W rows per register; ea__rows2_bc).
  *
  * q8_0 runs vector over 8 W rows (ea__rows_avx2_q8): exact int32 block sums
  * with the |w| * (x * sign w) vpmaddubsw trick, then lane b%16 of every (j, i)
@@ -261,7 +263,7 @@ EA__T2 static void ea__rows2_wide(const ea__mm *p, int j0, int j1, ea__scratch *
     ea__rows2(p, j3, j1, EA_BF16);
 }
 
-/* ---- bf16 prefill: tiles in the broadcast form ------------------------------------ */
+/* ---- f32 / f16 / bf16 prefill: tiles in the broadcast form ------------------------ */
 
 /* The tiles above hold the 16 canonical lanes of an (i, j) in two registers
  * and load W and X along k, so 12 accumulators cover 6 (i, j) per pass and
@@ -271,8 +273,8 @@ EA__T2 static void ea__rows2_wide(const ea__mm *p, int j0, int j1, ea__scratch *
  * the canonical lane — so a tile of 6 tokens x 16 rows keeps 12
  * accumulators for 12 (i, j-vector) pairs, with 2 W loads and 6
  * broadcasts per 12 fmas. The 16 lanes go to a small buffer and the
- * canonical tree adds them as whole vectors of 8 outputs. W is widened into
- * panels of EA__BC_ROWS rows and X is laid out once per product
+ * canonical tree adds them as whole vectors of 8 outputs. W is widened (f16,
+ * bf16) into f32 panels of EA__BC_ROWS rows and X is laid out once per product
  * (ea__avx2_bc_x, the driver's preparation), both lane-major, so a tile
  * streams both. */
 #define EA__BC_ROWS 16
@@ -321,20 +323,20 @@ EA__INL EA__T2 void ea__tr8(const __m256 *r, __m256 *o) {
     }
 }
 
-/* Rows j0 .. j0+15 of a bf16 W as a lane-major panel: element k of row r
- * at pan[((k % 16) * ns + k / 16) * 16 + r] (zeros past k). */
-EA__T2 static void ea__bc_panel(const ea__mm *p, int j0, float *pan) {
+/* Rows j0 .. j0+15 of W (f32, f16 or bf16) as a lane-major f32 panel:
+ * element k of row r at pan[((k % 16) * ns + k / 16) * 16 + r] (zeros past k). */
+EA__INL EA__T2 void ea__bc_panel(const ea__mm *p, int j0, float *pan, const ea_dtype dt) {
     int k = p->k, ns = (k + 15) / 16, full = k / 16;
-    const size_t step = (p->wp ? EA_FX4_ROWS : 1) * EA_FX4_STEP * 2;
+    const size_t eb = dt == EA_F32 ? 4 : 2, step = (p->wp ? EA_FX4_ROWS : 1) * EA_FX4_STEP * eb;
     const uint8_t *row[EA__BC_ROWS];
-    for (int r = 0; r < EA__BC_ROWS; r++) row[r] = ea__f_row(p, j0 + r, 2);
+    for (int r = 0; r < EA__BC_ROWS; r++) row[r] = ea__f_row(p, j0 + r, eb);
     for (int st = 0; st < full; st++)
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++)     /* lanes 8h .. 8h+7 */
             for (int rb = 0; rb < 2; rb++) { /* rows 8rb .. 8rb+7 */
                 __m256 r8[8], o8[8];
 #pragma GCC unroll 8
-                for (int c = 0; c < 8; c++) r8[c] = ea__ld8(row[8 * rb + c] + (size_t)st * step + 16 * (size_t)h, EA_BF16);
+                for (int c = 0; c < 8; c++) r8[c] = ea__ld8(row[8 * rb + c] + (size_t)st * step + 8 * (size_t)h * eb, dt);
                 ea__tr8(r8, o8);
 #pragma GCC unroll 8
                 for (int l = 0; l < 8; l++)
@@ -343,7 +345,7 @@ EA__T2 static void ea__bc_panel(const ea__mm *p, int j0, float *pan) {
     if (full < ns) /* the k tail */
         for (int r = 0; r < EA__BC_ROWS; r++) {
             float t[16] = {0};
-            ea_dtypes[EA_BF16].to_f32(row[r] + (size_t)full * step, t, (size_t)(k - 16 * full));
+            ea_dtypes[dt].to_f32(row[r] + (size_t)full * step, t, (size_t)(k - 16 * full));
             for (int l = 0; l < 16; l++) pan[((size_t)l * ns + (size_t)full) * EA__BC_ROWS + r] = t[l];
         }
 }
@@ -406,11 +408,11 @@ typedef void (*ea__bc_fn)(const float *, int, const float *, float *, size_t, __
 static const ea__bc_fn ea__bc_tiles[EA__BC_TOK + 1] = {NULL,         ea__bc_tile1, ea__bc_tile2, ea__bc_tile3,
                                                        ea__bc_tile4, ea__bc_tile5, ea__bc_tile6};
 
-/* bf16 rows [j0, j1) for many tokens, X laid out in p->xp: as many whole
- * panels as the scratch holds are widened, then every token group runs
- * against all of them (the panels stay in L2); rows after the last whole
- * panel go to ea__rows2_wide. */
-EA__T2 static void ea__rows2_bc(const ea__mm *p, int j0, int j1, ea__scratch *s) {
+/* Rows [j0, j1) for many tokens, X laid out in p->xp: as many whole panels
+ * as the scratch holds are widened, then every token group runs against all
+ * of them (the panels stay in L2); rows after the last whole panel go to
+ * the tiles above. */
+EA__INL EA__T2 void ea__rows2_bc(const ea__mm *p, int j0, int j1, ea__scratch *s, const ea_dtype dt) {
     int k = p->k, m = p->m;
     size_t pf = ea__bc_panel_floats(k), gx = (size_t)EA__BC_TOK * 16 * (size_t)((k + 15) / 16);
     size_t room = s->size / sizeof(float);
@@ -421,7 +423,7 @@ EA__T2 static void ea__rows2_bc(const ea__mm *p, int j0, int j1, ea__scratch *s)
     if (cap > 0 && p->xp)
         while (j + EA__BC_ROWS <= j1) {
             int np = (j1 - j) / EA__BC_ROWS < cap ? (j1 - j) / EA__BC_ROWS : cap;
-            for (int q = 0; q < np; q++) ea__bc_panel(p, j + q * EA__BC_ROWS, pan + (size_t)q * pf);
+            for (int q = 0; q < np; q++) ea__bc_panel(p, j + q * EA__BC_ROWS, pan + (size_t)q * pf, dt);
             for (int i = 0; i < m; i += EA__BC_TOK) {
                 int mr = m - i < EA__BC_TOK ? m - i : EA__BC_TOK;
                 const float *xg = (const float *)p->xp + (size_t)(i / EA__BC_TOK) * gx;
@@ -431,17 +433,29 @@ EA__T2 static void ea__rows2_bc(const ea__mm *p, int j0, int j1, ea__scratch *s)
             }
             j += np * EA__BC_ROWS;
         }
-    if (j < j1) ea__rows2_wide(p, j, j1, s);
+    if (j < j1) {
+        if (dt == EA_BF16) ea__rows2_wide(p, j, j1, s);
+        else ea__rows2(p, j, j1, dt);
+    }
 }
 
+/* Many tokens (m >= EA__WIDE_MIN_M, X laid out by the driver): the
+ * broadcast form; fewer: the tiles above. */
 EA__T2 void ea__rows_avx2_f(const ea__mm *p, int j0, int j1, ea__scratch *s) {
+    int bc = p->m >= EA__WIDE_MIN_M;
     switch (p->dtype) {
-    case EA_F16: ea__rows2(p, j0, j1, EA_F16); break;
+    case EA_F16:
+        if (bc) ea__rows2_bc(p, j0, j1, s, EA_F16);
+        else ea__rows2(p, j0, j1, EA_F16);
+        break;
     case EA_BF16:
-        if (p->m >= EA__WIDE_MIN_M) ea__rows2_bc(p, j0, j1, s);
+        if (bc) ea__rows2_bc(p, j0, j1, s, EA_BF16);
         else ea__rows2(p, j0, j1, EA_BF16);
         break;
-    default: ea__rows2(p, j0, j1, EA_F32); break;
+    default:
+        if (bc) ea__rows2_bc(p, j0, j1, s, EA_F32);
+        else ea__rows2(p, j0, j1, EA_F32);
+        break;
     }
 }
 

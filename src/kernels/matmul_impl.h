@@ -103,7 +103,7 @@ size_t ea__avx2_q8_scratch_bytes(int k);
 /* One token's q8 x laid out for the packed decode loop (matmul_avx2.c), and its bytes for k. */
 size_t ea__avx2_q8_xv_bytes(int k);
 void ea__avx2_q8_xv(const int8_t *xq, int k, uint8_t *xv);
-/* avx2 bf16 with m >= EA__WIDE_MIN_M (prefill): X laid out once per product,
+/* avx2 f32/f16/bf16 with m >= EA__WIDE_MIN_M (prefill): X laid out once per product,
  * lane-major in groups of EA__BC_TOK tokens, for the broadcast-form tiles
  * (matmul_avx2.c); its bytes for (m, k) and the layout of tokens [i0, i1). */
 #define EA__WIDE_MIN_M 64
