@@ -121,7 +121,7 @@ ea_status ea_kctx_set_isa(ea_kctx *ctx, const char *isa) {
         /* one product of max_m x max_k, plus slack for the 16-row padding of small batch members
          * (AMX tiles; avx512_bf16 takes bf16 rows of k rounded up to 32, which fit the same bytes) */
         xp_need = ea__amx_pack_bytes(ctx->max_m, ctx->max_k) + (size_t)16 * EA__AMX_TB * (size_t)ctx->max_k * 2;
-    else if (i == EA__ISA_AVX2 && ctx->max_m >= EA__WIDE_MIN_M) /* the bf16 prefill tiles' X (matmul_avx2.c) */
+    else if (i == EA__ISA_AVX2 && ctx->max_m >= EA__WIDE_MIN_M) /* the F prefill tiles' X (matmul_avx2.c) */
         xp_need = ea__avx2_bc_x_bytes(ctx->max_m, ctx->max_k) + 64;
     if (xp_need > ctx->xp_cap) {
         ea_aligned_free(ctx->xp);
