@@ -415,8 +415,10 @@ static const ea__bc_fn ea__bc_tiles[EA__BC_TOK + 1] = {NULL,         ea__bc_tile
 EA__INL EA__T2 void ea__rows2_bc(const ea__mm *p, int j0, int j1, ea__scratch *s, const ea_dtype dt) {
     int k = p->k, m = p->m;
     size_t pf = ea__bc_panel_floats(k), gx = (size_t)EA__BC_TOK * 16 * (size_t)((k + 15) / 16);
-    size_t room = s->size / sizeof(float);
-    int cap = room > EA__BC_LB_FLOATS ? (int)((room - EA__BC_LB_FLOATS) / pf) : 0; /* panels the scratch holds */
+    /* at most EA__WIDE_BYTES, as ea__rows2_wide: the panels stay in L2 (the scratch is larger when other
+     * variants' need is, e.g. the avx512 q8 scratch of a large max_m) */
+    size_t room = (s->size < EA__WIDE_BYTES ? s->size : EA__WIDE_BYTES) / sizeof(float);
+    int cap = room > EA__BC_LB_FLOATS ? (int)((room - EA__BC_LB_FLOATS) / pf) : 0; /* panels that fit */
     __m256 *lb = (__m256 *)s->buf;
     float *pan = (float *)s->buf + EA__BC_LB_FLOATS;
     int j = j0;
