@@ -45,6 +45,18 @@ EA__INL EA__T2 float ea__reduce16_avx2(__m256 a0, __m256 a1) {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+/* The canonical tree (ea__reduce16_avx2) over 16 lane vectors at once —
+ * lane l at a[l * stride] — for 8 outputs: s8 = a[l] + a[l + 8], s4 =
+ * s8[l] + s8[l + 4], then (s4[0] + s4[2]) + (s4[1] + s4[3]). */
+EA__INL EA__T2 __m256 ea__tree16v(const __m256 *a, size_t stride) {
+    __m256 s8[8], s4[4];
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; q++) s8[q] = _mm256_add_ps(a[(size_t)q * stride], a[(size_t)(q + 8) * stride]);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) s4[q] = _mm256_add_ps(s8[q], s8[q + 4]);
+    return _mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3]));
+}
+
 /* Where W row j's elements 16s.. start is row(j) + s * step: in the rows,
  * row(j) = w + j * row_bytes and step = 16 elements; in an Fx4 copy
  * (dtype.h), row(j) = its group + (j % 4) * 16 elements and step = 4 x 16
@@ -376,18 +388,9 @@ EA__INL EA__T2 void ea__bc_tile(const float *pan, int k, const float *xp, float 
         }
     }
 #pragma GCC unroll 6
-    for (int i = 0; i < MR; i++) /* the canonical tree (ea__reduce16_avx2), 8 outputs at a time */
+    for (int i = 0; i < MR; i++) /* the canonical tree, 8 outputs at a time */
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const __m256 *a = lb + i * 2 + h; /* lane l at a[l * 2 * EA__BC_TOK] */
-            __m256 s8[8], s4[4];
-#pragma GCC unroll 8
-            for (int q = 0; q < 8; q++) s8[q] = _mm256_add_ps(a[q * 2 * EA__BC_TOK], a[(q + 8) * 2 * EA__BC_TOK]);
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; q++) s4[q] = _mm256_add_ps(s8[q], s8[q + 4]);
-            __m256 v = _mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3]));
-            _mm256_storeu_ps(y + (size_t)i * n + 8 * h, v);
-        }
+        for (int h = 0; h < 2; h++) _mm256_storeu_ps(y + (size_t)i * n + 8 * h, ea__tree16v(lb + i * 2 + h, 2 * EA__BC_TOK));
 }
 
 /* One function per tile height, each compiled alone. */
@@ -669,13 +672,7 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
             else if (p->wp) ea__q8_group2_packed(w, nb, xq, k, xd, nt, acc, pf, i0 == 0 ? pf_lines : 0);
             else ea__q8_group2(w, rb, nb, xq, k, xd, nt, wt, acc, pf, i0 == 0 ? pf_lines : 0);
             for (int t = 0; t < nt; t++) { /* canonical tree over the lanes */
-                const __m256 *a = acc + t * 16;
-                __m256 s8[8], s4[4];
-#pragma GCC unroll 8
-                for (int q = 0; q < 8; q++) s8[q] = _mm256_add_ps(a[q], a[q + 8]);
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) s4[q] = _mm256_add_ps(s8[q], s8[q + 4]);
-                __m256 y = _mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3]));
+                __m256 y = ea__tree16v(acc + t * 16, 1);
                 float *yr = p->y + (size_t)(i0 + t) * n + jb;
                 if (nr == 8) _mm256_storeu_ps(yr, y);
                 else {
