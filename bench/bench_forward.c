@@ -64,13 +64,16 @@ static double active_bytes(const ea_model *m) {
 
 int main(int argc, char **argv) {
     const char *model = NULL, *batches = "1,4,16,64";
-    int threads = 0, steps = 16, prefill = 512, chunk = 512, reps = 3, rounds = 1;
+    int threads = 0, steps = 16, prefill = 512, chunk = 512, reps = 3, rounds = 1, dctx = 16;
+    const char *kv_dtype = "f32";
     double membw = 0;
     int membw_mb = 1024;
     ea_arg spec[] = {{"model", EA_ARG_STR, &model, "PATH", "model directory or .gguf"},
                      {"threads", EA_ARG_INT, &threads, "N", "threads (default: CPU count)"},
                      {"batches", EA_ARG_STR, &batches, "LIST", "decode batch sizes"},
                      {"steps", EA_ARG_INT, &steps, "S", "decode steps per batch size"},
+                     {"decode-ctx", EA_ARG_INT, &dctx, "N", "decode: each sequence's prompt (prefilled first) is N tokens (default 16)"},
+                     {"kv-cache-dtype", EA_ARG_STR, &kv_dtype, "f32|f16|bf16", "KV cache elements (default f32)"},
                      {"prefill", EA_ARG_INT, &prefill, "P", "prefill prompt length (0 = skip)"},
                      {"chunk", EA_ARG_INT, &chunk, "C", "prefill tokens per forward call"},
                      {"reps", EA_ARG_INT, &reps, "R", "prefill runs; the best is reported (the first one too)"},
@@ -86,6 +89,10 @@ int main(int argc, char **argv) {
     }
     int bl[16];
     int nb = parse_list(batches, bl, 16);
+    if (ea_kv_dtype_parse(kv_dtype) < 0 || dctx < 1) {
+        fprintf(stderr, "bench_forward: --kv-cache-dtype f32|f16|bf16, --decode-ctx >= 1\n");
+        return 2;
+    }
     if (rounds < 1 || rounds > 16) {
         fprintf(stderr, "bench_forward: --rounds %d outside 1..16\n", rounds);
         return 2;
@@ -93,8 +100,10 @@ int main(int argc, char **argv) {
     int max_b = 1;
     for (int i = 0; i < nb; i++) max_b = bl[i] > max_b ? bl[i] : max_b;
     int max_tokens = chunk > max_b ? chunk : max_b;
+    int ctx_need = prefill > dctx ? prefill : dctx;
     ea_engine_opts eo = {.model_path = model, .threads = threads, .max_tokens = max_tokens,
-                         .max_ctx = (prefill > 64 ? prefill : 64) + steps + 32, .max_seqs = max_b};
+                         .max_ctx = (ctx_need > 64 ? ctx_need : 64) + steps + 32, .max_seqs = max_b,
+                         .kv_dtype = (ea_dtype)ea_kv_dtype_parse(kv_dtype)};
     ea_engine *e;
     /* the engine loads every weight at create (model.c), so nothing is read from the file while timing */
     double tl = ea_now_s();
@@ -163,23 +172,25 @@ int main(int argc, char **argv) {
             if (B == 1) bw_all[rd] = membw_mb > 0 ? membw_measure(&mbuf, e->pool, ea_pool_size(e->pool), 3) : membw;
             for (int b = 0; b < B; b++) {
                 ea_kv_seq_release(&e->kv, b);
-                ea_kv_seq_reserve(&e->kv, b, 16 + steps + 1);
+                ea_kv_seq_reserve(&e->kv, b, dctx + steps + 1);
             }
-            /* prompts of 16 tokens */
-            for (int b = 0; b < B && s == EA_OK; b++) {
-                for (int i = 0; i < 16; i++) {
-                    tok[i] = NEXT_TOK();
-                    pos[i] = i;
-                    seq[i] = b;
+            /* prompts of dctx tokens, in calls of at most max_tokens */
+            for (int b = 0; b < B && s == EA_OK; b++)
+                for (int at = 0; at < dctx && s == EA_OK; at += max_tokens) {
+                    int n = dctx - at < max_tokens ? dctx - at : max_tokens;
+                    for (int i = 0; i < n; i++) {
+                        tok[i] = NEXT_TOK();
+                        pos[i] = at + i;
+                        seq[i] = b;
+                    }
+                    s = ea_forward_run(e->fw, n, tok, pos, seq, 0, rows, logits);
                 }
-                s = ea_forward_run(e->fw, 16, tok, pos, seq, 0, rows, logits);
-            }
             for (int b = 0; b < B; b++) rows[b] = b;
             double t0 = ea_now_s();
             for (int st = 0; st < steps && s == EA_OK; st++) {
                 for (int b = 0; b < B; b++) {
                     tok[b] = NEXT_TOK();
-                    pos[b] = 16 + st;
+                    pos[b] = dctx + st;
                     seq[b] = b;
                 }
                 s = ea_forward_run(e->fw, B, tok, pos, seq, B, rows, logits);
@@ -194,8 +205,9 @@ int main(int argc, char **argv) {
         double med = rounds % 2 ? v[rounds / 2] : 0.5 * (v[rounds / 2 - 1] + v[rounds / 2]);
         if (bl[bi] == 1) med1 = med;
         printf("{\"bench\":\"decode\",\"arch\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"batch\":%d,"
-               "\"steps\":%d,\"tok_s\":%.2f,\"rounds\":[",
-               ea_arch_names[c->arch], dtype, ea_pool_size(e->pool), ea_kctx_isa(e->kctx), bl[bi], steps, med);
+               "\"steps\":%d,\"decode_ctx\":%d,\"kv_dtype\":\"%s\",\"tok_s\":%.2f,\"rounds\":[",
+               ea_arch_names[c->arch], dtype, ea_pool_size(e->pool), ea_kctx_isa(e->kctx), bl[bi], steps, dctx,
+               ea_dtypes[e->kv.dtype].name, med);
         for (int rd = 0; rd < rounds; rd++) printf("%s%.2f", rd ? "," : "", tps_all[bi][rd]);
         printf("],\"active_bytes_per_token\":%.0f", abytes);
         if (med1 > 0) printf(",\"vs_batch1\":%.2f", med / med1);
@@ -219,7 +231,7 @@ int main(int argc, char **argv) {
     if (s != EA_OK) fprintf(stderr, "bench_forward: %s: %s\n", ea_status_text(s), ea_errmsg());
     int kd, vd;
     ea_forward_kv_dims(c, &kd, &vd);
-    double kv_bytes = (double)ea_kv_bytes_per_block(c->n_layers, kd, vd, e->kv.block_size) * e->kv.n_blocks;
+    double kv_bytes = (double)ea_kv_bytes_per_block(e->kv.dtype, e->kv.n_layers, kd, vd, e->kv.block_size) * e->kv.n_blocks;
     printf("{\"bench\":\"memory\",\"weights_bytes\":%lld,\"kv_bytes\":%.0f,\"kv_values_per_token_per_layer\":%d,"
            "\"peak_rss_bytes\":%zu}\n",
            (long long)e->m->weight_bytes, kv_bytes, kd + vd, ea_peak_rss_bytes());

@@ -48,7 +48,7 @@ int ea_cmd_generate(int argc, char **argv) {
     int chat = 0, max_tokens = 128, ignore_eos = 0, threads = 0, top_k = 0, ctx = 0, allow_long = 0;
     long seed = 0;
     double temperature = -1, top_p = -1, min_p = 0, dist_timeout = -1; /* -1: not given */
-    const char *parallel = NULL, *stop = NULL, *gen_config = "auto";
+    const char *parallel = NULL, *stop = NULL, *gen_config = "auto", *kv_dtype = "f32";
     ea_arg spec[] = {
         {"model", EA_ARG_STR, &model, "PATH", "model directory (HF) or .gguf file"},
         {"prompt", EA_ARG_STR, &prompt, "TEXT", "the prompt"},
@@ -65,6 +65,7 @@ int ea_cmd_generate(int argc, char **argv) {
         {"min-p", EA_ARG_DOUBLE, &min_p, "P", "min-p sampling (default 0: off)", 0, 1},
         {"seed", EA_ARG_LONG, &seed, "S", "random seed (default 0)"},
         {"stop", EA_ARG_STR, &stop, "TEXT", "stop when the output contains TEXT (not printed), as the API's stop"},
+        {"kv-cache-dtype", EA_ARG_STR, &kv_dtype, "f32|f16|bf16", "KV cache elements (default f32)"},
         {"generation-config", EA_ARG_STR, &gen_config, "auto|vllm",
          "auto: sampling fields not given take generation_config.json's values (default); vllm: they do not"},
         {"parallel", EA_ARG_STR, &parallel, "MODE", "expert|tensor: split the model over the ranks of an mpirun launch"},
@@ -79,6 +80,8 @@ int ea_cmd_generate(int argc, char **argv) {
     if ((rc = ea_cli_check_model(argv[0], model, ctx, "--ctx", allow_long)) != 0) return rc;
     if (strcmp(gen_config, "auto") && strcmp(gen_config, "vllm"))
         return ea_cli_usage_error("generate", NULL, "--generation-config: '%s', expected auto or vllm", gen_config);
+    if (ea_kv_dtype_parse(kv_dtype) < 0)
+        return ea_cli_usage_error("generate", NULL, "--kv-cache-dtype: '%s', expected f32, f16 or bf16", kv_dtype);
     if (stop && (!stop[0] || strlen(stop) >= EA_STOP_TEXT_HOLD / 2))
         return ea_cli_usage_error("generate", NULL, "--stop: 1 to %d bytes", EA_STOP_TEXT_HOLD / 2 - 1);
     ea_status s;
@@ -103,7 +106,7 @@ int ea_cmd_generate(int argc, char **argv) {
     bus.rank = rank;
 
     ea_engine_opts eo = {.model_path = model, .threads = threads, .max_tokens = 512, .max_ctx = ctx, .max_seqs = 1,
-                         .moe = ea_engine_moe_parallel(pmode, dist)};
+                         .kv_dtype = (ea_dtype)ea_kv_dtype_parse(kv_dtype), .moe = ea_engine_moe_parallel(pmode, dist)};
     if ((s = ea_engine_create(&eo, &e)) != EA_OK) goto fail;
     if ((s = ea_tokenizer_load(model, &tok)) != EA_OK) goto fail;
     ea_sched_opts so = {.bus = dist ? &bus : NULL, .max_running = 1, .max_queue = 1, .max_batch_tokens = 512,

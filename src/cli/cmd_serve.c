@@ -68,7 +68,7 @@ static const char *base_name(const char *p) {
 }
 
 typedef struct {
-    const char *model, *host, *api_key, *served_name, *allowed_origins;
+    const char *model, *host, *api_key, *served_name, *allowed_origins, *kv_dtype;
     int port, threads, max_running, max_queue, max_batch_tokens, kv_mib, max_ctx, allow_long_ctx, no_prefix_cache,
         max_requests;
     long max_body;
@@ -142,6 +142,7 @@ static int check_flags(const serve_flags *f) {
         bad = "--reasoning-parser must be none, qwen3, deepseek_r1 or kimi_k2";
     else if (ea_tool_format_parse(f->tool_call_parser) == -1)
         bad = "--tool-call-parser must be auto, hermes, qwen3_coder, deepseek_v3, deepseek_v31, kimi_k2 or none";
+    else if (ea_kv_dtype_parse(f->kv_dtype) < 0) bad = "--kv-cache-dtype must be f32, f16 or bf16";
     else if (f->kv_disk_dir && f->no_prefix_cache) bad = "--kv-disk-dir needs the prefix cache (drop --no-prefix-cache)";
     else if (f->kv_disk_dir && !f->kv_disk_dir[0]) bad = "--kv-disk-dir must not be empty";
     else if (f->eplb_algorithm && strcmp(f->eplb_algorithm, "deepseek") && strcmp(f->eplb_algorithm, "refined"))
@@ -171,7 +172,7 @@ static const char usage_text[] =
     "/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health, /metrics.\n\n";
 
 int ea_cmd_serve(int argc, char **argv) {
-    serve_flags f = {.dist_timeout = -1, .generation_config = "auto", .reasoning_parser = "none", .tool_call_parser = "auto", .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
+    serve_flags f = {.dist_timeout = -1, .kv_dtype = "f32", .generation_config = "auto", .reasoning_parser = "none", .tool_call_parser = "auto", .host = "127.0.0.1", .port = 8000, .max_running = 16, .max_queue = 256, .max_batch_tokens = 512,
                      .max_body = 1 << 20, .stall_s = 30, .drain_s = 30, .keepalive_s = 10, .idle_timeout_s = 5,
                      .kv_disk_max_mib = 1024, .eplb_window = 1000, .eplb_interval = 1000, .eplb_min_bal = 0.9,
                      .expert_timeout_ms = 1000, .dbo_min_tokens = 2};
@@ -188,6 +189,8 @@ int ea_cmd_serve(int argc, char **argv) {
         {"max-queue", EA_ARG_INT, &f.max_queue, "N", "waiting requests before 503 (default 256)", 0, 1 << 20},
         {"max-batch-tokens", EA_ARG_INT, &f.max_batch_tokens, "N", "tokens per forward step (default 512)", 1, 1 << 20},
         {"kv-cache-mib", EA_ARG_INT, &f.kv_mib, "N", "KV cache size (default 0: full context for every running sequence)", 0, 1 << 24},
+        {"kv-cache-dtype", EA_ARG_STR, &f.kv_dtype, "f32|f16|bf16",
+         "KV cache elements (default f32; f16 / bf16 halve its memory and reads, rounding each key and value once)"},
         {"max-ctx", EA_ARG_INT, &f.max_ctx, "N", "context length (default 0: the model's, at most 4096)", 0, 1 << 24},
         {"allow-long-max-ctx", EA_ARG_BOOL, &f.allow_long_ctx, NULL, "allow --max-ctx above the model's max_position_embeddings (also EAAS_ALLOW_LONG_MAX_CTX=1)"},
         {"no-prefix-cache", EA_ARG_BOOL, &f.no_prefix_cache, NULL, "turn the prefix cache off"},
@@ -274,6 +277,7 @@ int ea_cmd_serve(int argc, char **argv) {
     double t_load = ea_now_s();
     ea_engine_opts eo = {.model_path = f.model, .threads = f.threads, .max_tokens = f.max_batch_tokens,
                          .max_ctx = f.max_ctx, .max_seqs = f.max_running, .kv_mib = (size_t)f.kv_mib,
+                         .kv_dtype = (ea_dtype)ea_kv_dtype_parse(f.kv_dtype),
                          .progress = rank == 0 ? on_progress : NULL, .moe = ea_engine_moe_parallel(pmode, dist),
                          .eplb = {.on = f.eplb, .redundant = f.eplb_redundant, .ranks = f.eplb_ranks,
                                   .window = f.eplb_window,

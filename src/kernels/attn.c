@@ -3,9 +3,14 @@
  * in attn.h.
  *
  * Scratch layout (floats): qt (dk x 16) the tile's queries transposed, one
- * row per lane; st (keys x 16) the scores, then the exp terms, of key j for
- * all 16 rows at st[16 j + r] (before the scores it holds the query rows
- * being transposed).
+ * row per lane; kw (8 x dk rounded up to 16) the keys of one step of the
+ * scores widened to f32 (f16 / bf16 caches); st (keys x 16) the scores, then
+ * the exp terms, of key j for all 16 rows at st[16 j + r] (before the scores
+ * it holds the query rows being transposed).
+ *
+ * f16 / bf16 caches: keys are widened into kw per step of 8 keys, values
+ * as they are loaded; widening is exact, so the operations below see the
+ * same f32 values in the same order as with an f32 cache.
  *
  * AVX-512 variant, per tile:
  *   scores  8 keys at a time; acc[u] (16 lanes = 16 rows) += qt[d] ·
@@ -29,9 +34,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/dtype.h"
+
 size_t ea_k_attend_scratch(int dk, int max_keys) {
     size_t dk16 = ((size_t)dk + 15) & ~(size_t)15, keys = (size_t)max_keys > dk16 ? (size_t)max_keys : dk16;
-    return (size_t)EA_K_ATTN_ROWS * (dk16 + keys) + 16;
+    return (size_t)EA_K_ATTN_ROWS * (dk16 + keys) + 8 * dk16 + 16;
+}
+
+/* The scratch's parts (layout above). */
+static inline float *ea__kw(const ea_k_attn_kv *kv, float *scratch) { return scratch + (size_t)EA_K_ATTN_ROWS * kv->dk; }
+static inline float *ea__st(const ea_k_attn_kv *kv, float *scratch) {
+    return ea__kw(kv, scratch) + 8 * (((size_t)kv->dk + 15) & ~(size_t)15);
+}
+
+/* ---- cache elements ----------------------------------------------------------- */
+
+static inline size_t ea__esz(int dt) { return dt == EA_F32 ? 4 : 2; }
+
+/* Element 0 of cache row `row` of part (k or v, stride elements a row). */
+static inline const uint8_t *ea__row(const void *part, size_t row, size_t stride, int dt) {
+    return (const uint8_t *)part + row * stride * ea__esz(dt);
+}
+
+/* Element i of a row at p, as f32 (exact). */
+static inline float ea__el(const uint8_t *p, int i, int dt) {
+    if (dt == EA_F32) {
+        float f;
+        memcpy(&f, p + 4 * (size_t)i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p + 2 * (size_t)i, 2);
+    if (dt == EA_BF16) return ea_bf16_to_f32(h);
+    float f;
+    ea_dtypes[EA_F16].to_f32(&h, &f, 1);
+    return f;
 }
 
 /* ---- positions -> cache rows ------------------------------------------------ */
@@ -63,13 +100,13 @@ static int ea__n_keys(int n_rows, const int32_t *last) {
 
 void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
                      float *const *out, float *scratch) {
-    float *st = scratch + (size_t)EA_K_ATTN_ROWS * kv->dk;
+    float *st = ea__st(kv, scratch);
     for (int r = 0; r < n_rows; r++) {
         ea__walk w = {kv, 0, 0};
         for (int j = 0; j <= last[r]; j++, ea__walk_next(&w)) {
-            const float *k = kv->k + ea__walk_row(&w) * kv->k_stride;
+            const uint8_t *k = ea__row(kv->k, ea__walk_row(&w), kv->k_stride, kv->dtype);
             float acc = 0.0f;
-            for (int d = 0; d < kv->dk; d++) acc = fmaf(q[r][d], k[d], acc);
+            for (int d = 0; d < kv->dk; d++) acc = fmaf(q[r][d], ea__el(k, d, kv->dtype), acc);
             st[16 * j + r] = acc * kv->scale;
         }
         float m = st[r];
@@ -85,7 +122,8 @@ void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, 
             ea__walk wv = {kv, 0, 0};
             float acc = 0.0f;
             for (int j = 0; j <= last[r]; j++, ea__walk_next(&wv))
-                acc = fmaf(st[16 * j + r], kv->v[ea__walk_row(&wv) * kv->v_stride + d], acc);
+                acc = fmaf(st[16 * j + r], ea__el(ea__row(kv->v, ea__walk_row(&wv), kv->v_stride, kv->dtype), d, kv->dtype),
+                           acc);
             out[r][d] = acc * inv;
         }
     }
@@ -93,16 +131,39 @@ void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, 
 
 /* ---- AVX-512 ------------------------------------------------------------------ */
 
-/* Scores of keys [0, n_keys) for all 16 lanes into st (scaled). */
-EA__T512 static void ea__scores(const ea_k_attn_kv *kv, const float *qt, int n_keys, float *st) {
+/* 16 elements of a cache row at p as f32: the lanes of m (the others 0). */
+EA__T512 static inline __attribute__((always_inline)) __m512 ea__kv16(const uint8_t *p, __mmask16 m, const int dt) {
+    if (dt == EA_F32) return _mm512_maskz_loadu_ps(m, p);
+    __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    return dt == EA_F16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* A key row of n elements at p, widened to f32 into o. */
+EA__T512 static inline __attribute__((always_inline)) void ea__widen16(const uint8_t *p, int n, float *o, const int dt) {
+    for (int d = 0; d < n; d += 16) {
+        __mmask16 m = n - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - d)) - 1);
+        _mm512_mask_storeu_ps(o + d, m, ea__kv16(p + (size_t)d * 2, m, dt));
+    }
+}
+
+/* Scores of keys [0, n_keys) for all 16 lanes into st (scaled); kw: widened keys (f16 / bf16). */
+EA__T512 static inline __attribute__((always_inline)) void ea__scores(const ea_k_attn_kv *kv, const float *qt,
+                                                                      int n_keys, float *kw, float *st, const int dt) {
     int dk = kv->dk;
+    size_t dk16 = ((size_t)dk + 15) & ~(size_t)15;
     __m512 sc = _mm512_set1_ps(kv->scale);
     ea__walk w = {kv, 0, 0};
     for (int j0 = 0; j0 < n_keys; j0 += 8) {
         int nk = n_keys - j0 < 8 ? n_keys - j0 : 8;
         const float *kp[8];
         for (int u = 0; u < 8; u++) {
-            kp[u] = kv->k + ea__walk_row(&w) * kv->k_stride;
+            const uint8_t *row = ea__row(kv->k, ea__walk_row(&w), kv->k_stride, dt);
+            if (dt == EA_F32) kp[u] = (const float *)row;
+            else if (u < nk) {
+                kp[u] = kw + u * dk16;
+                ea__widen16(row, dk, kw + u * dk16, dt);
+            } else
+                kp[u] = kw; /* computed, never stored */
             if (u + 1 < nk) ea__walk_next(&w);
         }
         if (nk == 8) ea__walk_next(&w);
@@ -124,8 +185,10 @@ EA__T512 static void ea__scores(const ea_k_attn_kv *kv, const float *qt, int n_k
  * oa = (Σ_{j ≤ la} e_a[j] v_j) * inva, and ob likewise when rb >= 0. The two
  * rows share the loads of v_j for j ≤ min(la, lb); the longer one then goes on
  * alone — each row's chain is its own fused multiply-adds in increasing j. */
-EA__T512 static void ea__values64(const ea_k_attn_kv *kv, const float *st, int d0, int ra, int la, float inva, float *oa,
-                                int rb, int lb, float invb, float *ob) {
+EA__T512 static inline __attribute__((always_inline)) void ea__values64(const ea_k_attn_kv *kv, const float *st, int d0,
+                                                                        int ra, int la, float inva, float *oa, int rb,
+                                                                        int lb, float invb, float *ob, const int dt) {
+    const size_t es = ea__esz(dt);
     int n = kv->dv - d0 < 64 ? kv->dv - d0 : 64;
     __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
     __mmask16 m1 = n >= 32 ? 0xffff : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
@@ -136,9 +199,9 @@ EA__T512 static void ea__values64(const ea_k_attn_kv *kv, const float *st, int d
     ea__walk w = {kv, 0, 0};
     int j = 0;
     for (; j <= both; j++, ea__walk_next(&w)) {
-        const float *v = kv->v + ea__walk_row(&w) * kv->v_stride + d0;
-        __m512 x0 = _mm512_maskz_loadu_ps(m0, v), x1 = _mm512_maskz_loadu_ps(m1, v + 16);
-        __m512 x2 = _mm512_maskz_loadu_ps(m2, v + 32), x3 = _mm512_maskz_loadu_ps(m3, v + 48);
+        const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
+        __m512 x0 = ea__kv16(v, m0, dt), x1 = ea__kv16(v + 16 * es, m1, dt);
+        __m512 x2 = ea__kv16(v + 32 * es, m2, dt), x3 = ea__kv16(v + 48 * es, m3, dt);
         __m512 ea = _mm512_set1_ps(st[16 * j + ra]), eb = _mm512_set1_ps(st[16 * j + rb]);
         a0 = _mm512_fmadd_ps(ea, x0, a0), a1 = _mm512_fmadd_ps(ea, x1, a1);
         a2 = _mm512_fmadd_ps(ea, x2, a2), a3 = _mm512_fmadd_ps(ea, x3, a3);
@@ -149,12 +212,12 @@ EA__T512 static void ea__values64(const ea_k_attn_kv *kv, const float *st, int d
     int r = rb >= 0 && lb > la ? rb : ra, last = r == ra ? la : lb;
     __m512 c0 = r == ra ? a0 : b0, c1 = r == ra ? a1 : b1, c2 = r == ra ? a2 : b2, c3 = r == ra ? a3 : b3;
     for (; j <= last; j++, ea__walk_next(&w)) {
-        const float *v = kv->v + ea__walk_row(&w) * kv->v_stride + d0;
+        const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
         __m512 e = _mm512_set1_ps(st[16 * j + r]);
-        c0 = _mm512_fmadd_ps(e, _mm512_maskz_loadu_ps(m0, v), c0);
-        c1 = _mm512_fmadd_ps(e, _mm512_maskz_loadu_ps(m1, v + 16), c1);
-        c2 = _mm512_fmadd_ps(e, _mm512_maskz_loadu_ps(m2, v + 32), c2);
-        c3 = _mm512_fmadd_ps(e, _mm512_maskz_loadu_ps(m3, v + 48), c3);
+        c0 = _mm512_fmadd_ps(e, ea__kv16(v, m0, dt), c0);
+        c1 = _mm512_fmadd_ps(e, ea__kv16(v + 16 * es, m1, dt), c1);
+        c2 = _mm512_fmadd_ps(e, ea__kv16(v + 32 * es, m2, dt), c2);
+        c3 = _mm512_fmadd_ps(e, ea__kv16(v + 48 * es, m3, dt), c3);
     }
     if (r == ra) a0 = c0, a1 = c1, a2 = c2, a3 = c3;
     else b0 = c0, b1 = c1, b2 = c2, b3 = c3;
@@ -171,10 +234,12 @@ EA__T512 static void ea__values64(const ea_k_attn_kv *kv, const float *st, int d
     }
 }
 
-EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
-                                     float *const *out, float *scratch) {
+EA__T512 static inline __attribute__((always_inline)) void ea__attend_avx512_dt(const ea_k_attn_kv *kv, int n_rows,
+                                                                                const float *const *q,
+                                                                                const int32_t *last, float *const *out,
+                                                                                float *scratch, const int dt) {
     int dk = kv->dk, n_keys = ea__n_keys(n_rows, last);
-    float *qt = scratch, *st = scratch + (size_t)EA_K_ATTN_ROWS * dk;
+    float *qt = scratch, *kw = ea__kw(kv, scratch), *st = ea__st(kv, scratch);
     /* qt[16 d + r] = q[r][d], 0 for rows >= n_rows: the rows side by side
      * in st (free until the scores), then 16 x 16 transposes */
     int dk16 = (dk + 15) & ~15;
@@ -185,7 +250,7 @@ EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const
         }
     for (int d0 = 0; d0 < dk; d0 += 16)
         ea__put_transposed(st + d0, dk16, qt + 16 * d0, 16, dk - d0 < 16 ? dk - d0 : 16, 16);
-    ea__scores(kv, qt, n_keys, st);
+    ea__scores(kv, qt, n_keys, kw, st, dt);
 
     /* softmax, one row per lane; rows past n_rows have last = -1 (no keys) */
     int32_t lastv[16];
@@ -210,9 +275,19 @@ EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const
     for (int r = 0; r < n_rows; r += 2) /* rows two at a time */
         for (int d0 = 0; d0 < kv->dv; d0 += 64)
             if (r + 1 < n_rows)
-                ea__values64(kv, st, d0, r, last[r], inv[r], out[r], r + 1, last[r + 1], inv[r + 1], out[r + 1]);
+                ea__values64(kv, st, d0, r, last[r], inv[r], out[r], r + 1, last[r + 1], inv[r + 1], out[r + 1], dt);
             else
-                ea__values64(kv, st, d0, r, last[r], inv[r], out[r], -1, -1, 0.0f, NULL);
+                ea__values64(kv, st, d0, r, last[r], inv[r], out[r], -1, -1, 0.0f, NULL, dt);
+}
+
+/* One copy per cache dtype, each with its loads inlined. */
+EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
+                                       float *const *out, float *scratch) {
+    switch (kv->dtype) {
+    case EA_F16: ea__attend_avx512_dt(kv, n_rows, q, last, out, scratch, EA_F16); break;
+    case EA_BF16: ea__attend_avx512_dt(kv, n_rows, q, last, out, scratch, EA_BF16); break;
+    default: ea__attend_avx512_dt(kv, n_rows, q, last, out, scratch, EA_F32); break;
+    }
 }
 
 /* ---- AVX2 --------------------------------------------------------------------- */
@@ -221,18 +296,49 @@ EA__T512 static void ea__attend_avx512(const ea_k_attn_kv *kv, int n_rows, const
  * of more than 8 rows, lanes 8..15 of the same qt and st layout. Every lane
  * still runs its row's operations of the definition and nothing else. */
 
+/* 8 elements of a cache row at p as f32: all of them (full), or the first
+ * n (the lanes of m; the others 0). */
+EA__T256 static inline __attribute__((always_inline)) __m256 ea__kv8(const uint8_t *p, __m256i m, int n, int full,
+                                                                     const int dt) {
+    if (dt == EA_F32) return full ? _mm256_loadu_ps((const float *)p) : _mm256_maskload_ps((const float *)p, m);
+    __m128i h;
+    if (full) h = _mm_loadu_si128((const __m128i *)p);
+    else {
+        uint16_t t[8] = {0};
+        memcpy(t, p, 2 * (size_t)(n < 0 ? 0 : n > 8 ? 8 : n));
+        h = _mm_loadu_si128((const __m128i *)t);
+    }
+    return dt == EA_F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* A key row of n elements at p, widened to f32 into o. */
+EA__T256 static inline __attribute__((always_inline)) void ea__widen8(const uint8_t *p, int n, float *o, const int dt) {
+    int d = 0;
+    for (; d + 8 <= n; d += 8) _mm256_storeu_ps(o + d, ea__kv8(p + (size_t)d * 2, _mm256_setzero_si256(), 8, 1, dt));
+    for (; d < n; d++) o[d] = ea__el(p, d, dt);
+}
+
 /* Scores for nh halves (a constant after inlining): 8 / nh keys at a time,
- * acc[u nh + h] += qt[d] (half h) · broadcast(k_u[d]) for d = 0..dk-1. */
+ * acc[u nh + h] += qt[d] (half h) · broadcast(k_u[d]) for d = 0..dk-1;
+ * kw: the widened keys (f16 / bf16). */
 EA__T256 static inline __attribute__((always_inline)) void ea__scores8(const ea_k_attn_kv *kv, const float *qt,
-                                                                       int n_keys, float *st, int nh) {
+                                                                       int n_keys, float *kw, float *st, int nh,
+                                                                       const int dt) {
     int dk = kv->dk, nu = 8 / nh;
+    size_t dk16 = ((size_t)dk + 15) & ~(size_t)15;
     __m256 sc = _mm256_set1_ps(kv->scale);
     ea__walk w = {kv, 0, 0};
     for (int j0 = 0; j0 < n_keys; j0 += nu) {
         int nk = n_keys - j0 < nu ? n_keys - j0 : nu;
         const float *kp[8];
         for (int u = 0; u < nu; u++) {
-            kp[u] = kv->k + ea__walk_row(&w) * kv->k_stride;
+            const uint8_t *row = ea__row(kv->k, ea__walk_row(&w), kv->k_stride, dt);
+            if (dt == EA_F32) kp[u] = (const float *)row;
+            else if (u < nk) {
+                kp[u] = kw + u * dk16;
+                ea__widen8(row, dk, kw + u * dk16, dt);
+            } else
+                kp[u] = kw; /* computed, never stored */
             if (u + 1 < nk) ea__walk_next(&w);
         }
         if (nk == nu) ea__walk_next(&w);
@@ -256,11 +362,6 @@ EA__T256 static inline __attribute__((always_inline)) void ea__scores8(const ea_
     }
 }
 
-/* 8 floats at p: all of them (full), or the lanes of m (the others load 0). */
-EA__T256 static inline __attribute__((always_inline)) __m256 ea__ld8(const float *p, __m256i m, int full) {
-    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
-}
-
 EA__T256 static inline __attribute__((always_inline)) void ea__st8(float *p, __m256i m, int full, __m256 x) {
     if (full) _mm256_storeu_ps(p, x);
     else _mm256_maskstore_ps(p, m, x);
@@ -270,10 +371,13 @@ EA__T256 static inline __attribute__((always_inline)) void ea__st8(float *p, __m
  * elements exist (plain loads), else lanes past dv are masked. */
 EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea_k_attn_kv *kv, const float *st, int d0,
                                                                         int ra, int la, float inva, float *oa, int rb,
-                                                                        int lb, float invb, float *ob, int full) {
+                                                                        int lb, float invb, float *ob, int full,
+                                                                        const int dt) {
+    const size_t es = ea__esz(dt);
     __m256i m[4];
+    int nv[4];
 #pragma GCC unroll 4
-    for (int s = 0; s < 4; s++) m[s] = ea__mask8(kv->dv - d0 - 8 * s);
+    for (int s = 0; s < 4; s++) m[s] = ea__mask8(nv[s] = kv->dv - d0 - 8 * s);
     __m256 a[4], b[4], c[4];
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) a[s] = b[s] = _mm256_setzero_ps();
@@ -281,11 +385,11 @@ EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea
     ea__walk w = {kv, 0, 0};
     int j = 0;
     for (; j <= both; j++, ea__walk_next(&w)) {
-        const float *v = kv->v + ea__walk_row(&w) * kv->v_stride + d0;
+        const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
         __m256 ea = _mm256_set1_ps(st[16 * j + ra]), eb = _mm256_set1_ps(st[16 * j + rb]);
 #pragma GCC unroll 4
         for (int s = 0; s < 4; s++) {
-            __m256 x = ea__ld8(v + 8 * s, m[s], full);
+            __m256 x = ea__kv8(v + 8 * s * es, m[s], nv[s], full, dt);
             a[s] = _mm256_fmadd_ps(ea, x, a[s]);
             b[s] = _mm256_fmadd_ps(eb, x, b[s]);
         }
@@ -295,10 +399,10 @@ EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) c[s] = r == ra ? a[s] : b[s];
     for (; j <= last; j++, ea__walk_next(&w)) {
-        const float *v = kv->v + ea__walk_row(&w) * kv->v_stride + d0;
+        const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
         __m256 e = _mm256_set1_ps(st[16 * j + r]);
 #pragma GCC unroll 4
-        for (int s = 0; s < 4; s++) c[s] = _mm256_fmadd_ps(e, ea__ld8(v + 8 * s, m[s], full), c[s]);
+        for (int s = 0; s < 4; s++) c[s] = _mm256_fmadd_ps(e, ea__kv8(v + 8 * s * es, m[s], nv[s], full, dt), c[s]);
     }
     __m256 ia = _mm256_set1_ps(inva), ib = _mm256_set1_ps(invb);
 #pragma GCC unroll 4
@@ -310,15 +414,17 @@ EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea
     }
 }
 
-EA__T256 static void ea__attend_avx2(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
-                                     float *const *out, float *scratch) {
+EA__T256 static inline __attribute__((always_inline)) void ea__attend_avx2_dt(const ea_k_attn_kv *kv, int n_rows,
+                                                                              const float *const *q,
+                                                                              const int32_t *last, float *const *out,
+                                                                              float *scratch, const int dt) {
     int dk = kv->dk, n_keys = ea__n_keys(n_rows, last), nh = n_rows > 8 ? 2 : 1;
-    float *qt = scratch, *st = scratch + (size_t)EA_K_ATTN_ROWS * dk;
+    float *qt = scratch, *kw = ea__kw(kv, scratch), *st = ea__st(kv, scratch);
     /* qt[16 d + r] = q[r][d], 0 for the rows >= n_rows of the halves in use */
     for (int d = 0; d < dk; d++)
         for (int r = 0; r < 8 * nh; r++) qt[16 * d + r] = r < n_rows ? q[r][d] : 0.0f;
-    if (nh == 1) ea__scores8(kv, qt, n_keys, st, 1);
-    else ea__scores8(kv, qt, n_keys, st, 2);
+    if (nh == 1) ea__scores8(kv, qt, n_keys, kw, st, 1, dt);
+    else ea__scores8(kv, qt, n_keys, kw, st, 2, dt);
 
     /* softmax, one row per lane, as in the AVX-512 variant (MAXPS(s, m) is s > m ? s : m) */
     int32_t lastv[16];
@@ -347,8 +453,18 @@ EA__T256 static void ea__attend_avx2(const ea_k_attn_kv *kv, int n_rows, const f
         int lb = rb >= 0 ? last[rb] : -1;
         float invb = rb >= 0 ? inv[rb] : 0.0f, *ob = rb >= 0 ? out[rb] : NULL;
         for (int d0 = 0; d0 < kv->dv; d0 += 32)
-            if (kv->dv - d0 >= 32) ea__values32(kv, st, d0, r, last[r], inv[r], out[r], rb, lb, invb, ob, 1);
-            else ea__values32(kv, st, d0, r, last[r], inv[r], out[r], rb, lb, invb, ob, 0);
+            if (kv->dv - d0 >= 32) ea__values32(kv, st, d0, r, last[r], inv[r], out[r], rb, lb, invb, ob, 1, dt);
+            else ea__values32(kv, st, d0, r, last[r], inv[r], out[r], rb, lb, invb, ob, 0, dt);
+    }
+}
+
+/* One copy per cache dtype, each with its loads inlined. */
+EA__T256 static void ea__attend_avx2(const ea_k_attn_kv *kv, int n_rows, const float *const *q, const int32_t *last,
+                                     float *const *out, float *scratch) {
+    switch (kv->dtype) {
+    case EA_F16: ea__attend_avx2_dt(kv, n_rows, q, last, out, scratch, EA_F16); break;
+    case EA_BF16: ea__attend_avx2_dt(kv, n_rows, q, last, out, scratch, EA_BF16); break;
+    default: ea__attend_avx2_dt(kv, n_rows, q, last, out, scratch, EA_F32); break;
     }
 }
 
@@ -359,10 +475,10 @@ void ea_k_attend_prefetch(const ea_k_attn_kv *kv, int n_rows, const int32_t *las
     if (n_keys > 64) n_keys = 64;
     ea__walk w = {kv, 0, 0};
     for (int j = 0; j < n_keys; j++, ea__walk_next(&w)) {
-        const char *k = (const char *)(kv->k + ea__walk_row(&w) * kv->k_stride);
-        const char *v = (const char *)(kv->v + ea__walk_row(&w) * kv->v_stride);
-        for (size_t b = 0; b < (size_t)kv->dk * sizeof(float); b += 64) _mm_prefetch(k + b, _MM_HINT_T1);
-        for (size_t b = 0; b < (size_t)kv->dv * sizeof(float); b += 64) _mm_prefetch(v + b, _MM_HINT_T1);
+        const char *k = (const char *)ea__row(kv->k, ea__walk_row(&w), kv->k_stride, kv->dtype);
+        const char *v = (const char *)ea__row(kv->v, ea__walk_row(&w), kv->v_stride, kv->dtype);
+        for (size_t b = 0; b < (size_t)kv->dk * ea__esz(kv->dtype); b += 64) _mm_prefetch(k + b, _MM_HINT_T1);
+        for (size_t b = 0; b < (size_t)kv->dv * ea__esz(kv->dtype); b += 64) _mm_prefetch(v + b, _MM_HINT_T1);
     }
 }
 

@@ -33,12 +33,17 @@
 
 /* Where the keys and values of one sequence and one KV head are. Position p
  * is cache row c = blocks[p / block_size] * block_size + p % block_size; its
- * key is k + c * k_stride (dk floats), its value v + c * v_stride (dv
- * floats). v may point into the keys (MLA: the value is the latent part). */
+ * key is element c * k_stride of k (dk elements), its value element
+ * c * v_stride of v (dv elements). v may point into the keys (MLA: the value
+ * is the latent part). Elements are of dtype: EA_F32, or EA_F16 / EA_BF16
+ * (tensor/dtype.h), which every variant widens to f32 exactly before the
+ * operations below, so a cache of rounded values gives the bits of an f32
+ * cache holding the same values. */
 typedef struct {
     int dk, dv;
     float scale;
-    const float *k, *v;
+    int dtype;
+    const void *k, *v;
     size_t k_stride, v_stride;
     const int32_t *blocks;
     int block_size;

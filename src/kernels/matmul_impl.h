@@ -106,7 +106,9 @@ void ea__avx2_q8_xv(const int8_t *xq, int k, uint8_t *xv);
 /* avx2 f32/f16/bf16 with m >= EA__WIDE_MIN_M (prefill): X laid out once per product,
  * lane-major in groups of EA__BC_TOK tokens, for the broadcast-form tiles
  * (matmul_avx2.c); its bytes for (m, k) and the layout of tokens [i0, i1). */
+#ifndef EA__WIDE_MIN_M
 #define EA__WIDE_MIN_M 64
+#endif
 #define EA__BC_TOK 6
 size_t ea__avx2_bc_x_bytes(int m, int k);
 void ea__avx2_bc_x(const float *x, int m, int k, int i0, int i1, float *xp);

@@ -367,8 +367,9 @@ static void ea__tile_kv(const ea_forward *f, const ea__attn_tile *tl, const floa
     *a = (ea_k_attn_kv){.dk = io->dk,
                         .dv = io->dv,
                         .scale = io->scale,
-                        .k = io->k + layer_rows * io->k_stride + (size_t)tl->kvh * io->k_hs,
-                        .v = io->v + layer_rows * io->v_stride + (size_t)tl->kvh * io->v_hs,
+                        .dtype = kv->dtype,
+                        .k = io->k + (layer_rows * io->k_stride + (size_t)tl->kvh * io->k_hs) * kv->esz,
+                        .v = io->v + (layer_rows * io->v_stride + (size_t)tl->kvh * io->v_hs) * kv->esz,
                         .k_stride = io->k_stride,
                         .v_stride = io->v_stride,
                         .blocks = kv->tables + (size_t)f->run_seq[tl->t0] * kv->max_blocks_per_seq,
@@ -435,8 +436,7 @@ static void ea__qk_rope_store(ea_forward *f, int t0, int t1, const void *lv) {
         const float *cs = f->rope + (size_t)f->run_pos[t] * f->rot;
         for (int h = 0; h < f->nh; h++) ea_k_rope_half(q + h * hd, f->rot, cs);
         for (int h = 0; h < f->nkv; h++) ea_k_rope_half(k + h * hd, f->rot, cs);
-        memcpy(ea_kv_k(f->kv, l, f->run_seq[t], f->run_pos[t]), k, sizeof(float) * f->kv_dim);
-        memcpy(ea_kv_v(f->kv, l, f->run_seq[t], f->run_pos[t]), f->v + (size_t)t * f->kv_dim, sizeof(float) * f->kv_dim);
+        ea_kv_put(f->kv, l, f->run_seq[t], f->run_pos[t], k, f->v + (size_t)t * f->kv_dim);
     }
 }
 

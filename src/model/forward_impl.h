@@ -17,10 +17,11 @@ typedef struct {
 /* What attention reads and writes for one layer (ea__attend): query row of
  * (token t, head h) at q + t*q_ts + h*q_hs (dk floats), its output at
  * o + t*o_ts + h*o_hs (dv floats); heads h = g*group .. g*group+group-1 read
- * KV head g, whose key of cache row c is at k + g*k_hs + c*k_stride (and the
- * value likewise from v). */
+ * KV head g, whose key of cache row c is element g*k_hs + c*k_stride of k
+ * (and the value likewise of v), elements of the cache's dtype. */
 typedef struct {
-    const float *q, *k, *v;
+    const float *q;
+    const uint8_t *k, *v;
     float *o;
     size_t q_ts, q_hs, o_ts, o_hs, k_hs, v_hs, k_stride, v_stride;
     int dk, dv, group, n_kv_heads;

@@ -8,16 +8,25 @@
 
 #include "base/alloc.h"
 
-size_t ea_kv_bytes_per_block(int n_layers, int k_dim, int v_dim, int block_size) {
-    return (size_t)n_layers * (size_t)block_size * (size_t)(k_dim + v_dim) * sizeof(float);
+size_t ea_kv_bytes_per_block(ea_dtype dtype, int n_layers, int k_dim, int v_dim, int block_size) {
+    return (size_t)n_layers * (size_t)block_size * (size_t)(k_dim + v_dim) * (size_t)ea_dtypes[dtype].block_bytes;
 }
 
-ea_status ea_kv_init(ea_kv_cache *kv, int n_layers, int k_dim, int v_dim, int n_blocks,
+int ea_kv_dtype_parse(const char *name) {
+    int d = name ? ea_dtype_parse(name) : -1;
+    return d == EA_F32 || d == EA_F16 || d == EA_BF16 ? d : -1;
+}
+
+ea_status ea_kv_init(ea_kv_cache *kv, ea_dtype dtype, int n_layers, int k_dim, int v_dim, int n_blocks,
                      int block_size, int max_seqs, int max_ctx) {
     memset(kv, 0, sizeof *kv);
     if (n_blocks <= 0 || block_size <= 0 || max_seqs <= 0 || max_ctx <= 0)
         return ea_err(EA_ERR_INVALID_ARG, "kv cache: blocks %d, block size %d, seqs %d, ctx %d", n_blocks,
                       block_size, max_seqs, max_ctx);
+    if (dtype != EA_F32 && dtype != EA_F16 && dtype != EA_BF16)
+        return ea_err(EA_ERR_INVALID_ARG, "kv cache: dtype %s (f32, f16 or bf16)", ea_dtypes[dtype].name);
+    kv->dtype = dtype;
+    kv->esz = (size_t)ea_dtypes[dtype].block_bytes;
     kv->n_layers = n_layers;
     kv->n_blocks = n_blocks;
     kv->block_size = block_size;
@@ -26,8 +35,8 @@ ea_status ea_kv_init(ea_kv_cache *kv, int n_layers, int k_dim, int v_dim, int n_
     kv->max_seqs = max_seqs;
     kv->max_blocks_per_seq = (max_ctx + block_size - 1) / block_size;
     size_t per = (size_t)n_layers * n_blocks * block_size;
-    kv->k = ea_aligned_alloc(64, per * (size_t)k_dim * sizeof(float));
-    kv->v = v_dim ? ea_aligned_alloc(64, per * (size_t)v_dim * sizeof(float)) : NULL;
+    kv->k = ea_aligned_alloc(64, per * (size_t)k_dim * kv->esz);
+    kv->v = v_dim ? ea_aligned_alloc(64, per * (size_t)v_dim * kv->esz) : NULL;
     kv->refcnt = ea_calloc((size_t)n_blocks, sizeof(int32_t));
     kv->free_list = ea_calloc((size_t)n_blocks, sizeof(int32_t));
     kv->tables = ea_calloc((size_t)max_seqs * kv->max_blocks_per_seq, sizeof(int32_t));
@@ -39,6 +48,22 @@ ea_status ea_kv_init(ea_kv_cache *kv, int n_layers, int k_dim, int v_dim, int n_
     for (int i = 0; i < n_blocks; i++) kv->free_list[i] = n_blocks - 1 - i; /* pop gives block 0 first */
     kv->n_free = n_blocks;
     return EA_OK;
+}
+
+/* Element 0 of position pos's row in part (k or v, dim elements per row). */
+static uint8_t *ea__kv_row(const ea_kv_cache *kv, uint8_t *part, int dim, int layer, int s, int pos) {
+    int32_t b = kv->tables[(size_t)s * kv->max_blocks_per_seq + pos / kv->block_size];
+    return part + (((size_t)layer * kv->n_blocks + b) * kv->block_size + pos % kv->block_size) * dim * kv->esz;
+}
+
+void ea_kv_put(ea_kv_cache *kv, int layer, int s, int pos, const float *k, const float *v) {
+    ea_dtypes[kv->dtype].from_f32(k, ea__kv_row(kv, kv->k, kv->k_dim, layer, s, pos), (size_t)kv->k_dim);
+    if (kv->v_dim) ea_dtypes[kv->dtype].from_f32(v, ea__kv_row(kv, kv->v, kv->v_dim, layer, s, pos), (size_t)kv->v_dim);
+}
+
+void ea_kv_get_k(const ea_kv_cache *kv, int layer, int s, int pos, int off, int n, float *out) {
+    EA_ASSERT(off >= 0 && n >= 0 && off + n <= kv->k_dim);
+    ea_dtypes[kv->dtype].to_f32(ea__kv_row(kv, kv->k, kv->k_dim, layer, s, pos) + (size_t)off * kv->esz, out, (size_t)n);
 }
 
 void ea_kv_deinit(ea_kv_cache *kv) {

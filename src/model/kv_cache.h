@@ -3,7 +3,9 @@
  * sequence slot, a free list, and a reference count per block (so a prefix
  * cache can share blocks between sequences).
  *
- * Storage (f32), per layer l, block b, offset i inside the block:
+ * Storage, per layer l, block b, offset i inside the block (elements of
+ * the cache's dtype: f32, or f16 / bf16 rounded to nearest even on store,
+ * --kv-cache-dtype):
  *   K: k + ((l * n_blocks + b) * block_size + i) * k_dim
  *   V: v + ((l * n_blocks + b) * block_size + i) * v_dim    (v_dim may be 0: MLA)
  * Position p of sequence s lives in block tables[s][p / block_size] at
@@ -17,11 +19,14 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "tensor/dtype.h"
 
 typedef struct {
     int n_layers, n_blocks, block_size, k_dim, v_dim;
     int max_seqs, max_blocks_per_seq;
-    float *k, *v;          /* owns */
+    ea_dtype dtype;        /* of the elements: EA_F32, EA_F16 or EA_BF16 */
+    size_t esz;            /* bytes of one element */
+    uint8_t *k, *v;        /* owns */
     int32_t *refcnt;       /* owns: (n_blocks) */
     int32_t *free_list;    /* owns: stack of free block ids */
     int n_free;
@@ -29,11 +34,13 @@ typedef struct {
     int32_t *seq_blocks;   /* owns: (max_seqs) blocks in each table */
 } ea_kv_cache;
 
-ea_status ea_kv_init(ea_kv_cache *kv, int n_layers, int k_dim, int v_dim, int n_blocks,
+ea_status ea_kv_init(ea_kv_cache *kv, ea_dtype dtype, int n_layers, int k_dim, int v_dim, int n_blocks,
                      int block_size, int max_seqs, int max_ctx);
 void ea_kv_deinit(ea_kv_cache *kv);
-/* Bytes a cache of these dimensions takes (for sizing from --kv-cache-mib). */
-size_t ea_kv_bytes_per_block(int n_layers, int k_dim, int v_dim, int block_size);
+/* Bytes one block of a cache of these dimensions takes (for sizing from --kv-cache-mib). */
+size_t ea_kv_bytes_per_block(ea_dtype dtype, int n_layers, int k_dim, int v_dim, int block_size);
+/* "f32", "f16", "bf16" (--kv-cache-dtype) -> the dtype; -1 for anything else. */
+int ea_kv_dtype_parse(const char *name);
 
 /* Make sequence s cover positions [0, n_pos): takes blocks from the free list.
  * EA_ERR_BUSY (cache full) leaves the table as it was. */
@@ -45,13 +52,10 @@ void ea_kv_seq_truncate(ea_kv_cache *kv, int s, int n_keep);
 /* Append an existing block (shared prefix) to s's table and reference it. */
 ea_status ea_kv_seq_share(ea_kv_cache *kv, int s, int32_t block);
 
-static inline float *ea_kv_k(const ea_kv_cache *kv, int layer, int s, int pos) {
-    int32_t b = kv->tables[(size_t)s * kv->max_blocks_per_seq + pos / kv->block_size];
-    return kv->k + (((size_t)layer * kv->n_blocks + b) * kv->block_size + pos % kv->block_size) * kv->k_dim;
-}
-static inline float *ea_kv_v(const ea_kv_cache *kv, int layer, int s, int pos) {
-    int32_t b = kv->tables[(size_t)s * kv->max_blocks_per_seq + pos / kv->block_size];
-    return kv->v + (((size_t)layer * kv->n_blocks + b) * kv->block_size + pos % kv->block_size) * kv->v_dim;
-}
+/* Position pos of sequence s in layer `layer`: store its key (k_dim floats)
+ * and value (v_dim floats; NULL when v_dim is 0), rounded to the cache's
+ * dtype; read back n key elements from element off, widened to f32 (exact). */
+void ea_kv_put(ea_kv_cache *kv, int layer, int s, int pos, const float *k, const float *v);
+void ea_kv_get_k(const ea_kv_cache *kv, int layer, int s, int pos, int off, int n, float *out);
 
 #endif

@@ -107,7 +107,8 @@ static void ea__mla_expanded_task(void *ctx, int task, int thread) {
     size_t kvw = (size_t)H * (n + v);
     for (int p = 0; p <= p_end; p++) {
         const float *kn = f->mla_kv + (size_t)p * kvw + (size_t)h * (n + v);
-        const float *kpe = ea_kv_k(f->kv, f->run_layer, s, p) + C;
+        float *kpe = sc + f->o.max_ctx; /* past the scores: the scratch holds 16 x (kv_dim + max_ctx) floats */
+        ea_kv_get_k(f->kv, f->run_layer, s, p, C, r, kpe);
         sc[p] = (ea_k_dot_f32(q, kn, n) + ea_k_dot_f32(q + n, kpe, r)) * f->attn_scale;
     }
     ea_k_softmax(sc, p_end + 1);
@@ -130,7 +131,7 @@ static void ea__mla_expanded(ea_forward *f, const ea_layer_weights *L, int l, in
                 f->mla_tok_of[nt++] = t;
                 if (f->run_pos[t] + 1 > P) P = f->run_pos[t] + 1;
             }
-        for (int p = 0; p < P; p++) memcpy(f->mla_lat + (size_t)p * C, ea_kv_k(f->kv, l, s, p), sizeof(float) * C);
+        for (int p = 0; p < P; p++) ea_kv_get_k(f->kv, l, s, p, 0, C, f->mla_lat + (size_t)p * C);
         for (int p0 = 0; p0 < P; p0 += f->o.max_tokens) {
             int m = P - p0 < f->o.max_tokens ? P - p0 : f->o.max_tokens;
             ea_k_matmul(f->kctx, &L->wkv_b, f->mla_lat + (size_t)p0 * C, m, f->mla_kv + (size_t)p0 * H * (n + v));
@@ -165,7 +166,7 @@ ea_status ea__mla_attention(ea_forward *f, int l, int n_tok) {
         ea_k_rmsnorm(ckv, lv->kv_a_norm, c->rms_norm_eps, C, ckv);
         ea_k_rope_interleaved(ckv + C, r, cs);
         for (int h = 0; h < H; h++) ea_k_rope_interleaved(f->q + (size_t)t * f->q_dim + (size_t)h * (n + r) + n, r, cs);
-        memcpy(ea_kv_k(f->kv, l, f->run_seq[t], f->run_pos[t]), ckv, sizeof(float) * f->kv_dim);
+        ea_kv_put(f->kv, l, f->run_seq[t], f->run_pos[t], ckv, NULL);
     }
     f->run_layer = l;
 

@@ -94,6 +94,7 @@ typedef struct {
     size_t kv_mib;      /* KV cache size; 0: enough for max_seqs full contexts */
     int kv_blocks;      /* if > 0: exactly this many KV blocks (overrides kv_mib; tests) */
     int block_size;     /* KV block size in tokens; <= 0: 16 */
+    ea_dtype kv_dtype;  /* KV cache elements: EA_F32 (0, the default), EA_F16 or EA_BF16 */
     int mla_expanded;   /* MLA models: expanded-form attention (checking only) */
     /* Loading reports the fraction done (0..1) after each layer. */
     void (*progress)(void *ctx, double frac);

@@ -39,7 +39,7 @@ typedef struct {
     char magic[8];
     uint32_t version, block_size;
     uint64_t key;
-    uint32_t n_layers, k_dim, v_dim, reserved;
+    uint32_t n_layers, k_dim, v_dim, dtype; /* dtype: the elements' ea_dtype (0 f32, 1 f16, 2 bf16) */
     uint64_t payload_bytes;
     uint64_t checksum;
     uint64_t fingerprint;
@@ -59,14 +59,14 @@ static const char *const kind_ext[2] = {"kvb", "lss"};
 struct ea_kv_disk {
     char *ns;             /* owns: namespace directory */
     uint64_t fp;          /* model fingerprint */
-    int n_layers, block_size, k_dim, v_dim;
+    int n_layers, block_size, k_dim, v_dim, dtype;
     uint64_t payload;     /* bytes of one block's payload */
     uint64_t state_payload; /* bytes of one state snapshot; 0: this model keeps none */
     size_t max_bytes;
     ea__kvd_ent *ix;      /* owns */
     size_t cap, used;     /* used counts live + tombstones */
     uint64_t clock;
-    float *buf;           /* owns: one payload */
+    uint8_t *buf;         /* owns: one payload */
     ea_kv_disk_stats st;
 };
 
@@ -180,7 +180,8 @@ static ea_status ea__mkdirs(char *path) {
  * is in d->buf. Returns a reason on failure (static text) and NULL when valid. */
 static const char *ea__read_valid(ea_kv_disk *d, const char *path, uint64_t key, int kind) {
     uint64_t want = kind ? d->state_payload : d->payload;
-    int bs = kind ? 0 : d->block_size, nl = kind ? 0 : d->n_layers, kd = kind ? 0 : d->k_dim, vd = kind ? 0 : d->v_dim;
+    int bs = kind ? 0 : d->block_size, nl = kind ? 0 : d->n_layers, kd = kind ? 0 : d->k_dim, vd = kind ? 0 : d->v_dim,
+        dt = kind ? 0 : d->dtype;
     FILE *f = fopen(path, "rb");
     if (!f) return "cannot open";
     ea__kvd_hdr h;
@@ -194,6 +195,7 @@ static const char *ea__read_valid(ea_kv_disk *d, const char *path, uint64_t key,
     else if (h.fingerprint != d->fp) why = "written for another model";
     else if ((int)h.block_size != bs || (int)h.n_layers != nl || (int)h.k_dim != kd || (int)h.v_dim != vd)
         why = "block shape differs from this KV cache";
+    else if ((int)h.dtype != dt) why = "element dtype differs from this KV cache";
     else if (h.payload_bytes != want) why = "payload size differs from the block shape";
     else if (fread(d->buf, 1, (size_t)want, f) != (size_t)want) why = "truncated payload";
     else if (fgetc(f) != EOF) why = "trailing bytes after the payload";
@@ -274,7 +276,8 @@ ea_status ea_kv_disk_open(const ea_kv_disk_opts *o, ea_model *m, const ea_kv_cac
     d->block_size = kv->block_size;
     d->k_dim = kv->k_dim;
     d->v_dim = kv->v_dim;
-    d->payload = ea_kv_bytes_per_block(kv->n_layers, kv->k_dim, kv->v_dim, kv->block_size);
+    d->dtype = (int)kv->dtype;
+    d->payload = ea_kv_bytes_per_block(kv->dtype, kv->n_layers, kv->k_dim, kv->v_dim, kv->block_size);
     d->state_payload = o->state_bytes;
     d->max_bytes = o->max_bytes;
     size_t nl = strlen(o->dir) + 128, nb = (size_t)(d->payload > d->state_payload ? d->payload : d->state_payload);
@@ -282,7 +285,8 @@ ea_status ea_kv_disk_open(const ea_kv_disk_opts *o, ea_model *m, const ea_kv_cac
     d->buf = ea_malloc(nb ? nb : 1);
     ea_status st = (!d->ns || !d->buf) ? ea_err(EA_ERR_NOMEM, "kv disk") : EA_OK;
     if (st == EA_OK) {
-        snprintf(d->ns, nl, "%s/%016llx/%s-%d/rank_%d", o->dir, (unsigned long long)d->fp, mode, world, o->rank);
+        snprintf(d->ns, nl, "%s/%016llx/%s-%d%s%s/rank_%d", o->dir, (unsigned long long)d->fp, mode, world,
+                 kv->dtype == EA_F32 ? "" : "-", kv->dtype == EA_F32 ? "" : ea_dtypes[kv->dtype].name, o->rank);
         st = ea__mkdirs(d->ns);
     }
     if (st == EA_OK) st = ea__ix_grow(d);
@@ -322,6 +326,7 @@ static ea_status write_file(ea_kv_disk *d, uint64_t key, int kind) {
         h.n_layers = (uint32_t)d->n_layers;
         h.k_dim = (uint32_t)d->k_dim;
         h.v_dim = (uint32_t)d->v_dim;
+        h.dtype = (uint32_t)d->dtype;
     }
     h.payload_bytes = n;
     h.checksum = ea_hash64(d->buf, (size_t)n, 0);
@@ -387,13 +392,13 @@ ea_status ea_kv_disk_get_state(ea_kv_disk *d, uint64_t key, float *state) {
 ea_status ea_kv_disk_put(ea_kv_disk *d, uint64_t key, const ea_kv_cache *kv, int32_t block) {
     if (ea__ix_find(d, key, 0)) return EA_OK;
     if (block < 0 || block >= kv->n_blocks) return ea_err(EA_ERR_RANGE, "kv disk: block %d of %d", block, kv->n_blocks);
-    size_t kr = (size_t)d->block_size * (size_t)d->k_dim, vr = (size_t)d->block_size * (size_t)d->v_dim;
-    float *p = d->buf;
+    size_t kr = (size_t)d->block_size * (size_t)d->k_dim * kv->esz, vr = (size_t)d->block_size * (size_t)d->v_dim * kv->esz;
+    uint8_t *p = d->buf;
     for (int l = 0; l < d->n_layers; l++) {
-        memcpy(p, kv->k + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * kr, kr * sizeof(float));
+        memcpy(p, kv->k + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * kr, kr);
         p += kr;
         if (vr) {
-            memcpy(p, kv->v + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * vr, vr * sizeof(float));
+            memcpy(p, kv->v + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * vr, vr);
             p += vr;
         }
     }
@@ -405,13 +410,13 @@ ea_status ea_kv_disk_get(ea_kv_disk *d, uint64_t key, ea_kv_cache *kv, int32_t b
     if (block < 0 || block >= kv->n_blocks) return ea_err(EA_ERR_RANGE, "kv disk: block %d of %d", block, kv->n_blocks);
     ea__kvd_ent *e;
     EA_TRY(ea__load(d, key, 0, &e));
-    size_t kr = (size_t)d->block_size * (size_t)d->k_dim, vr = (size_t)d->block_size * (size_t)d->v_dim;
-    const float *q = d->buf;
+    size_t kr = (size_t)d->block_size * (size_t)d->k_dim * kv->esz, vr = (size_t)d->block_size * (size_t)d->v_dim * kv->esz;
+    const uint8_t *q = d->buf;
     for (int l = 0; l < d->n_layers; l++) {
-        memcpy(kv->k + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * kr, q, kr * sizeof(float));
+        memcpy(kv->k + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * kr, q, kr);
         q += kr;
         if (vr) {
-            memcpy(kv->v + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * vr, q, vr * sizeof(float));
+            memcpy(kv->v + ((size_t)l * (size_t)kv->n_blocks + (size_t)block) * vr, q, vr);
             q += vr;
         }
     }

@@ -3,15 +3,17 @@
  * are written as one file each, keyed by the block's hash-chain key, and read
  * back on a prefix hit after the memory copy is gone (or after a restart).
  *
- * Layout: <dir>/<model fingerprint>/<mode>-<world>/rank_<r>/<key as 16 hex>.kvb
+ * Layout: <dir>/<model fingerprint>/<mode>-<world>[-<kv dtype>]/rank_<r>/<key as 16 hex>.kvb
  * The fingerprint (ea_model_fingerprint) covers the parsed config, HF's
  * config.json, the tensor table and every byte of every weight, so other
- * weights (one flipped byte), another parallel mode, world size or rank look
- * in a different directory by construction.
+ * weights (one flipped byte), another parallel mode, world size, rank or
+ * KV cache dtype (the suffix -f16 / -bf16; none for f32) look in a
+ * different directory by construction.
  *
  * File: a 64-byte header (magic "EAKVBLK1", version, key, block size, layer
- * count, k_dim, v_dim, payload bytes, FNV-1a checksum of the payload) then the
- * payload: for each layer, the block's K rows then its V rows (f32).
+ * count, k_dim, v_dim, element dtype (0 f32, 1 f16, 2 bf16), payload bytes,
+ * FNV-1a checksum of the payload) then the payload: for each layer, the
+ * block's K rows then its V rows, as the cache holds them.
  * Hybrid models (DeltaNet layers) also keep recurrent-state snapshots, one
  * <key as 16 hex>.lss file each (magic "EALSTAT1", the same header with block
  * size, layer count and dims 0, payload the state's floats as

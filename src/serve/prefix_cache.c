@@ -58,20 +58,23 @@ struct ea_prefix_cache {
     float *stbuf;         /* owns: one state (seq_floats), for the disk tier */
 };
 
-/* Copy state <-> snapshot snap's blocks (to_blocks 1: into the blocks). */
+/* Copy state <-> snapshot snap's blocks (to_blocks 1: into the blocks), as
+ * bytes: the state stays exact f32 whatever the cache's dtype. */
 static void snap_io(ea_prefix_cache *pc, int snap, float *state, int to_blocks) {
     ea_kv_cache *kv = pc->kv;
-    size_t left = pc->lin->seq_floats, kr = (size_t)kv->block_size * kv->k_dim, vr = (size_t)kv->block_size * kv->v_dim;
+    size_t left = pc->lin->seq_floats * sizeof(float), kr = (size_t)kv->block_size * kv->k_dim * kv->esz,
+           vr = (size_t)kv->block_size * kv->v_dim * kv->esz;
+    uint8_t *st = (uint8_t *)state;
     const int32_t *bl = pc->snap_blocks + (size_t)snap * pc->snap_m;
     for (int j = 0; j < pc->snap_m && left; j++)
         for (int l = 0; l < kv->n_layers && left; l++)
             for (int part = 0; part < 2 && left; part++) {
                 size_t n = part ? vr : kr;
-                float *blk = (part ? kv->v : kv->k) + ((size_t)l * kv->n_blocks + (size_t)bl[j]) * n;
+                uint8_t *blk = (part ? kv->v : kv->k) + ((size_t)l * kv->n_blocks + (size_t)bl[j]) * n;
                 if (n > left) n = left;
-                if (to_blocks) memcpy(blk, state, n * sizeof(float));
-                else memcpy(state, blk, n * sizeof(float));
-                state += n;
+                if (to_blocks) memcpy(blk, st, n);
+                else memcpy(st, blk, n);
+                st += n;
                 left -= n;
             }
 }
@@ -293,7 +296,8 @@ void ea_prefix_cache_get_stats(const ea_prefix_cache *pc, int *n_snapshots, size
     if (!pc || !pc->lin) return;
     *n_snapshots = pc->n_snap_max - pc->n_snap_free;
     *snapshot_bytes = (size_t)*n_snapshots * pc->snap_m *
-                      ea_kv_bytes_per_block(pc->kv->n_layers, pc->kv->k_dim, pc->kv->v_dim, pc->kv->block_size);
+                      ea_kv_bytes_per_block(pc->kv->dtype, pc->kv->n_layers, pc->kv->k_dim, pc->kv->v_dim,
+                                            pc->kv->block_size);
 }
 
 int ea_prefix_cache_snap_every(const ea_prefix_cache *pc) { return pc && pc->lin ? pc->snap_every : 0; }
@@ -303,9 +307,10 @@ static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
 /* The snapshot pool: as many snapshots as the KV cache's blocks could hold. */
 static ea_status snap_init(ea_prefix_cache *pc) {
     ea_kv_cache *kv = pc->kv;
-    size_t per_block = (size_t)kv->n_layers * kv->block_size * (size_t)(kv->k_dim + kv->v_dim); /* floats */
+    size_t per_block = ea_kv_bytes_per_block(kv->dtype, kv->n_layers, kv->k_dim, kv->v_dim, kv->block_size);
+    size_t state = pc->lin->seq_floats * sizeof(float);
     pc->snap_every = kv->block_size / gcd(kv->block_size, EA_K_DELTA_CHUNK) * EA_K_DELTA_CHUNK;
-    pc->snap_m = (int)((pc->lin->seq_floats + per_block - 1) / per_block);
+    pc->snap_m = (int)((state + per_block - 1) / per_block);
     pc->n_snap_max = pc->n_snap_free = kv->n_blocks / pc->snap_m;
     if (pc->n_snap_max == 0)
         EA_LOGW("prefix cache: one recurrent-state snapshot needs %d KV blocks and the cache has %d: no prefix of this "

@@ -54,10 +54,11 @@ static int make_model(const char *fam, const char *dtype, const char *fmt, char 
 
 /* Logits of every prompt position, and greedy continuation, from the C engine. */
 static int mla_expanded;
+static const char *kv_dtype = "f32"; /* --kv-cache-dtype of run_c and the reference's --kv-dtype */
 
 static ea_status run_c(const char *model, int threads, const int32_t *tok, float **logits, int *vocab, int32_t *greedy) {
     ea_engine_opts o = {.model_path = model, .threads = threads, .max_tokens = 128, .max_ctx = 256, .max_seqs = 40,
-                        .mla_expanded = mla_expanded};
+                        .mla_expanded = mla_expanded, .kv_dtype = (ea_dtype)ea_kv_dtype_parse(kv_dtype)};
     ea_engine *e;
     EA_TRY(ea_engine_create(&o, &e));
     int V = e->m->cfg.vocab_size;
@@ -91,11 +92,13 @@ static int read_ref(const char *dir, const int32_t *tok, float **logits, int V, 
     char toks[NP * 8] = "", *p = toks;
     for (int i = 0; i < NP; i++) p += sprintf(p, "%s%d", i ? "," : "", tok[i]);
     char lf[1300], jf[1300];
-    snprintf(lf, sizeof lf, "%s.ref.f32", dir);
-    snprintf(jf, sizeof jf, "%s.ref.json", dir);
+    const char *kvs = strcmp(kv_dtype, "f32") ? kv_dtype : ""; /* files of an f32 cache keep their old names */
+    snprintf(lf, sizeof lf, "%s.ref%s.f32", dir, kvs);
+    snprintf(jf, sizeof jf, "%s.ref%s.json", dir, kvs);
     if (!ea_file_exists(jf) &&
-        ea_t_sh("/usr/bin/python3 %s/tests/reference/ref_forward.py --model %s --tokens %s --logits-out %s --greedy %d > %s",
-           getenv("EA_SRC"), dir, toks, lf, NG, jf))
+        ea_t_sh("/usr/bin/python3 %s/tests/reference/ref_forward.py --model %s --tokens %s --logits-out %s --greedy %d "
+                "--kv-dtype %s > %s",
+                getenv("EA_SRC"), dir, toks, lf, NG, kv_dtype, jf))
         return -1;
     char *data;
     size_t n;
@@ -125,6 +128,7 @@ static void check_vs_reference(const char *fam, const char *fmt, const char *dty
     int V = 0;
     prompt(tok, NP, 1000, 99);
     ea_status s = run_c(dir, 2, tok, &lc, &V, g_c);
+    const char *kvn = strcmp(kv_dtype, "f32") ? kv_dtype : NULL;
     if (s != EA_OK) fprintf(stderr, "  %s %s: %s\n", fam, dtype, ea_errmsg());
     CHECK_EQ(s, EA_OK);
     CHECK_EQ(read_ref(rdir, tok, &lr, V, g_ref), 0);
@@ -135,8 +139,8 @@ static void check_vs_reference(const char *fam, const char *fmt, const char *dty
     }
     int n_loose;
     double worst = ea_t_rel_err(lc, lr, NP, V, tight, &n_loose);
-    fprintf(stderr, "  %s %s %s vs reference on %s: max row error %.3g, %d rows above %.1g (allowed %d, <= %.2g)\n",
-            fam, fmt, dtype, ref_dtype, worst, n_loose, tight, max_loose, loose);
+    fprintf(stderr, "  %s %s %s%s%s vs reference on %s: max row error %.3g, %d rows above %.1g (allowed %d, <= %.2g)\n",
+            fam, fmt, dtype, kvn ? ", KV cache " : "", kvn ? kvn : "", ref_dtype, worst, n_loose, tight, max_loose, loose);
     CHECK(n_loose <= max_loose);
     CHECK(worst <= loose);
     if (check_greedy)
@@ -157,6 +161,36 @@ static void check_vs_reference(const char *fam, const char *fmt, const char *dty
     TEST(F##_q8_0_within_bound) { check_vs_reference(#F, "gguf", "q8_0", "f32", 5e-2, 4, 0.3, 0); }
 FAMILY_TESTS(DEF)
 TEST(mixtral_k4_f32_matches_reference) { check_vs_reference("mixtral_k4", "hf", "f32", "f32", 1e-4, 0, 1e-4, 1); }
+
+/* --kv-cache-dtype f16 / bf16: keys and values rounded once where they are
+ * stored; the reference rounds them at the same place (ref_forward.py
+ * --kv-dtype), so the f32 bound and greedy identity hold; and the rounding
+ * does happen (the logits differ from an f32 cache's). GQA attention and
+ * MLA's latent cache (absorbed and expanded forms). */
+static void check_kv_dtype(const char *fam, const char *kvd) {
+    char dir[1200];
+    CHECK_EQ(make_model(fam, "f32", "hf", dir, sizeof dir), 0);
+    int32_t tok[NP], g[NG];
+    float *l32 = NULL, *lkv = NULL;
+    int V = 0;
+    prompt(tok, NP, 1000, 99);
+    CHECK_EQ(run_c(dir, 2, tok, &l32, &V, g), EA_OK);
+    kv_dtype = kvd;
+    check_vs_reference(fam, "hf", "f32", "f32", 1e-4, 0, 1e-4, 1);
+    CHECK_EQ(run_c(dir, 2, tok, &lkv, &V, g), EA_OK);
+    kv_dtype = "f32";
+    if (l32 && lkv) CHECK(memcmp(l32, lkv, sizeof(float) * (size_t)V * NP) != 0);
+    free(l32);
+    free(lkv);
+}
+TEST(qwen3_moe_kv_f16_matches_reference) { check_kv_dtype("qwen3_moe", "f16"); }
+TEST(mixtral_kv_bf16_matches_reference) { check_kv_dtype("mixtral", "bf16"); }
+TEST(deepseek_v3_kv_bf16_matches_reference) { check_kv_dtype("deepseek_v3", "bf16"); }
+TEST(deepseek_v3_expanded_kv_f16_matches_reference) {
+    mla_expanded = 1;
+    check_kv_dtype("deepseek_v3", "f16");
+    mla_expanded = 0;
+}
 
 static void check_hf_gguf_identical(const char *fam, const char *dtype) {
     char hf[1200], gg[1200];
@@ -219,13 +253,14 @@ static void batch_invariance(const char *model, int threads, const char *isa, fl
      * process, so without this every ISA here ran the first one's */
     const char *ops = isa && (!strcmp(isa, "amx") || !strcmp(isa, "avx512_bf16")) ? "avx512" : isa;
     if (ops) CHECK_EQ(ea_k_ops_set_isa(ops), EA_OK);
-    ea_engine_opts o = {.model_path = model, .threads = threads, .max_tokens = 1024, .max_ctx = 64, .max_seqs = 32};
+    ea_engine_opts o = {.model_path = model, .threads = threads, .max_tokens = 1024, .max_ctx = 64, .max_seqs = 32,
+                        .kv_dtype = (ea_dtype)ea_kv_dtype_parse(kv_dtype)};
     ea_engine *e;
     ea_status s = ea_engine_create(&o, &e);
     if (isa) unsetenv("EAAS_ISA");
     CHECK_EQ(s, EA_OK);
-    fprintf(stderr, "  batch invariance: %s, %d thread(s), isa %s, row-wise %s\n", model, threads,
-            ea_kctx_isa(e->kctx), ea_k_ops_isa());
+    fprintf(stderr, "  batch invariance: %s, %d thread(s), isa %s, row-wise %s, kv %s\n", model, threads,
+            ea_kctx_isa(e->kctx), ea_k_ops_isa(), kv_dtype);
     int V = e->m->cfg.vocab_size;
     int32_t a[40];
     prompt(a, 40, 1000, 11);
@@ -290,6 +325,16 @@ TEST(batch_invariance_all_paths) {
     for (size_t i = 0; i < NISA; i++) free(q8[i]);
     CHECK_EQ(make_model("deepseek_v3", "bf16", "hf", dir, sizeof dir), 0);
     for (int th = 1; th <= 2; th++) batch_invariance(dir, th, NULL, NULL, NULL);
+    /* f16 / bf16 KV caches: GQA and MLA, each ISA's attention */
+    const char *kvd[] = {"f16", "bf16"};
+    for (int k = 0; k < 2; k++) {
+        kv_dtype = kvd[k];
+        CHECK_EQ(make_model("qwen3_moe", "f32", "hf", dir, sizeof dir), 0);
+        for (size_t i = 0; i < 3; i++) batch_invariance(dir, 2, isas[i], NULL, NULL);
+        CHECK_EQ(make_model("deepseek_v3", "bf16", "hf", dir, sizeof dir), 0);
+        batch_invariance(dir, 2, NULL, NULL, NULL);
+    }
+    kv_dtype = "f32";
 }
 
 /* The decode loop allocates nothing: every buffer is sized at create. */
@@ -324,6 +369,10 @@ int main(void) {
 #define RUNF(F) RUN(F##_f32_matches_reference); RUN(F##_f16_matches_reference); RUN(F##_bf16_within_bound); RUN(F##_q8_0_within_bound);
     FAMILY_TESTS(RUNF)
     RUN(mixtral_k4_f32_matches_reference);
+    RUN(qwen3_moe_kv_f16_matches_reference);
+    RUN(mixtral_kv_bf16_matches_reference);
+    RUN(deepseek_v3_kv_bf16_matches_reference);
+    RUN(deepseek_v3_expanded_kv_f16_matches_reference);
     RUN(mla_absorbed_matches_expanded);
     RUN(decode_loop_allocates_nothing);
     RUN(hf_and_gguf_bit_identical);

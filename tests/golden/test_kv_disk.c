@@ -18,6 +18,7 @@
 #include "sched_util.h"
 
 static char model[1024], disk[1024];
+static ea_dtype g_kv = EA_F32; /* the KV cache dtype start() gives its engine */
 
 /* 16 greedy tokens after prompt p of n tokens. */
 static result run_tokens(ea_sched *s, const int32_t *p, int n) {
@@ -50,7 +51,7 @@ static result run(ea_sched *s, int i, int n) {
 /* kv_blocks 12 of 16 tokens: the long prompt (100 + 16 tokens, 8 blocks) fits alone. */
 static ea_sched *start(ea_engine **e, int kv_blocks, const char *dir, const char *mode, int world, int rank) {
     ea_engine_opts o = {.model_path = model, .threads = 2, .max_tokens = 64, .max_ctx = 256, .max_seqs = 1,
-                        .kv_blocks = kv_blocks, .block_size = 16};
+                        .kv_blocks = kv_blocks, .block_size = 16, .kv_dtype = g_kv};
     if (ea_engine_create(&o, e) != EA_OK) {
         fprintf(stderr, "engine: %s\n", ea_errmsg());
         return NULL;
@@ -182,6 +183,57 @@ TEST(other_rank_never_reads) {
     ea_engine_destroy(e);
 }
 
+/* An f16 cache: its blocks go to their own directory (-f16), come back
+ * from disk after a restart with the output of an f16 run without the disk
+ * tier, and an f32 cache's directory never sees them. */
+TEST(f16_cache_has_its_own_files) {
+    ea_engine *e;
+    g_kv = EA_F16;
+    ea_sched *s = start(&e, 0, NULL, NULL, 1, 0);
+    CHECK(s != NULL);
+    if (!s) goto out;
+    result ref16 = run(s, 1, 100);
+    stop(s, e);
+    char d32[2048], d16[2048];
+    g_kv = EA_F32;
+    ea_engine_opts o = {.model_path = model, .threads = 1, .max_tokens = 64, .max_ctx = 256, .max_seqs = 1, .kv_blocks = 12,
+                        .block_size = 16};
+    CHECK_EQ(ea_engine_create(&o, &e), EA_OK);
+    int n32 = ns_files(e, "single", 1, 0, d32, sizeof d32);
+    ea_engine_destroy(e);
+    g_kv = EA_F16;
+    s = start(&e, 12, disk, NULL, 1, 0);
+    CHECK(s != NULL);
+    if (!s) goto out;
+    CHECK_EQ(ns_files(e, "single", 1, 0, d16, sizeof d16), 0);
+    fprintf(stderr, "  f32 cache: %s (%d files); f16 cache: %s\n", d32, n32, d16);
+    CHECK(strstr(d16, "/single-1-f16/rank_0") != NULL);
+    result a = run(s, 1, 100);
+    CHECK(same(&a, &ref16));
+    (void)run(s, 2, 100);
+    (void)run(s, 3, 100);
+    ea_sched_stats st;
+    ea_sched_get_stats(s, &st);
+    CHECK(st.kv_disk_writes >= 6);
+    stop(s, e);
+    s = start(&e, 12, disk, NULL, 1, 0); /* restart */
+    CHECK(s != NULL);
+    if (!s) goto out;
+    result b = run(s, 1, 100);
+    ea_sched_get_stats(s, &st);
+    CHECK_EQ(b.cached, 96);
+    CHECK(st.kv_disk_reads >= 6);
+    CHECK_EQ(st.kv_disk_skipped, 0);
+    CHECK(same(&b, &ref16));
+    stop(s, e);
+    g_kv = EA_F32;
+    CHECK_EQ(ea_engine_create(&o, &e), EA_OK);
+    CHECK_EQ(ns_files(e, "single", 1, 0, d32, sizeof d32), n32); /* the f32 directory is unchanged */
+    ea_engine_destroy(e);
+out:
+    g_kv = EA_F32;
+}
+
 TEST(corrupt_and_foreign_skipped) {
     ea_engine *e;
     ea_engine_opts o = {.model_path = model, .threads = 1, .max_tokens = 64, .max_ctx = 256, .max_seqs = 1, .kv_blocks = 12,
@@ -274,13 +326,14 @@ TEST(size_bound_deletes_oldest) {
     ea_engine_opts o = {.model_path = model, .threads = 1, .max_tokens = 64, .max_ctx = 256, .max_seqs = 1, .kv_blocks = 12,
                         .block_size = 16};
     CHECK_EQ(ea_engine_create(&o, &e), EA_OK);
-    size_t per = 64 + ea_kv_bytes_per_block(e->kv.n_layers, e->kv.k_dim, e->kv.v_dim, e->kv.block_size);
+    size_t per = 64 + ea_kv_bytes_per_block(e->kv.dtype, e->kv.n_layers, e->kv.k_dim, e->kv.v_dim, e->kv.block_size);
     ea_kv_disk_opts dopt = {.dir = disk, .mode = "bound", .world = 1, .rank = 0, .max_bytes = 3 * per};
     ea_kv_disk *d;
     CHECK_EQ(ea_kv_disk_open(&dopt, e->m, &e->kv, &d), EA_OK);
     for (int b = 0; b < 5; b++) {
         for (size_t i = 0; i < (size_t)e->kv.block_size * (size_t)e->kv.k_dim; i++)
-            e->kv.k[(size_t)b * (size_t)e->kv.block_size * (size_t)e->kv.k_dim + i] = (float)(b * 1000 + (int)(i % 997));
+            ((float *)e->kv.k)[(size_t)b * (size_t)e->kv.block_size * (size_t)e->kv.k_dim + i] =
+                (float)(b * 1000 + (int)(i % 997));
         CHECK_EQ(ea_kv_disk_put(d, 100 + (uint64_t)b, &e->kv, b), EA_OK);
     }
     ea_kv_disk_stats st;
@@ -292,7 +345,7 @@ TEST(size_bound_deletes_oldest) {
     /* a block read back is bit-identical */
     CHECK_EQ(ea_kv_disk_get(d, 104, &e->kv, 11), EA_OK);
     size_t kr = (size_t)e->kv.block_size * (size_t)e->kv.k_dim;
-    CHECK(memcmp(e->kv.k + 11 * kr, e->kv.k + 4 * kr, kr * sizeof(float)) == 0);
+    CHECK(memcmp(e->kv.k + 11 * kr * sizeof(float), e->kv.k + 4 * kr * sizeof(float), kr * sizeof(float)) == 0);
     CHECK_EQ(ea_kv_disk_get(d, 100, &e->kv, 11), EA_ERR_NOT_FOUND);
     ea_kv_disk_close(d);
     ea_engine_destroy(e);
@@ -321,6 +374,7 @@ int main(void) {
     }
     RUN(restart_hits_from_disk);
     RUN(other_rank_never_reads);
+    RUN(f16_cache_has_its_own_files);
     RUN(corrupt_and_foreign_skipped);
     RUN(disk_keys_chain_blocks);
     RUN(size_bound_deletes_oldest);

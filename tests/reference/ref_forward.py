@@ -46,6 +46,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from st_io import FormatError, SafetensorsDir  # noqa: E402
 
 F32 = np.float32
+
+# The KV cache's element type (eaas --kv-cache-dtype): keys and values are
+# rounded to it, to nearest even, where the engine stores them (after RoPE and
+# the q/k norms; MLA: the normed latent and the roped k_pe); "f32" keeps them.
+KV_DTYPE = "f32"
+
+
+def kv_round(x):
+    x = np.asarray(x, dtype=F32)
+    if KV_DTYPE == "f16":
+        return x.astype(np.float16).astype(F32)
+    if KV_DTYPE == "bf16":
+        u = x.view(np.uint32).astype(np.uint64)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        return u.astype(np.uint32).view(F32)
+    return x
 FAMILIES = ("qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v2", "deepseek_v3")
 
 
@@ -637,7 +653,7 @@ class Model:
             q = np.concatenate([c.rope.apply(q[..., :r], cos, sin), q[..., r:]], axis=-1)
             k = np.concatenate([c.rope.apply(k[..., :r], cos, sin), k[..., r:]], axis=-1)
         kv_of_head = np.arange(nh) // (nh // nkv)
-        o = self._attend(q.astype(F32), k.astype(F32), v.astype(F32), pos, cache, l,
+        o = self._attend(q.astype(F32), kv_round(k), kv_round(v), pos, cache, l,
                          kv_of_head, c.softmax_scale)
         return linear(o, L.o, L.o_b)
 
@@ -652,11 +668,11 @@ class Model:
         q_nope, q_pe = q[..., :c.qk_nope], q[..., c.qk_nope:]
         ckv = linear(h, L.kv_a, L.kv_a_b)
         latent, k_pe = ckv[:, :c.kv_lora_rank], ckv[:, c.kv_lora_rank:]
-        kv = linear(rms_norm(latent, L.kv_a_norm, c.eps), L.kv_b).reshape(
+        kv = linear(kv_round(rms_norm(latent, L.kv_a_norm, c.eps)), L.kv_b).reshape(
             n, nh, c.qk_nope + c.v_dim)
         k_nope, v = kv[..., :c.qk_nope], kv[..., c.qk_nope:]
         q_pe = c.rope.apply(q_pe, cos, sin)
-        k_pe = c.rope.apply(k_pe[:, None, :], cos, sin)            # one rope key for all heads
+        k_pe = kv_round(c.rope.apply(k_pe[:, None, :], cos, sin))  # one rope key for all heads
         qf = np.concatenate([q_nope, q_pe], axis=-1).astype(F32)
         kf = np.concatenate([k_nope, np.broadcast_to(k_pe, (n, nh, c.qk_rope))],
                             axis=-1).astype(F32)
@@ -731,7 +747,11 @@ def main(argv=None):
     ap.add_argument("--linear-form", choices=("chunked", "recurrent"), default="chunked",
                     help="qwen3_next / qwen3_5_moe: DeltaNet of a multi-token call in the chunked "
                          "form (as transformers runs a prompt) or token by token (ref_hybrid.py)")
+    ap.add_argument("--kv-dtype", choices=("f32", "f16", "bf16"), default="f32",
+                    help="round keys and values as eaas --kv-cache-dtype stores them")
     a = ap.parse_args(argv)
+    global KV_DTYPE
+    KV_DTYPE = a.kv_dtype
     try:
         tokens = [int(t) for t in a.tokens.split(",") if t.strip() != ""]
     except ValueError:

@@ -4,7 +4,8 @@
  * (tiles of 1, 3, 8, 9 and 16 rows: one or two AVX2 halves); both agree with
  * a double-precision softmax attention. Paged caches with odd block sizes and
  * shuffled blocks, key/value widths with and without 8- and 16-element tails,
- * MLA's values inside the keys. */
+ * MLA's values inside the keys. f16 and bf16 caches give the bits of an f32
+ * cache holding the same (rounded) values. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "harness.h"
 #include "kernels/attn.h"
+#include "tensor/dtype.h"
 #include "ops_variants.h"
 
 static float rnd(uint64_t *s) {
@@ -44,10 +46,10 @@ static void cache_make(cache *c, int dk, int dv, int bs, int n_pos, int shared_v
 }
 
 static const float *key_at(const cache *c, int p) {
-    return c->kv.k + ((size_t)c->blocks[p / c->bs] * c->bs + p % c->bs) * c->kv.k_stride;
+    return (const float *)c->kv.k + ((size_t)c->blocks[p / c->bs] * c->bs + p % c->bs) * c->kv.k_stride;
 }
 static const float *val_at(const cache *c, int p) {
-    return c->kv.v + ((size_t)c->blocks[p / c->bs] * c->bs + p % c->bs) * c->kv.v_stride;
+    return (const float *)c->kv.v + ((size_t)c->blocks[p / c->bs] * c->bs + p % c->bs) * c->kv.v_stride;
 }
 
 /* double-precision softmax attention of one row */
@@ -133,11 +135,74 @@ TEST(tile_matches_ref_alone_and_exact) {
     }
 }
 
+/* f16 / bf16 caches: every variant gives, on a cache of rounded values, the
+ * bits of an f32 cache holding the same values (widening is exact), and the
+ * twin's bits on the same half cache. */
+static int check_half(int dk, int dv, int bs, int n_pos, int shared_v, ea_dtype dt) {
+    uint64_t s = (uint64_t)(dk * 31 + dv * 5 + bs + dt);
+    cache c;
+    cache_make(&c, dk, dv, bs, n_pos, shared_v, &s);
+    int nb = (n_pos + bs - 1) / bs;
+    size_t rows = (size_t)(2 * nb + 2) * bs, nk = rows * dk, nv = rows * dv;
+    uint16_t *hk = malloc(nk * 2), *hv = malloc(nv * 2);
+    /* round the f32 cache in place, keep the half copy */
+    ea_dtypes[dt].from_f32(c.k, hk, nk);
+    ea_dtypes[dt].to_f32(hk, c.k, nk);
+    ea_dtypes[dt].from_f32(c.v, hv, nv);
+    ea_dtypes[dt].to_f32(hv, c.v, nv);
+    ea_k_attn_kv h = c.kv;
+    h.dtype = (int)dt;
+    h.k = hk;
+    h.v = shared_v ? (const void *)hk : (const void *)hv;
+    float *q[16], *of[16], *oh[16], *or[16];
+    int32_t last[16];
+    for (int r = 0; r < 16; r++) {
+        q[r] = malloc(sizeof(float) * dk);
+        of[r] = malloc(sizeof(float) * dv), oh[r] = malloc(sizeof(float) * dv), or[r] = malloc(sizeof(float) * dv);
+        for (int d = 0; d < dk; d++) q[r][d] = rnd(&s) * 3;
+        last[r] = n_pos - 1 - (r / 4) * 3;
+        if (last[r] < 0) last[r] = 0;
+    }
+    size_t ns = ea_k_attend_scratch(dk, n_pos);
+    float *scr = aligned_alloc(64, ((ns * sizeof(float)) + 63) & ~(size_t)63);
+    int ok = 1;
+    static const int sizes[] = {16, 9, 1};
+    for (int t = 0; t < 3; t++) {
+        ea_k_attend(&c.kv, sizes[t], (const float *const *)q, last, of, scr);
+        ea_k_attend(&h, sizes[t], (const float *const *)q, last, oh, scr);
+        ea_k_attend_ref(&h, sizes[t], (const float *const *)q, last, or, scr);
+        for (int r = 0; r < sizes[t]; r++) {
+            if (memcmp(of[r], oh[r], sizeof(float) * dv))
+                ok = 0, fprintf(stderr, "  %s tile %d row %d: != f32 cache of the same values\n", ea_dtypes[dt].name,
+                                sizes[t], r);
+            if (memcmp(or[r], oh[r], sizeof(float) * dv))
+                ok = 0, fprintf(stderr, "  %s tile %d row %d: dispatched != ref\n", ea_dtypes[dt].name, sizes[t], r);
+        }
+    }
+    for (int r = 0; r < 16; r++) free(q[r]), free(of[r]), free(oh[r]), free(or[r]);
+    free(scr), free(c.k), free(c.v), free(hk), free(hv);
+    return ok;
+}
+
+TEST(half_caches_match_f32_of_same_values) {
+    static const int cfg[][5] = {
+        {64, 64, 16, 100, 0}, {128, 128, 16, 70, 0}, {24, 40, 3, 29, 0}, {19, 37, 4, 23, 0},
+        {5, 13, 1, 17, 0},    {288, 256, 16, 90, 1}, {64, 64, 16, 1, 0},
+    };
+    const ea_dtype dts[] = {EA_F16, EA_BF16};
+    for (int d = 0; d < 2; d++)
+        for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++)
+            CHECK(check_half(cfg[i][0], cfg[i][1], cfg[i][2], cfg[i][3], cfg[i][4], dts[d]));
+}
+
 int main(void) {
     for (int i = 0; i < OPS_N_VARIANTS; i++) {
         int sel = ops_variant_select(i);
         if (sel < 0) return 1;
-        if (sel) RUN(tile_matches_ref_alone_and_exact);
+        if (sel) {
+            RUN(tile_matches_ref_alone_and_exact);
+            RUN(half_caches_match_f32_of_same_values);
+        }
     }
     return TEST_SUMMARY();
 }

@@ -99,6 +99,10 @@ expect "serve --reasoning-parser granite" 2 "--reasoning-parser must be none, qw
     serve --port 0 --model "$M" --reasoning-parser granite
 expect "serve --tool-call-parser mistral" 2 "--tool-call-parser must be auto, hermes, qwen3_coder, deepseek_v3, deepseek_v31, kimi_k2 or none" -- \
     serve --port 0 --model "$M" --tool-call-parser mistral
+expect "serve --kv-cache-dtype q8_0" 2 "--kv-cache-dtype must be f32, f16 or bf16" -- \
+    serve --port 0 --model "$M" --kv-cache-dtype q8_0
+expect "generate --kv-cache-dtype fp8" 2 "--kv-cache-dtype: 'fp8', expected f32, f16 or bf16" -- \
+    generate --model "$M" --prompt hi --kv-cache-dtype fp8
 expect "generate --system alone" 2 "--system needs --chat" -- generate --model "$M" --prompt hi --system be brief
 # --max-ctx above the model's max_position_embeddings (40960 for the tiny qwen3_moe)
 expect "serve --max-ctx 100000" nz "--max-ctx 100000" "max_position_embeddings (40960)" "--allow-long-max-ctx" -- \

@@ -43,8 +43,8 @@ static int visit(const char *path, int how, int put, char *dir, size_t dn, int *
     ea_forward_kv_dims(c, &kd, &vd);
     ea_kv_cache kv;
     ea_kv_disk *d = NULL;
-    if (!rc && ea_kv_init(&kv, c->n_layers, kd, vd, 2, 4, 1, 8) == EA_OK) {
-        for (size_t i = 0; i < (size_t)c->n_layers * 2 * 4 * (size_t)kd; i++) kv.k[i] = (float)i;
+    if (!rc && ea_kv_init(&kv, EA_F32, c->n_layers, kd, vd, 2, 4, 1, 8) == EA_OK) {
+        for (size_t i = 0; i < (size_t)c->n_layers * 2 * 4 * (size_t)kd; i++) ((float *)kv.k)[i] = (float)i;
         ea_kv_disk_opts o = {.dir = g_disk, .mode = "single", .world = 1, .rank = 0};
         if (ea_kv_disk_open(&o, m, &kv, &d) == EA_OK) {
             snprintf(dir, dn, "%s", ea_kv_disk_dir(d));
