@@ -342,6 +342,15 @@ EA__T256 static inline __attribute__((always_inline)) void ea__scores8(const ea_
             if (u + 1 < nk) ea__walk_next(&w);
         }
         if (nk == nu) ea__walk_next(&w);
+        { /* the next step's keys, from memory while this step computes: a cache row is one head's
+           * part of a strided row, and the hardware prefetcher stops at every page */
+            ea__walk wn = w;
+            size_t kb = (size_t)dk * ea__esz(dt);
+            for (int u = 0; u < nu && j0 + nu + u < n_keys; u++, ea__walk_next(&wn)) {
+                const char *row = (const char *)ea__row(kv->k, ea__walk_row(&wn), kv->k_stride, dt);
+                for (size_t o = 0; o < kb; o += 64) _mm_prefetch(row + o, _MM_HINT_T0);
+            }
+        }
         __m256 acc[8];
 #pragma GCC unroll 8
         for (int u = 0; u < 8; u++) acc[u] = _mm256_setzero_ps();
@@ -367,24 +376,53 @@ EA__T256 static inline __attribute__((always_inline)) void ea__st8(float *p, __m
     else _mm256_maskstore_ps(p, m, x);
 }
 
-/* ea__values64 for elements [d0, d0 + 32) in 4 ymm per row; full: all 32
+/* Keys per pass of the AVX2 values: every (row pair, 32 elements) pass over
+ * a chunk of this many keys runs before the next chunk, so the chunk's
+ * values (64 x 512 bytes for 128 f32) are read from memory once and come
+ * from L1 / L2 for the other passes of the tile. */
+#define EA__ATT_KC 64
+/* Keys ahead that a values pass prefetches (its own 32 elements of each row). */
+#define EA__ATT_PF 16
+
+/* ea__values64 for elements [d0, d0 + 32) in 4 ymm per row, over the keys
+ * [j0, j1) only: a row's sums so far (j0 > 0) come from its output and go
+ * back there, multiplied by its 1/sum in the chunk that holds its last key.
+ * Every lane still takes its fused multiply-adds in increasing j: chunks
+ * change where the accumulators wait, not the operations. full: all 32
  * elements exist (plain loads), else lanes past dv are masked. */
 EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea_k_attn_kv *kv, const float *st, int d0,
-                                                                        int ra, int la, float inva, float *oa, int rb,
-                                                                        int lb, float invb, float *ob, int full,
-                                                                        const int dt) {
+                                                                        int j0, int j1, int ra, int la, float inva,
+                                                                        float *oa, int rb, int lb, float invb,
+                                                                        float *ob, int full, int pf, const int dt) {
     const size_t es = ea__esz(dt);
+    int act_a = j0 <= la, act_b = rb >= 0 && j0 <= lb;
+    if (!act_a && !act_b) return;
     __m256i m[4];
     int nv[4];
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) m[s] = ea__mask8(nv[s] = kv->dv - d0 - 8 * s);
     __m256 a[4], b[4], c[4];
 #pragma GCC unroll 4
-    for (int s = 0; s < 4; s++) a[s] = b[s] = _mm256_setzero_ps();
-    int both = rb >= 0 ? (la < lb ? la : lb) : -1;
-    ea__walk w = {kv, 0, 0};
-    int j = 0;
-    for (; j <= both; j++, ea__walk_next(&w)) {
+    for (int s = 0; s < 4; s++) {
+        a[s] = act_a && j0 > 0 ? (full ? _mm256_loadu_ps(oa + d0 + 8 * s) : _mm256_maskload_ps(oa + d0 + 8 * s, m[s]))
+                               : _mm256_setzero_ps();
+        b[s] = act_b && j0 > 0 ? (full ? _mm256_loadu_ps(ob + d0 + 8 * s) : _mm256_maskload_ps(ob + d0 + 8 * s, m[s]))
+                               : _mm256_setzero_ps();
+    }
+    int both = rb >= 0 ? (la < lb ? la : lb) : -1, jend = both < j1 - 1 ? both : j1 - 1;
+    ea__walk w = {kv, j0 / kv->block_size, j0 % kv->block_size};
+    /* pf (the chunk's first pass): the whole values EA__ATT_PF keys ahead, from memory; the other
+     * passes of the chunk find them in cache */
+    int pmax = la > lb ? la : lb, jp = j0 + EA__ATT_PF;
+    size_t vb = (size_t)kv->dv * es;
+    ea__walk wp = {kv, jp / kv->block_size, jp % kv->block_size};
+    int j = j0;
+    for (; j <= jend; j++, ea__walk_next(&w)) {
+        if (pf && jp <= pmax) {
+            const char *pv = (const char *)ea__row(kv->v, ea__walk_row(&wp), kv->v_stride, dt);
+            for (size_t o = 0; o < vb; o += 64) _mm_prefetch(pv + o, _MM_HINT_T0);
+            jp++, ea__walk_next(&wp);
+        }
         const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
         __m256 ea = _mm256_set1_ps(st[16 * j + ra]), eb = _mm256_set1_ps(st[16 * j + rb]);
 #pragma GCC unroll 4
@@ -394,23 +432,29 @@ EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea
             b[s] = _mm256_fmadd_ps(eb, x, b[s]);
         }
     }
-    /* the rest of the longer row (or all of a single row) */
-    int r = rb >= 0 && lb > la ? rb : ra, last = r == ra ? la : lb;
+    /* the rest of the longer row (or all of a single row) in this chunk */
+    int r = rb >= 0 && lb > la ? rb : ra, last = r == ra ? la : lb, jl = last < j1 - 1 ? last : j1 - 1;
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) c[s] = r == ra ? a[s] : b[s];
-    for (; j <= last; j++, ea__walk_next(&w)) {
+    for (; j <= jl; j++, ea__walk_next(&w)) {
+        if (pf && jp <= pmax) {
+            const char *pv = (const char *)ea__row(kv->v, ea__walk_row(&wp), kv->v_stride, dt);
+            for (size_t o = 0; o < vb; o += 64) _mm_prefetch(pv + o, _MM_HINT_T0);
+            jp++, ea__walk_next(&wp);
+        }
         const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
         __m256 e = _mm256_set1_ps(st[16 * j + r]);
 #pragma GCC unroll 4
         for (int s = 0; s < 4; s++) c[s] = _mm256_fmadd_ps(e, ea__kv8(v + 8 * s * es, m[s], nv[s], full, dt), c[s]);
     }
-    __m256 ia = _mm256_set1_ps(inva), ib = _mm256_set1_ps(invb);
+    __m256 ia = _mm256_set1_ps(j1 > la ? inva : 1.0f), ib = _mm256_set1_ps(rb >= 0 && j1 > lb ? invb : 1.0f);
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) {
         if (r == ra) a[s] = c[s];
         else b[s] = c[s];
-        ea__st8(oa + d0 + 8 * s, m[s], full, _mm256_mul_ps(a[s], ia));
-        if (rb >= 0) ea__st8(ob + d0 + 8 * s, m[s], full, _mm256_mul_ps(b[s], ib));
+        /* a row's last chunk stores sum * (1/sum); the others store the sum as it is */
+        if (act_a) ea__st8(oa + d0 + 8 * s, m[s], full, j1 > la ? _mm256_mul_ps(a[s], ia) : a[s]);
+        if (act_b) ea__st8(ob + d0 + 8 * s, m[s], full, j1 > lb ? _mm256_mul_ps(b[s], ib) : b[s]);
     }
 }
 
@@ -448,13 +492,17 @@ EA__T256 static inline __attribute__((always_inline)) void ea__attend_avx2_dt(co
         _mm256_storeu_ps(inv + 8 * h, _mm256_div_ps(_mm256_set1_ps(1.0f), sum));
     }
 
-    for (int r = 0; r < n_rows; r += 2) { /* rows two at a time */
-        int rb = r + 1 < n_rows ? r + 1 : -1;
-        int lb = rb >= 0 ? last[rb] : -1;
-        float invb = rb >= 0 ? inv[rb] : 0.0f, *ob = rb >= 0 ? out[rb] : NULL;
-        for (int d0 = 0; d0 < kv->dv; d0 += 32)
-            if (kv->dv - d0 >= 32) ea__values32(kv, st, d0, r, last[r], inv[r], out[r], rb, lb, invb, ob, 1, dt);
-            else ea__values32(kv, st, d0, r, last[r], inv[r], out[r], rb, lb, invb, ob, 0, dt);
+    for (int j0 = 0; j0 < n_keys; j0 += EA__ATT_KC) { /* a chunk of keys, then rows two at a time */
+        int j1 = n_keys - j0 < EA__ATT_KC ? n_keys : j0 + EA__ATT_KC;
+        for (int r = 0; r < n_rows; r += 2) {
+            int rb = r + 1 < n_rows ? r + 1 : -1;
+            int lb = rb >= 0 ? last[rb] : -1;
+            float invb = rb >= 0 ? inv[rb] : 0.0f, *ob = rb >= 0 ? out[rb] : NULL;
+            for (int d0 = 0; d0 < kv->dv; d0 += 32)
+                if (kv->dv - d0 >= 32)
+                    ea__values32(kv, st, d0, j0, j1, r, last[r], inv[r], out[r], rb, lb, invb, ob, 1, r + d0 == 0, dt);
+                else ea__values32(kv, st, d0, j0, j1, r, last[r], inv[r], out[r], rb, lb, invb, ob, 0, r + d0 == 0, dt);
+        }
     }
 }
 

@@ -124,6 +124,8 @@ TEST(tile_matches_ref_alone_and_exact) {
         {5, 13, 1, 17, 0},     /* narrow; one position per block */
         {288, 256, 16, 90, 1}, /* MLA: latent 256 + rope 32, value = latent */
         {64, 64, 16, 1, 0},    /* a single key */
+        {64, 64, 16, 76, 0},   /* rows 12 and 13 (lasts 66, 61) end in different 64-key chunks of the values */
+        {160, 128, 16, 200, 1}, /* MLA-like, four chunks */
     };
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
         double worst;
@@ -187,7 +189,7 @@ static int check_half(int dk, int dv, int bs, int n_pos, int shared_v, ea_dtype 
 TEST(half_caches_match_f32_of_same_values) {
     static const int cfg[][5] = {
         {64, 64, 16, 100, 0}, {128, 128, 16, 70, 0}, {24, 40, 3, 29, 0}, {19, 37, 4, 23, 0},
-        {5, 13, 1, 17, 0},    {288, 256, 16, 90, 1}, {64, 64, 16, 1, 0},
+        {5, 13, 1, 17, 0},    {288, 256, 16, 90, 1}, {64, 64, 16, 1, 0}, {64, 64, 16, 76, 0},
     };
     const ea_dtype dts[] = {EA_F16, EA_BF16};
     for (int d = 0; d < 2; d++)
