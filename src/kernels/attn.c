@@ -90,6 +90,13 @@ static inline void ea__walk_next(ea__walk *w) {
     }
 }
 
+/* Start reading the row (bytes bytes) at the walk's position, and step the walk. */
+static inline void ea__prefetch_row(const void *part, ea__walk *w, size_t stride, size_t bytes, int dt) {
+    const char *row = (const char *)ea__row(part, ea__walk_row(w), stride, dt);
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T0);
+    ea__walk_next(w);
+}
+
 static int ea__n_keys(int n_rows, const int32_t *last) {
     int p = 0;
     for (int r = 0; r < n_rows; r++) p = last[r] + 1 > p ? last[r] + 1 : p;
@@ -345,11 +352,8 @@ EA__T256 static inline __attribute__((always_inline)) void ea__scores8(const ea_
         { /* the next step's keys, from memory while this step computes: a cache row is one head's
            * part of a strided row, and the hardware prefetcher stops at every page */
             ea__walk wn = w;
-            size_t kb = (size_t)dk * ea__esz(dt);
-            for (int u = 0; u < nu && j0 + nu + u < n_keys; u++, ea__walk_next(&wn)) {
-                const char *row = (const char *)ea__row(kv->k, ea__walk_row(&wn), kv->k_stride, dt);
-                for (size_t o = 0; o < kb; o += 64) _mm_prefetch(row + o, _MM_HINT_T0);
-            }
+            for (int u = 0; u < nu && j0 + nu + u < n_keys; u++)
+                ea__prefetch_row(kv->k, &wn, kv->k_stride, (size_t)dk * ea__esz(dt), dt);
         }
         __m256 acc[8];
 #pragma GCC unroll 8
@@ -381,7 +385,7 @@ EA__T256 static inline __attribute__((always_inline)) void ea__st8(float *p, __m
  * values (64 x 512 bytes for 128 f32) are read from memory once and come
  * from L1 / L2 for the other passes of the tile. */
 #define EA__ATT_KC 64
-/* Keys ahead that a values pass prefetches (its own 32 elements of each row). */
+/* Keys ahead whose whole values the first pass over a chunk prefetches. */
 #define EA__ATT_PF 16
 
 /* ea__values64 for elements [d0, d0 + 32) in 4 ymm per row, over the keys
@@ -418,11 +422,7 @@ EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea
     ea__walk wp = {kv, jp / kv->block_size, jp % kv->block_size};
     int j = j0;
     for (; j <= jend; j++, ea__walk_next(&w)) {
-        if (pf && jp <= pmax) {
-            const char *pv = (const char *)ea__row(kv->v, ea__walk_row(&wp), kv->v_stride, dt);
-            for (size_t o = 0; o < vb; o += 64) _mm_prefetch(pv + o, _MM_HINT_T0);
-            jp++, ea__walk_next(&wp);
-        }
+        if (pf && jp <= pmax) ea__prefetch_row(kv->v, &wp, kv->v_stride, vb, dt), jp++;
         const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
         __m256 ea = _mm256_set1_ps(st[16 * j + ra]), eb = _mm256_set1_ps(st[16 * j + rb]);
 #pragma GCC unroll 4
@@ -437,11 +437,7 @@ EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) c[s] = r == ra ? a[s] : b[s];
     for (; j <= jl; j++, ea__walk_next(&w)) {
-        if (pf && jp <= pmax) {
-            const char *pv = (const char *)ea__row(kv->v, ea__walk_row(&wp), kv->v_stride, dt);
-            for (size_t o = 0; o < vb; o += 64) _mm_prefetch(pv + o, _MM_HINT_T0);
-            jp++, ea__walk_next(&wp);
-        }
+        if (pf && jp <= pmax) ea__prefetch_row(kv->v, &wp, kv->v_stride, vb, dt), jp++;
         const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
         __m256 e = _mm256_set1_ps(st[16 * j + r]);
 #pragma GCC unroll 4
