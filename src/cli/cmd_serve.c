@@ -324,8 +324,9 @@ int ea_cmd_serve(int argc, char **argv) {
     if ((st = ea_sched_start(sched)) != EA_OK) goto fail;
     started = 1;
     ea_http_set_ready(http, sched, &ops, ea_sched_context_len(sched));
-    EA_LOGI("ready: model '%s' loaded in %.1f s, context %d, max-running %d, max-batch-tokens %d", name,
-            ea_now_s() - t_load, ea_sched_context_len(sched), f.max_running, f.max_batch_tokens);
+    EA_LOGI("ready: model '%s' loaded in %.1f s, context %d, max-running %d, max-batch-tokens %d, KV cache %lld "
+            "tokens (%s)", name, ea_now_s() - t_load, ea_sched_context_len(sched), f.max_running, f.max_batch_tokens,
+            (long long)engine->kv.n_blocks * engine->kv.block_size, ea_dtypes[engine->kv.dtype].name);
     fflush(stderr);
 
     while (!g_stop && !ea_http_exit_requested(http)) {

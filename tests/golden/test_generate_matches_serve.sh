@@ -6,7 +6,8 @@
 # (no sampling field given, on both sides) and with them turned off; a stop
 # string taken from the middle of the greedy output (the text must end right
 # before it); and an output with multi-byte characters (the tiny model's
-# random text is mostly CJK/Hangul, which the test checks).
+# random text is mostly CJK/Hangul, which the test checks); greedy and seeded
+# again with an f16 KV cache on both sides.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/serve_lib.sh"
@@ -63,5 +64,14 @@ EOF
 # multi-byte characters were part of what was compared
 python3 -c 'import sys; t=open(sys.argv[1],"rb").read(); sys.exit(0 if any(b >= 0xC0 for b in t) else 1)' "$tmp/greedy" &&
   ok "the compared text has multi-byte UTF-8 characters" || bad "no multi-byte character in the output: choose another prompt"
+
+# an f16 KV cache (--kv-cache-dtype) on both sides: still one decode loop
+stop_server
+start_server "$tmp/log16" --model "$tmp/model" --threads 2 --kv-cache-dtype f16 || exit 1
+base="http://127.0.0.1:$PORT"
+grep -q "ready: .*KV cache [0-9]* tokens (f16)" "$tmp/log16" && ok "the ready line names the f16 KV cache" ||
+  bad "ready line: $(grep ' ready: ' "$tmp/log16")"
+same "greedy, f16 KV cache" ', "temperature": 0' --temperature 0 --kv-cache-dtype f16
+same "seeded, temperature 0.9, f16 KV cache" ', "temperature": 0.9, "seed": 7' --temperature 0.9 --seed 7 --kv-cache-dtype f16
 
 serve_test_summary
