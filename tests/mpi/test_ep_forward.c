@@ -52,11 +52,12 @@ static const char *families[] = {"qwen3_moe", "qwen2_moe", "mixtral", "mixtral_k
 
 static ea_dist *g_d;
 static char g_models[1024];
+static ea_dtype g_kv = EA_F32; /* the KV cache dtype of every rig */
 
 /* One rank's runtime, built exactly as the product builds it (serve/engine.h). */
 static ea_status rig_open(ea_engine **g, const char *path, ea_par_mode mode) {
     ea_engine_opts o = {.model_path = path, .threads = 1, .max_tokens = 16, .max_ctx = 64, .max_seqs = 1,
-                        .kv_blocks = 8, .block_size = 16, .moe = ea_engine_moe_parallel(mode, g_d)};
+                        .kv_blocks = 8, .block_size = 16, .kv_dtype = g_kv, .moe = ea_engine_moe_parallel(mode, g_d)};
     EA_TRY(ea_engine_create(&o, g));
     return ea_kv_seq_reserve(&(*g)->kv, 0, N_PROMPT + N_DECODE + 1);
 }
@@ -224,6 +225,19 @@ TEST(families_ep_bit_identical_tp_close) {
         if (ea_t_cur_failed) return;
     }
     if (ea_dist_size(g_d) == 2) CHECK(tp_checked >= 3); /* qwen3_moe, qwen2_moe, mixtral split over 2 */
+}
+
+/* --kv-cache-dtype f16 / bf16: expert parallelism still gives one process's bits
+ * (GQA and MLA), tensor parallelism stays close. */
+TEST(half_kv_ep_bit_identical) {
+    int tp_checked = 0;
+    const char *fams[] = {"qwen3_moe", "deepseek_v3"};
+    const ea_dtype kvs[] = {EA_F16, EA_BF16};
+    for (int f = 0; f < 2 && !ea_t_cur_failed; f++) {
+        g_kv = kvs[f];
+        check_family(fams[f], &tp_checked);
+    }
+    g_kv = EA_F32;
 }
 
 /* The ep backend on its own, 8 synthetic experts over the ranks (contiguous):
@@ -412,6 +426,7 @@ static int worker(int timeout_mode) {
     RUN(dp_attention_bit_identical);
     RUN(dp_attention_engine_full_calls);
     RUN(families_ep_bit_identical_tp_close);
+    RUN(half_kv_ep_bit_identical);
     int bad = ea_t_failed;
     int64_t v[1] = {bad};
     if (ea_dist_allreduce_max_i64(g_d, v, 1, "test result") != EA_OK) v[0] = 1;
