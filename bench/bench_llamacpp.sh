@@ -3,7 +3,7 @@
 # on the same GGUF files, alternated, with this machine's memory bandwidth
 # measured in the same run (issue 24). Not part of CI.
 #
-#   bash bench/bench_llamacpp.sh [--threads 2] [--rounds 3] [--decode 32] [--prefill 512]
+#   bash bench/bench_llamacpp.sh [--threads 2] [--rounds 3] [--decode 32] [--prefill 512] [--depth D]
 #                                [--prebuilt] [--out FILE.jsonl] M1.gguf [M2.gguf ...]
 #
 # llama.cpp: the source is $LLAMACPP_SRC if set, else the llama.cpp release
@@ -22,13 +22,16 @@
 # decode (the seconds of that decode, not the round's start). Every
 # measurement is one JSON line; at the end, per model and case, one
 # {"bench":"vs_llamacpp",...} line with the per-round ratios and the medians.
+# --depth D adds the case "decode_depth": decode at batch 1 after D positions,
+# both with an f16 KV cache (llama.cpp's default; eaas --kv-cache-dtype f16):
+# eaas bench_forward --decode-ctx D, llama-bench -p 0 -n N -d D.
 # --prebuilt adds node-llama-cpp's prebuilt binaries as a labelled extra line
 # per model (bench_llamacpp.mjs; the package is ~0.7 GB).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${EA_BUILD:-$here/build}
 cache=$here/.cache/llamacpp
-T=2 R=3 N=32 P=512 prebuilt=0 out=""
+T=2 R=3 N=32 P=512 D=0 prebuilt=0 out=""
 models=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
     --rounds) R=$2; shift 2 ;;
     --decode) N=$2; shift 2 ;;
     --prefill) P=$2; shift 2 ;;
+    --depth) D=$2; shift 2 ;;
     --prebuilt) prebuilt=1; shift ;;
     --out) out=$2; shift 2 ;;
     -*) echo "bench_llamacpp.sh: unknown flag $1" >&2; exit 2 ;;
@@ -85,16 +89,18 @@ for line in sys.stdin:
                       "threads": d["n_threads"], "tok_s": round(d["avg_ts"], 2), "stddev": round(d["stddev_ts"], 2),
                       "type_k": d.get("type_k"), "model_type": d.get("model_type")}))' "$rd" "$m" "$case"
 }
-eaas() { # ROUND MODEL
+eaas() { # ROUND MODEL [DEPTH]: decode and prefill, or (DEPTH) decode after DEPTH positions with an f16 cache
+  local args=(--prefill "$P" --reps 2) case_of=''
+  if [ -n "${3:-}" ]; then args=(--prefill 0 --decode-ctx "$3" --kv-cache-dtype f16); case_of=decode_depth; fi
   "$build/bench/bench_forward" --model "$2" --threads "$T" --batches 1 --steps "$N" --rounds 1 \
-    --prefill "$P" --reps 2 2>/dev/null | python3 -c '
+    "${args[@]}" 2>/dev/null | python3 -c '
 import json, sys
-rd, m = sys.argv[1], sys.argv[2]
+rd, m, case_of = sys.argv[1], sys.argv[2], sys.argv[3]
 for line in sys.stdin:
     d = json.loads(line)
     if d["bench"] not in ("decode", "prefill"): continue
-    d.update({"bench": "eaas", "engine": "eaas", "round": int(rd), "model": m, "case": d["bench"]})
-    print(json.dumps(d))' "$1" "$2"
+    d.update({"bench": "eaas", "engine": "eaas", "round": int(rd), "model": m, "case": case_of or d["bench"]})
+    print(json.dumps(d))' "$1" "$2" "$case_of"
 }
 
 for rd in $(seq 1 "$R"); do
@@ -109,6 +115,11 @@ print(max((json.loads(l) for l in sys.stdin), key=lambda d: d["threads"])["gbps"
       llama "$rd" "$m" prefill -p "$P" -n 0 -r 2 | while read -r l; do emit "$l"; done
     }
     if [ $((rd % 2)) -eq 1 ]; then one_eaas; one_llama; else one_llama; one_eaas; fi
+    if [ "$D" -gt 0 ]; then
+      depth_eaas() { eaas "$rd" "$m" "$D" | while read -r l; do emit "$l"; done; }
+      depth_llama() { llama "$rd" "$m" decode_depth -p 0 -n "$N" -d "$D" -r 1 | while read -r l; do emit "$l"; done; }
+      if [ $((rd % 2)) -eq 1 ]; then depth_eaas; depth_llama; else depth_llama; depth_eaas; fi
+    fi
   done
 done
 if [ "$prebuilt" = 1 ]; then
@@ -124,11 +135,12 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 def med(v): return round(statistics.median(v), 2) if v else None
 for m in sorted({r["model"] for r in rows if "model" in r}):
-    for case in ("decode", "prefill"):
+    for case in ("decode", "prefill", "decode_depth"):
         e = {r["round"]: r["tok_s"] for r in rows if r["bench"] == "eaas" and r["model"] == m and r["case"] == case}
         l = {r["round"]: r["tok_s"] for r in rows if r["bench"] == "llamacpp" and r["model"] == m and r["case"] == case}
         fr = [r["bw_frac"] for r in rows if r["bench"] == "eaas" and r["model"] == m and r["case"] == case and "bw_frac" in r]
         both = sorted(set(e) & set(l))
+        if not both: continue
         ratio = [round(e[k] / l[k], 2) for k in both if l[k] > 0]
         print(json.dumps({"bench": "vs_llamacpp", "model": m.rsplit("/", 1)[-1], "case": case,
                           "eaas_tok_s": [e[k] for k in both], "llamacpp_tok_s": [l[k] for k in both],
