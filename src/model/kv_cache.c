@@ -24,7 +24,7 @@ ea_status ea_kv_init(ea_kv_cache *kv, ea_dtype dtype, int n_layers, int k_dim, i
         return ea_err(EA_ERR_INVALID_ARG, "kv cache: blocks %d, block size %d, seqs %d, ctx %d", n_blocks,
                       block_size, max_seqs, max_ctx);
     if (dtype != EA_F32 && dtype != EA_F16 && dtype != EA_BF16)
-        return ea_err(EA_ERR_INVALID_ARG, "kv cache: dtype %s (f32, f16 or bf16)", ea_dtypes[dtype].name);
+        return ea_err(EA_ERR_INVALID_ARG, "kv cache: element dtype %d (f32, f16 or bf16)", (int)dtype);
     kv->dtype = dtype;
     kv->esz = (size_t)ea_dtypes[dtype].block_bytes;
     kv->n_layers = n_layers;
