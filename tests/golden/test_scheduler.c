@@ -20,6 +20,7 @@
 #include "sched_util.h"
 
 static char model[1024];
+static ea_dtype g_kv = EA_F32; /* the KV cache dtype start() gives its engine */
 
 static void params(ea_req_params *rp, const int32_t *p, int n, int max_tokens, int seeded, uint64_t seed) {
     memset(rp, 0, sizeof *rp);
@@ -34,7 +35,7 @@ static void params(ea_req_params *rp, const int32_t *p, int n, int max_tokens, i
 
 static ea_sched *start(ea_engine **e, int max_seqs, int kv_blocks, int prefix) {
     ea_engine_opts o = {.model_path = model, .threads = 2, .max_tokens = 64, .max_ctx = 256, .max_seqs = max_seqs,
-                        .kv_blocks = kv_blocks, .block_size = 16};
+                        .kv_blocks = kv_blocks, .block_size = 16, .kv_dtype = g_kv};
     if (ea_engine_create(&o, e) != EA_OK) {
         fprintf(stderr, "engine: %s\n", ea_errmsg());
         return NULL;
@@ -474,8 +475,11 @@ TEST(hybrid_concurrent_and_preempted_equal_alone) {
 
 /* Hybrid prefix-cache hits restore the recurrent state snapshot at the hit's end: a prompt
  * sharing 150, 100 and 64+ tokens with earlier ones (and one that extends an earlier prompt
- * with its answer, as a chat's next turn does) gives the same tokens as with no cache. */
-TEST(hybrid_prefix_hits_equal_misses) {
+ * with its answer, as a chat's next turn does) gives the same tokens as with no cache. With
+ * an f16 KV cache too, given the bytes of the f32 one (kv_blocks 64, not the 32 of full
+ * contexts): the f32 state snapshots take twice the blocks, copied as bytes, and the same
+ * snapshots fit. */
+static void hybrid_prefix_hits(int kv_blocks) {
     const char *b = getenv("EA_BUILD");
     char saved[1024];
     snprintf(saved, sizeof saved, "%s", model);
@@ -490,7 +494,7 @@ TEST(hybrid_prefix_hits_equal_misses) {
     result want[NP], got[NP];
     for (int pass = 0; pass < 2; pass++) {
         ea_engine *e;
-        ea_sched *s = start(&e, 2, 0, pass);
+        ea_sched *s = start(&e, 2, kv_blocks, pass);
         CHECK(s != NULL);
         for (int i = 0; i < NP; i++) {
             if (i == NP - 1) { /* the next turn: prompt 0, its answer, and more */
@@ -525,6 +529,12 @@ TEST(hybrid_prefix_hits_equal_misses) {
     }
     snprintf(model, sizeof model, "%s", saved);
 }
+TEST(hybrid_prefix_hits_equal_misses) { hybrid_prefix_hits(0); }
+TEST(hybrid_prefix_hits_f16_cache) {
+    g_kv = EA_F16;
+    hybrid_prefix_hits(64);
+    g_kv = EA_F32;
+}
 
 int main(void) {
     const char *bin = getenv("EAAS_BIN"), *b = getenv("EA_BUILD");
@@ -547,5 +557,6 @@ int main(void) {
     RUN(control_bus_lockstep);
     RUN(hybrid_concurrent_and_preempted_equal_alone);
     RUN(hybrid_prefix_hits_equal_misses);
+    RUN(hybrid_prefix_hits_f16_cache);
     return TEST_SUMMARY();
 }
