@@ -97,6 +97,29 @@ static inline void ea__prefetch_row(const void *part, ea__walk *w, size_t stride
     ea__walk_next(w);
 }
 
+/* The keys of one scores step: nk of the nu keys from the walk's position
+ * (the walk then stands on the next step's first key when the step is
+ * whole). kp[u] is key u as f32: its cache row, or (f16 / bf16) the row
+ * widened by widen into kw + u * dk16; keys past nk repeat one that exists
+ * (computed, never stored). */
+typedef void (*ea__widen_fn)(const uint8_t *p, int n, float *o, int dt);
+static inline __attribute__((always_inline)) void ea__step_keys(const ea_k_attn_kv *kv, ea__walk *w, int nu, int nk,
+                                                               float *kw, const float **kp, ea__widen_fn widen,
+                                                               int dt) {
+    size_t dk16 = ((size_t)kv->dk + 15) & ~(size_t)15;
+    for (int u = 0; u < nu; u++) {
+        const uint8_t *row = ea__row(kv->k, ea__walk_row(w), kv->k_stride, dt);
+        if (dt == EA_F32) kp[u] = (const float *)row;
+        else if (u < nk) {
+            kp[u] = kw + u * dk16;
+            widen(row, kv->dk, kw + u * dk16, dt);
+        } else
+            kp[u] = kw;
+        if (u + 1 < nk) ea__walk_next(w);
+    }
+    if (nk == nu) ea__walk_next(w);
+}
+
 static int ea__n_keys(int n_rows, const int32_t *last) {
     int p = 0;
     for (int r = 0; r < n_rows; r++) p = last[r] + 1 > p ? last[r] + 1 : p;
@@ -146,7 +169,7 @@ EA__T512 static inline __attribute__((always_inline)) __m512 ea__kv16(const uint
 }
 
 /* A key row of n elements at p, widened to f32 into o. */
-EA__T512 static inline __attribute__((always_inline)) void ea__widen16(const uint8_t *p, int n, float *o, const int dt) {
+EA__T512 static void ea__widen16(const uint8_t *p, int n, float *o, int dt) {
     for (int d = 0; d < n; d += 16) {
         __mmask16 m = n - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - d)) - 1);
         _mm512_mask_storeu_ps(o + d, m, ea__kv16(p + (size_t)d * 2, m, dt));
@@ -157,23 +180,12 @@ EA__T512 static inline __attribute__((always_inline)) void ea__widen16(const uin
 EA__T512 static inline __attribute__((always_inline)) void ea__scores(const ea_k_attn_kv *kv, const float *qt,
                                                                       int n_keys, float *kw, float *st, const int dt) {
     int dk = kv->dk;
-    size_t dk16 = ((size_t)dk + 15) & ~(size_t)15;
     __m512 sc = _mm512_set1_ps(kv->scale);
     ea__walk w = {kv, 0, 0};
     for (int j0 = 0; j0 < n_keys; j0 += 8) {
         int nk = n_keys - j0 < 8 ? n_keys - j0 : 8;
         const float *kp[8];
-        for (int u = 0; u < 8; u++) {
-            const uint8_t *row = ea__row(kv->k, ea__walk_row(&w), kv->k_stride, dt);
-            if (dt == EA_F32) kp[u] = (const float *)row;
-            else if (u < nk) {
-                kp[u] = kw + u * dk16;
-                ea__widen16(row, dk, kw + u * dk16, dt);
-            } else
-                kp[u] = kw; /* computed, never stored */
-            if (u + 1 < nk) ea__walk_next(&w);
-        }
-        if (nk == 8) ea__walk_next(&w);
+        ea__step_keys(kv, &w, 8, nk, kw, kp, ea__widen16, dt);
         __m512 acc[8];
 #pragma GCC unroll 8
         for (int u = 0; u < 8; u++) acc[u] = _mm512_setzero_ps();
@@ -319,7 +331,7 @@ EA__T256 static inline __attribute__((always_inline)) __m256 ea__kv8(const uint8
 }
 
 /* A key row of n elements at p, widened to f32 into o. */
-EA__T256 static inline __attribute__((always_inline)) void ea__widen8(const uint8_t *p, int n, float *o, const int dt) {
+EA__T256 static void ea__widen8(const uint8_t *p, int n, float *o, int dt) {
     int d = 0;
     for (; d + 8 <= n; d += 8) _mm256_storeu_ps(o + d, ea__kv8(p + (size_t)d * 2, _mm256_setzero_si256(), 8, 1, dt));
     for (; d < n; d++) o[d] = ea__el(p, d, dt);
@@ -332,23 +344,12 @@ EA__T256 static inline __attribute__((always_inline)) void ea__scores8(const ea_
                                                                        int n_keys, float *kw, float *st, int nh,
                                                                        const int dt) {
     int dk = kv->dk, nu = 8 / nh;
-    size_t dk16 = ((size_t)dk + 15) & ~(size_t)15;
     __m256 sc = _mm256_set1_ps(kv->scale);
     ea__walk w = {kv, 0, 0};
     for (int j0 = 0; j0 < n_keys; j0 += nu) {
         int nk = n_keys - j0 < nu ? n_keys - j0 : nu;
         const float *kp[8];
-        for (int u = 0; u < nu; u++) {
-            const uint8_t *row = ea__row(kv->k, ea__walk_row(&w), kv->k_stride, dt);
-            if (dt == EA_F32) kp[u] = (const float *)row;
-            else if (u < nk) {
-                kp[u] = kw + u * dk16;
-                ea__widen8(row, dk, kw + u * dk16, dt);
-            } else
-                kp[u] = kw; /* computed, never stored */
-            if (u + 1 < nk) ea__walk_next(&w);
-        }
-        if (nk == nu) ea__walk_next(&w);
+        ea__step_keys(kv, &w, nu, nk, kw, kp, ea__widen8, dt);
         { /* the next step's keys, from memory while this step computes: a cache row is one head's
            * part of a strided row, and the hardware prefetcher stops at every page */
             ea__walk wn = w;
