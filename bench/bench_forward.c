@@ -62,12 +62,37 @@ static double active_bytes(const ea_model *m) {
     return total - experts_all + experts_active - (double)m->tok_embd.nbytes;
 }
 
+/* Weight bytes one decode token reads per phase of ea_forward_times: router,
+ * experts (the k routed, the shared one and its gate), LM head; attention is
+ * the rest of active_bytes (its projections, and the norms). */
+static void phase_bytes(const ea_model *m, double active, double out[EA_N_PHASES]) {
+    const ea_model_config *c = &m->cfg;
+    memset(out, 0, sizeof(double) * EA_N_PHASES);
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->layer_is_moe[l]) continue;
+        const ea_layer_weights *L = &m->layers[l];
+        const ea_ffn_weights *e = &L->experts[0], *sh = &L->shared;
+        out[EA_PHASE_ROUTER] += (double)L->router.nbytes;
+        out[EA_PHASE_EXPERTS] += (double)(e->gate.nbytes + e->up.nbytes + e->down.nbytes) * c->n_experts_per_tok +
+                                 (double)(sh->gate.nbytes + sh->up.nbytes + sh->down.nbytes + L->shared_gate.nbytes);
+    }
+    out[EA_PHASE_LM_HEAD] = (double)m->lm_head.nbytes;
+    out[EA_PHASE_ATTENTION] = active - out[EA_PHASE_ROUTER] - out[EA_PHASE_EXPERTS] - out[EA_PHASE_LM_HEAD];
+}
+
+static double median(const double *x, int n) {
+    double v[16];
+    memcpy(v, x, sizeof(double) * (size_t)n);
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int main(int argc, char **argv) {
     const char *model = NULL, *batches = "1,4,16,64";
     int threads = 0, steps = 16, prefill = 512, chunk = 512, reps = 3, rounds = 1, dctx = 16;
     const char *kv_dtype = "f32";
     double membw = 0;
-    int membw_mb = 1024;
+    int membw_mb = 1024, phases = 0;
     ea_arg spec[] = {{"model", EA_ARG_STR, &model, "PATH", "model directory or .gguf"},
                      {"threads", EA_ARG_INT, &threads, "N", "threads (default: CPU count)"},
                      {"batches", EA_ARG_STR, &batches, "LIST", "decode batch sizes"},
@@ -80,6 +105,7 @@ int main(int argc, char **argv) {
                      {"rounds", EA_ARG_INT, &rounds, "R", "decode: run the batch list R times in turn; median reported"},
                      {"membw-mb", EA_ARG_INT, &membw_mb, "N", "MiB read for the bandwidth beside each batch-1 round (0: none)"},
                      {"membw-gbs", EA_ARG_DOUBLE, &membw, "X", "a fixed memory bandwidth for bw_frac instead"},
+                     {"phases", EA_ARG_BOOL, &phases, NULL, "batch-1 decode: time per phase and the GB/s each phase's weights stream at"},
                      {0}};
     ea_args_rest rest;
     if (ea_args_parse(spec, argc, argv, &rest) != EA_OK || rest.help || !model) {
@@ -158,6 +184,8 @@ int main(int argc, char **argv) {
      * this shared machine hit every batch size alike); each line reports the
      * median round, every round, and the ratio to batch 1's median */
     double tps_all[16][16], bw_all[16] = {0};
+    ea_forward_times ph = {0}; /* batch-1 decode steps of every round (--phases) */
+    int ph_tokens = 0;
     membw_buf mbuf = {0};
     int has_b1 = 0;
     for (int bi = 0; bi < nb; bi++) has_b1 |= bl[bi] == 1;
@@ -186,6 +214,7 @@ int main(int argc, char **argv) {
                     s = ea_forward_run(e->fw, n, tok, pos, seq, 0, rows, logits);
                 }
             for (int b = 0; b < B; b++) rows[b] = b;
+            if (phases && B == 1) ea_forward_set_times(e->fw, &ph);
             double t0 = ea_now_s();
             for (int st = 0; st < steps && s == EA_OK; st++) {
                 for (int b = 0; b < B; b++) {
@@ -196,6 +225,8 @@ int main(int argc, char **argv) {
                 s = ea_forward_run(e->fw, B, tok, pos, seq, B, rows, logits);
             }
             tps_all[bi][rd] = (double)B * steps / (ea_now_s() - t0);
+            ea_forward_set_times(e->fw, NULL);
+            if (phases && B == 1) ph_tokens += steps;
         }
     double med1 = 0;
     for (int bi = 0; bi < nb && s == EA_OK; bi++) {
@@ -225,6 +256,28 @@ int main(int argc, char **argv) {
             double mfr = rounds % 2 ? fr[rounds / 2] : 0.5 * (fr[rounds / 2 - 1] + fr[rounds / 2]);
             printf("],\"bw_limit_tok_s\":%.2f,\"bw_frac\":%.3f,\"bw_frac_min\":%.3f", mbw * 1e9 / abytes, mfr, fr[0]);
         }
+        printf("}\n");
+        fflush(stdout);
+    }
+    if (s == EA_OK && ph_tokens > 0) { /* µs per token and GB/s per phase; rest = embedding, norms, residuals */
+        static const char *names[EA_N_PHASES] = {"attention", "attend", "router", "experts", "lm_head"};
+        double pb[EA_N_PHASES], rest = ph.total;
+        phase_bytes(e->m, abytes, pb);
+        printf("{\"bench\":\"decode_phases\",\"arch\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"batch\":1,"
+               "\"tokens\":%d,\"us_per_token\":{",
+               ea_arch_names[c->arch], dtype, ea_pool_size(e->pool), ea_kctx_isa(e->kctx), ph_tokens);
+        for (int i = 0; i < EA_N_PHASES; i++) {
+            printf("%s\"%s\":%.1f", i ? "," : "", names[i], 1e6 * ph.s[i] / ph_tokens);
+            rest -= ph.s[i];
+        }
+        printf(",\"rest\":%.1f,\"total\":%.1f},\"gbps\":{", 1e6 * rest / ph_tokens, 1e6 * ph.total / ph_tokens);
+        for (int i = 0, first = 1; i < EA_N_PHASES; i++)
+            if (pb[i] > 0 && ph.s[i] > 0) {
+                printf("%s\"%s\":%.2f", first ? "" : ",", names[i], pb[i] * ph_tokens / ph.s[i] / 1e9);
+                first = 0;
+            }
+        printf("}");
+        if (bw_all[0] > 0) printf(",\"membw_gbps\":%.2f", median(bw_all, rounds));
         printf("}\n");
         fflush(stdout);
     }

@@ -26,6 +26,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "kernels/attn.h"
 #include "kernels/deltanet.h"
 #include "kernels/ops.h"
@@ -398,6 +399,17 @@ static void ea__attn_tile_task(void *ctx, int task, int thread) {
     ea_k_attend(&a, tl->n_rows, q, last, o, f->scores + (size_t)thread * f->scores_per_thread);
 }
 
+double ea__tick(const ea_forward *f) { return f->times ? ea_now_s() : 0.0; }
+
+void ea__tock(ea_forward *f, int phase, double t0, int outer) {
+    if (!f->times) return;
+    double dt = ea_now_s() - t0;
+    f->times->s[phase] += dt;
+    if (outer >= 0) f->times->s[outer] -= dt;
+}
+
+void ea_forward_set_times(ea_forward *f, ea_forward_times *t) { f->times = t; }
+
 /* Causal attention of the run's n tokens for layer l (whose K/V are in the
  * cache already): tiles of up to 16 rows — per KV head, the heads of its group
  * at consecutive tokens of one sequence — run over the pool. */
@@ -416,7 +428,9 @@ void ea__attend(ea_forward *f, int l, int n, const ea__attn_io *io) {
     f->n_tiles = nt;
     f->att_io = *io;
     f->run_layer = l;
+    double t0 = ea__tick(f);
     ea_pool_run(f->pool, ea__attn_tile_task, f, nt);
+    ea__tock(f, EA_PHASE_ATTEND, t0, EA_PHASE_ATTENTION);
 }
 
 /* Per token of layer run_layer: q/k norm, RoPE, and k, v into the KV cache. */
@@ -506,10 +520,13 @@ static ea_status ea__moe_submit(ea_forward *f, int l, int n, int lane) {
     const ea_model_config *c = f->c;
     const ea_layer_weights *L = &f->m->layers[l];
     ea_kctx *kr = f->o.kctx_router ? f->o.kctx_router : f->kctx;
+    double t0 = ea__tick(f);
     ea_k_matmul(kr, &L->router, f->xn, n, f->rl);
     ea_router r = f->router;
     r.bias = f->lv[l].router_bias;
     ea__over_tokens(f, n, ea__route_task, &r);
+    ea__tock(f, EA_PHASE_ROUTER, t0, -1);
+    t0 = ea__tick(f);
     ea_moe_call *call = &f->mb_call[lane];
     *call = (ea_moe_call){.layer = l, .lane = lane, .x = f->xn, .n_tokens = n, .k = c->n_experts_per_tok,
                           .ids = f->ids, .w = f->w, .y = f->y};
@@ -519,6 +536,7 @@ static ea_status ea__moe_submit(ea_forward *f, int l, int n, int lane) {
         ea__ffn(f, &L->shared, n, f->att);
         if (L->shared_gate.data) ea_k_matmul(kr, &L->shared_gate, f->xn, n, f->sgate);
     }
+    ea__tock(f, EA_PHASE_EXPERTS, t0, -1);
     return EA_OK;
 }
 
@@ -531,7 +549,9 @@ static ea_status ea__moe_wait(ea_forward *f, int lane, int t0) {
     int n = call->n_tokens, H = f->c->hidden_size;
     f->mb_busy[lane] = 0; /* no longer in flight, whatever wait answers */
     f->outcome.t0 = t0;
+    double tw = ea__tick(f);
     ea_status st = ea_moe_wait(f->be, call, &f->outcome);
+    ea__tock(f, EA_PHASE_EXPERTS, tw, -1);
     f->outcome.t0 = 0;
     EA_TRY(st);
     if (L->shared.gate.data) {
@@ -613,10 +633,12 @@ static ea_status ea__layer_begin(ea_forward *f, int l, const ea__mb *mb) {
     const ea_model_config *c = f->c;
     int n = mb->n;
     ea__norm_rows(f, n, f->lv[l].attn_norm);
+    double t0 = ea__tick(f);
     if (c->layer_is_linear[l])
         EA_TRY(ea__deltanet(f, l, n));
     else
         EA_TRY(f->mla ? ea__mla_attention(f, l, n) : ea__attention(f, l, n));
+    ea__tock(f, EA_PHASE_ATTENTION, t0, -1);
     ea__residual(f, n);
     ea__norm_rows(f, n, f->lv[l].ffn_norm);
     if (c->layer_is_moe[l]) return ea__moe_submit(f, l, n, mb->lane);
@@ -653,8 +675,19 @@ static ea_status ea__layers(ea_forward *f, const ea__mb *mb, int n_mb) {
     return EA_OK;
 }
 
+static ea_status ea__run(ea_forward *f, int n, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
+                         int n_out, const int32_t *out_rows, float *logits);
+
 ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int32_t *pos,
                          const int32_t *seq, int n_out, const int32_t *out_rows, float *logits) {
+    double t0 = ea__tick(f);
+    ea_status s = ea__run(f, n, tokens, pos, seq, n_out, out_rows, logits);
+    if (f->times) f->times->total += ea_now_s() - t0;
+    return s;
+}
+
+static ea_status ea__run(ea_forward *f, int n, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
+                         int n_out, const int32_t *out_rows, float *logits) {
     const ea_model_config *c = f->c;
     int H = c->hidden_size;
     if (n <= 0 || n > f->o.max_tokens)
@@ -685,11 +718,13 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
     ea__window(f, 0);
     if (c->n_linear_layers > 0) ea__dn_end(f, n);
 
+    double t0 = ea__tick(f);
     for (int i = 0; i < n_out; i++) {
         if (out_rows[i] < 0 || out_rows[i] >= n) return ea_err(EA_ERR_RANGE, "logits row %d of %d", out_rows[i], n);
         ea_k_rmsnorm(f->h + (size_t)out_rows[i] * H, f->out_norm, c->rms_norm_eps, H, f->lm_x + (size_t)i * H);
     }
     if (n_out > 0) ea_k_matmul(f->kctx, &f->m->lm_head, f->lm_x, n_out, logits);
+    ea__tock(f, EA_PHASE_LM_HEAD, t0, -1);
     return EA_OK;
 }
 

@@ -90,6 +90,19 @@ ea_status ea_forward_run_empty(ea_forward *f);
 /* The last run's per-token MoE outcome (valid until the next run). */
 const ea_moe_outcome *ea_forward_outcome(const ea_forward *f);
 
+/* Where the runs' time goes (bench_forward --phases): while set, every run
+ * adds its seconds per phase to *t, measured on the calling thread.
+ * attention: the attention block (projections, norms, RoPE, cache writes)
+ * without the attend kernel; attend: that kernel; router: the router product
+ * and top-k; experts: the routed and shared experts (the backend's submit and
+ * wait); lm_head: final norm and LM head; total: the whole run (the rest is
+ * embedding, norms and residuals). NULL stops. Costs two clock reads per phase. */
+enum { EA_PHASE_ATTENTION, EA_PHASE_ATTEND, EA_PHASE_ROUTER, EA_PHASE_EXPERTS, EA_PHASE_LM_HEAD, EA_N_PHASES };
+typedef struct {
+    double s[EA_N_PHASES], total;
+} ea_forward_times;
+void ea_forward_set_times(ea_forward *f, ea_forward_times *t);
+
 /* Layers that keep K/V in the KV cache: all but the DeltaNet layers. */
 int ea_forward_kv_layers(const ea_model_config *c);
 

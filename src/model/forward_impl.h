@@ -42,6 +42,7 @@ struct ea_forward {
     ea_moe_backend *be;
     ea_kv_cache *kv;
     ea_forward_opts o;
+    ea_forward_times *times; /* borrows, or NULL: phase clocks (ea_forward_set_times) */
     ea_router router;
     int rot;          /* rotary dims per head */
     float attn_scale; /* softmax scale */
@@ -123,5 +124,11 @@ ea_status ea__deltanet(ea_forward *f, int l, int n);
 ea_status ea__mla_create(ea_forward *f);
 void ea__mla_destroy(ea_forward *f);
 ea_status ea__mla_attention(ea_forward *f, int l, int n);
+
+/* Phase clocks: t = ea__tick(f) before a phase, ea__tock(f, phase, t) after;
+ * both do nothing unless ea_forward_set_times gave a place to add to. A phase
+ * inside another (attend inside attention) moves its seconds out of the outer. */
+double ea__tick(const ea_forward *f);
+void ea__tock(ea_forward *f, int phase, double t0, int outer);
 
 #endif
