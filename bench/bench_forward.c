@@ -62,22 +62,63 @@ static double active_bytes(const ea_model *m) {
     return total - experts_all + experts_active - (double)m->tok_embd.nbytes;
 }
 
-/* Weight bytes one decode token reads per phase of ea_forward_times: router,
- * experts (the k routed, the shared one and its gate), LM head; attention is
- * the rest of active_bytes (its projections, and the norms). */
-static void phase_bytes(const ea_model *m, double active, double out[EA_N_PHASES]) {
+/* Per token and phase of ea_forward_times: the weight bytes a batch-1 step
+ * reads and the weights' multiply-adds (one per weight; attention scores not
+ * counted). Router; experts (the k routed, the shared one and its gate); LM
+ * head; attention: its projections' params, and bytes = the rest of
+ * active_bytes (the projections and the norms). */
+static double numel(const ea_tensor *t) { return t->data ? (double)ea_tensor_rows(t) * (double)ea_tensor_cols(t) : 0.0; }
+static double ffn_numel(const ea_ffn_weights *w) { return numel(&w->gate) + numel(&w->up) + numel(&w->down); }
+
+static void phase_work(const ea_model *m, double active, double bytes[EA_N_PHASES], double macs[EA_N_PHASES]) {
     const ea_model_config *c = &m->cfg;
-    memset(out, 0, sizeof(double) * EA_N_PHASES);
+    memset(bytes, 0, sizeof(double) * EA_N_PHASES);
+    memset(macs, 0, sizeof(double) * EA_N_PHASES);
     for (int l = 0; l < c->n_layers; l++) {
-        if (!c->layer_is_moe[l]) continue;
         const ea_layer_weights *L = &m->layers[l];
+        const ea_tensor *att[] = {&L->wq,  &L->wk,    &L->wv,    &L->wo,    &L->wq_a,  &L->wq_b,  &L->wkv_a,
+                                  &L->wkv_b, &L->lin_qkv, &L->lin_z, &L->lin_b, &L->lin_a, &L->lin_out};
+        for (size_t i = 0; i < sizeof att / sizeof *att; i++) macs[EA_PHASE_ATTENTION] += numel(att[i]);
+        if (!c->layer_is_moe[l]) continue;
         const ea_ffn_weights *e = &L->experts[0], *sh = &L->shared;
-        out[EA_PHASE_ROUTER] += (double)L->router.nbytes;
-        out[EA_PHASE_EXPERTS] += (double)(e->gate.nbytes + e->up.nbytes + e->down.nbytes) * c->n_experts_per_tok +
-                                 (double)(sh->gate.nbytes + sh->up.nbytes + sh->down.nbytes + L->shared_gate.nbytes);
+        bytes[EA_PHASE_ROUTER] += (double)L->router.nbytes;
+        macs[EA_PHASE_ROUTER] += numel(&L->router);
+        bytes[EA_PHASE_EXPERTS] += (double)(e->gate.nbytes + e->up.nbytes + e->down.nbytes) * c->n_experts_per_tok +
+                                   (double)(sh->gate.nbytes + sh->up.nbytes + sh->down.nbytes + L->shared_gate.nbytes);
+        macs[EA_PHASE_EXPERTS] += ffn_numel(e) * c->n_experts_per_tok + ffn_numel(sh) + numel(&L->shared_gate);
     }
-    out[EA_PHASE_LM_HEAD] = (double)m->lm_head.nbytes;
-    out[EA_PHASE_ATTENTION] = active - out[EA_PHASE_ROUTER] - out[EA_PHASE_EXPERTS] - out[EA_PHASE_LM_HEAD];
+    bytes[EA_PHASE_LM_HEAD] = (double)m->lm_head.nbytes;
+    macs[EA_PHASE_LM_HEAD] = numel(&m->lm_head);
+    bytes[EA_PHASE_ATTENTION] = active - bytes[EA_PHASE_ROUTER] - bytes[EA_PHASE_EXPERTS] - bytes[EA_PHASE_LM_HEAD];
+}
+
+/* One "<bench>_phases" line (--phases): µs per token of each phase, the GB/s
+ * its weights streamed at (batch-1 decode: each weight read once a step) and
+ * G multiply-adds/s of its products; `tokens` rows were timed, of which
+ * `lm_rows` went through the LM head; rest = embedding, norms, residuals. */
+static void print_phases(const char *bench, const char *head, int batch, const ea_forward_times *t, double tokens,
+                         double lm_rows, const double *bytes, const double *macs, double membw) {
+    static const char *names[EA_N_PHASES] = {"attention", "attend", "router", "experts", "lm_head"};
+    double rest = t->total;
+    printf("{\"bench\":\"%s_phases\",%s,\"batch\":%d,\"tokens\":%.0f,\"us_per_token\":{", bench, head, batch, tokens);
+    for (int i = 0; i < EA_N_PHASES; i++) {
+        printf("%s\"%s\":%.1f", i ? "," : "", names[i], 1e6 * t->s[i] / tokens);
+        rest -= t->s[i];
+    }
+    printf(",\"rest\":%.1f,\"total\":%.1f}", 1e6 * rest / tokens, 1e6 * t->total / tokens);
+    for (int g = batch == 1 && lm_rows == tokens ? 0 : 1; g < 2; g++) {
+        printf(g ? ",\"gmacs\":{" : ",\"gbps\":{");
+        for (int i = 0, first = 1; i < EA_N_PHASES; i++) {
+            double w = g ? macs[i] * (i == EA_PHASE_LM_HEAD ? lm_rows : tokens) : bytes[i] * tokens;
+            if (w <= 0 || t->s[i] <= 0) continue;
+            printf("%s\"%s\":%.2f", first ? "" : ",", names[i], w / t->s[i] / 1e9);
+            first = 0;
+        }
+        printf("}");
+    }
+    if (membw > 0) printf(",\"membw_gbps\":%.2f", membw);
+    printf("}\n");
+    fflush(stdout);
 }
 
 static double median(const double *x, int n) {
@@ -105,7 +146,7 @@ int main(int argc, char **argv) {
                      {"rounds", EA_ARG_INT, &rounds, "R", "decode: run the batch list R times in turn; median reported"},
                      {"membw-mb", EA_ARG_INT, &membw_mb, "N", "MiB read for the bandwidth beside each batch-1 round (0: none)"},
                      {"membw-gbs", EA_ARG_DOUBLE, &membw, "X", "a fixed memory bandwidth for bw_frac instead"},
-                     {"phases", EA_ARG_BOOL, &phases, NULL, "batch-1 decode: time per phase and the GB/s each phase's weights stream at"},
+                     {"phases", EA_ARG_BOOL, &phases, NULL, "time per phase of the forward pass, with GB/s (batch 1) and G multiply-adds/s"},
                      {0}};
     ea_args_rest rest;
     if (ea_args_parse(spec, argc, argv, &rest) != EA_OK || rest.help || !model) {
@@ -143,6 +184,11 @@ int main(int argc, char **argv) {
     double abytes = active_bytes(e->m);
     const char *dtype = ea_dtypes[e->m->layers[0].wq.data ? e->m->layers[0].wq.dtype : e->m->tok_embd.dtype].name;
     int V = c->vocab_size;
+    char head[256]; /* the fields every line starts with */
+    snprintf(head, sizeof head, "\"arch\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"isa\":\"%s\"", ea_arch_names[c->arch],
+             dtype, ea_pool_size(e->pool), ea_kctx_isa(e->kctx));
+    double pbytes[EA_N_PHASES], pmacs[EA_N_PHASES];
+    phase_work(e->m, abytes, pbytes, pmacs);
     int32_t *tok = malloc(sizeof(int32_t) * max_tokens), *pos = malloc(sizeof(int32_t) * max_tokens),
             *seq = malloc(sizeof(int32_t) * max_tokens), *rows = malloc(sizeof(int32_t) * max_tokens);
     float *logits = malloc(sizeof(float) * (size_t)V * max_b);
@@ -154,10 +200,16 @@ int main(int argc, char **argv) {
          * also pays for first-touch page faults of the KV cache and buffers */
         double best = 0.0, first = 0.0;
         uint64_t r0 = r;
-        for (int rep = 0; rep < (reps > 0 ? reps : 1) && s == EA_OK; rep++) {
+        ea_forward_times pph = {0}; /* every run after the first (--phases) */
+        int n_reps = reps > 0 ? reps : 1, pph_runs = 0;
+        for (int rep = 0; rep < n_reps && s == EA_OK; rep++) {
             r = r0;
             ea_kv_seq_release(&e->kv, 0);
             ea_kv_seq_reserve(&e->kv, 0, prefill);
+            if (phases && (rep > 0 || n_reps == 1)) {
+                ea_forward_set_times(e->fw, &pph);
+                pph_runs++;
+            }
             double t0 = ea_now_s();
             for (int at = 0; at < prefill; at += chunk) {
                 int n = prefill - at < chunk ? prefill - at : chunk;
@@ -171,6 +223,7 @@ int main(int argc, char **argv) {
                 if (s != EA_OK) break;
             }
             double dt = ea_now_s() - t0;
+            ea_forward_set_times(e->fw, NULL);
             if (rep == 0) first = dt;
             if (rep == 0 || dt < best) best = dt;
         }
@@ -179,13 +232,14 @@ int main(int argc, char **argv) {
                ea_arch_names[c->arch], dtype, ea_pool_size(e->pool), ea_kctx_isa(e->kctx), prefill, chunk, reps, best,
                prefill / best, prefill / first);
         fflush(stdout);
+        if (s == EA_OK && pph_runs > 0)
+            print_phases("prefill", head, 1, &pph, (double)prefill * pph_runs, pph_runs, pbytes, pmacs, 0);
     }
     /* decode: the batch list is run `rounds` times in turn (so slow minutes of
      * this shared machine hit every batch size alike); each line reports the
      * median round, every round, and the ratio to batch 1's median */
     double tps_all[16][16], bw_all[16] = {0};
-    ea_forward_times ph = {0}; /* batch-1 decode steps of every round (--phases) */
-    int ph_tokens = 0;
+    ea_forward_times ph[16] = {{{0}}}; /* per batch size, the timed steps of every round (--phases) */
     membw_buf mbuf = {0};
     int has_b1 = 0;
     for (int bi = 0; bi < nb; bi++) has_b1 |= bl[bi] == 1;
@@ -214,7 +268,7 @@ int main(int argc, char **argv) {
                     s = ea_forward_run(e->fw, n, tok, pos, seq, 0, rows, logits);
                 }
             for (int b = 0; b < B; b++) rows[b] = b;
-            if (phases && B == 1) ea_forward_set_times(e->fw, &ph);
+            if (phases) ea_forward_set_times(e->fw, &ph[bi]);
             double t0 = ea_now_s();
             for (int st = 0; st < steps && s == EA_OK; st++) {
                 for (int b = 0; b < B; b++) {
@@ -226,7 +280,6 @@ int main(int argc, char **argv) {
             }
             tps_all[bi][rd] = (double)B * steps / (ea_now_s() - t0);
             ea_forward_set_times(e->fw, NULL);
-            if (phases && B == 1) ph_tokens += steps;
         }
     double med1 = 0;
     for (int bi = 0; bi < nb && s == EA_OK; bi++) {
@@ -259,27 +312,10 @@ int main(int argc, char **argv) {
         printf("}\n");
         fflush(stdout);
     }
-    if (s == EA_OK && ph_tokens > 0) { /* µs per token and GB/s per phase; rest = embedding, norms, residuals */
-        static const char *names[EA_N_PHASES] = {"attention", "attend", "router", "experts", "lm_head"};
-        double pb[EA_N_PHASES], rest = ph.total;
-        phase_bytes(e->m, abytes, pb);
-        printf("{\"bench\":\"decode_phases\",\"arch\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"batch\":1,"
-               "\"tokens\":%d,\"us_per_token\":{",
-               ea_arch_names[c->arch], dtype, ea_pool_size(e->pool), ea_kctx_isa(e->kctx), ph_tokens);
-        for (int i = 0; i < EA_N_PHASES; i++) {
-            printf("%s\"%s\":%.1f", i ? "," : "", names[i], 1e6 * ph.s[i] / ph_tokens);
-            rest -= ph.s[i];
-        }
-        printf(",\"rest\":%.1f,\"total\":%.1f},\"gbps\":{", 1e6 * rest / ph_tokens, 1e6 * ph.total / ph_tokens);
-        for (int i = 0, first = 1; i < EA_N_PHASES; i++)
-            if (pb[i] > 0 && ph.s[i] > 0) {
-                printf("%s\"%s\":%.2f", first ? "" : ",", names[i], pb[i] * ph_tokens / ph.s[i] / 1e9);
-                first = 0;
-            }
-        printf("}");
-        if (bw_all[0] > 0) printf(",\"membw_gbps\":%.2f", median(bw_all, rounds));
-        printf("}\n");
-        fflush(stdout);
+    for (int bi = 0; bi < nb && s == EA_OK && phases; bi++) {
+        double tokens = (double)bl[bi] * steps * rounds;
+        print_phases("decode", head, bl[bi], &ph[bi], tokens, tokens, pbytes, pmacs,
+                     bl[bi] == 1 && bw_all[0] > 0 ? median(bw_all, rounds) : 0);
     }
     if (s != EA_OK) fprintf(stderr, "bench_forward: %s: %s\n", ea_status_text(s), ea_errmsg());
     int kd, vd;
