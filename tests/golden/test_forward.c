@@ -363,6 +363,49 @@ TEST(decode_loop_allocates_nothing) {
     }
 }
 
+/* ea_forward_set_times: every phase of a MoE step is timed (attend for MLA
+ * too), the phases fit inside the run, the clocks change no bit, and NULL
+ * stops them. */
+TEST(phase_clocks_cover_the_step) {
+    const char *fams[] = {"qwen3_moe", "deepseek_v3"};
+    for (int fi = 0; fi < 2; fi++) {
+        char dir[1200];
+        CHECK_EQ(make_model(fams[fi], "bf16", "hf", dir, sizeof dir), 0);
+        ea_engine_opts o = {.model_path = dir, .threads = 2, .max_tokens = 64, .max_ctx = 128, .max_seqs = 2};
+        ea_engine *e;
+        CHECK_EQ(ea_engine_create(&o, &e), EA_OK);
+        int V = e->m->cfg.vocab_size;
+        float *plain = malloc(sizeof(float) * (size_t)V * 2), *timed = malloc(sizeof(float) * (size_t)V * 2);
+        int32_t tok[2] = {5, 9}, pos[2] = {0, 0}, seq[2] = {0, 1}, rows[2] = {0, 1};
+        ea_forward_times t = {{0}};
+        for (int pass = 0; pass < 2; pass++) { /* the same steps without, then with, the clocks */
+            for (int q = 0; q < 2; q++) {
+                ea_kv_seq_release(&e->kv, q);
+                CHECK_EQ(ea_kv_seq_reserve(&e->kv, q, 16), EA_OK);
+            }
+            ea_forward_set_times(e->fw, pass ? &t : NULL);
+            for (int step = 0; step < 4; step++) {
+                pos[0] = pos[1] = step;
+                CHECK_EQ(ea_forward_run(e->fw, 2, tok, pos, seq, 2, rows, pass ? timed : plain), EA_OK);
+            }
+        }
+        ea_forward_set_times(e->fw, NULL);
+        CHECK(memcmp(plain, timed, sizeof(float) * (size_t)V * 2) == 0);
+        double sum = 0;
+        for (int i = 0; i < EA_N_PHASES; i++) {
+            CHECK(t.s[i] > 0);
+            sum += t.s[i];
+        }
+        CHECK(t.total > 0 && sum <= t.total);
+        ea_forward_times before = t;
+        CHECK_EQ(ea_forward_run(e->fw, 2, tok, pos, seq, 2, rows, plain), EA_OK);
+        CHECK(memcmp(&before, &t, sizeof t) == 0);
+        free(plain);
+        free(timed);
+        ea_engine_destroy(e);
+    }
+}
+
 int main(void) {
     snprintf(work, sizeof work, "%s/golden-models", getenv("EA_BUILD") ? getenv("EA_BUILD") : ".");
     ea_t_sh("mkdir -p %s", work);
@@ -375,6 +418,7 @@ int main(void) {
     RUN(deepseek_v3_expanded_kv_f16_matches_reference);
     RUN(mla_absorbed_matches_expanded);
     RUN(decode_loop_allocates_nothing);
+    RUN(phase_clocks_cover_the_step);
     RUN(hf_and_gguf_bit_identical);
     RUN(batch_invariance_all_paths);
     return TEST_SUMMARY();
