@@ -283,10 +283,7 @@ int main(int argc, char **argv) {
         }
     double med1 = 0;
     for (int bi = 0; bi < nb && s == EA_OK; bi++) {
-        double v[16];
-        memcpy(v, tps_all[bi], sizeof(double) * (size_t)rounds);
-        qsort(v, (size_t)rounds, sizeof(double), cmp_double);
-        double med = rounds % 2 ? v[rounds / 2] : 0.5 * (v[rounds / 2 - 1] + v[rounds / 2]);
+        double med = median(tps_all[bi], rounds);
         if (bl[bi] == 1) med1 = med;
         printf("{\"bench\":\"decode\",\"arch\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"batch\":%d,"
                "\"steps\":%d,\"decode_ctx\":%d,\"kv_dtype\":\"%s\",\"tok_s\":%.2f,\"rounds\":[",
@@ -296,18 +293,15 @@ int main(int argc, char **argv) {
         printf("],\"active_bytes_per_token\":%.0f", abytes);
         if (med1 > 0) printf(",\"vs_batch1\":%.2f", med / med1);
         if (bl[bi] == 1 && bw_all[0] > 0) { /* each round against the bandwidth read just before it */
-            double fr[16], bw[16];
+            double fr[16], fr_min = 1e30;
             for (int rd = 0; rd < rounds; rd++) fr[rd] = tps_all[bi][rd] * abytes / (bw_all[rd] * 1e9);
             printf(",\"membw_gbps_rounds\":[");
             for (int rd = 0; rd < rounds; rd++) printf("%s%.2f", rd ? "," : "", bw_all[rd]);
             printf("],\"bw_frac_rounds\":[");
             for (int rd = 0; rd < rounds; rd++) printf("%s%.3f", rd ? "," : "", fr[rd]);
-            memcpy(bw, bw_all, sizeof(double) * (size_t)rounds);
-            qsort(fr, (size_t)rounds, sizeof(double), cmp_double);
-            qsort(bw, (size_t)rounds, sizeof(double), cmp_double);
-            double mbw = rounds % 2 ? bw[rounds / 2] : 0.5 * (bw[rounds / 2 - 1] + bw[rounds / 2]);
-            double mfr = rounds % 2 ? fr[rounds / 2] : 0.5 * (fr[rounds / 2 - 1] + fr[rounds / 2]);
-            printf("],\"bw_limit_tok_s\":%.2f,\"bw_frac\":%.3f,\"bw_frac_min\":%.3f", mbw * 1e9 / abytes, mfr, fr[0]);
+            for (int rd = 0; rd < rounds; rd++) fr_min = fr[rd] < fr_min ? fr[rd] : fr_min;
+            printf("],\"bw_limit_tok_s\":%.2f,\"bw_frac\":%.3f,\"bw_frac_min\":%.3f", median(bw_all, rounds) * 1e9 / abytes,
+                   median(fr, rounds), fr_min);
         }
         printf("}\n");
         fflush(stdout);

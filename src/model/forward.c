@@ -399,9 +399,13 @@ static void ea__attn_tile_task(void *ctx, int task, int thread) {
     ea_k_attend(&a, tl->n_rows, q, last, o, f->scores + (size_t)thread * f->scores_per_thread);
 }
 
-double ea__tick(const ea_forward *f) { return f->times ? ea_now_s() : 0.0; }
+/* Phase clocks (ea_forward_set_times): t = ea__tick(f) before a phase,
+ * ea__tock(f, phase, t, outer) after; both do nothing unless a place to add
+ * to was given. A phase inside another (attend inside attention) moves its
+ * seconds out of the outer one. */
+static double ea__tick(const ea_forward *f) { return f->times ? ea_now_s() : 0.0; }
 
-void ea__tock(ea_forward *f, int phase, double t0, int outer) {
+static void ea__tock(ea_forward *f, int phase, double t0, int outer) {
     if (!f->times) return;
     double dt = ea_now_s() - t0;
     f->times->s[phase] += dt;
@@ -682,7 +686,7 @@ ea_status ea_forward_run(ea_forward *f, int n, const int32_t *tokens, const int3
                          const int32_t *seq, int n_out, const int32_t *out_rows, float *logits) {
     double t0 = ea__tick(f);
     ea_status s = ea__run(f, n, tokens, pos, seq, n_out, out_rows, logits);
-    if (f->times) f->times->total += ea_now_s() - t0;
+    if (f->times) f->times->total += ea_now_s() - t0; /* not a phase: the phases are parts of it */
     return s;
 }
 

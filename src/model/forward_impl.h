@@ -125,10 +125,4 @@ ea_status ea__mla_create(ea_forward *f);
 void ea__mla_destroy(ea_forward *f);
 ea_status ea__mla_attention(ea_forward *f, int l, int n);
 
-/* Phase clocks: t = ea__tick(f) before a phase, ea__tock(f, phase, t) after;
- * both do nothing unless ea_forward_set_times gave a place to add to. A phase
- * inside another (attend inside attention) moves its seconds out of the outer. */
-double ea__tick(const ea_forward *f);
-void ea__tock(ea_forward *f, int phase, double t0, int outer);
-
 #endif
