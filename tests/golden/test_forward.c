@@ -337,15 +337,23 @@ TEST(batch_invariance_all_paths) {
     kv_dtype = "f32";
 }
 
+/* *e = an engine on family fam's bf16 HF model, 2 threads, up to 64 tokens a
+ * call and max_seqs sequences of 128 positions; NULL (and a failed check) if not. */
+static void bf16_engine(const char *fam, int max_seqs, ea_engine **e) {
+    char dir[1200];
+    *e = NULL;
+    CHECK_EQ(make_model(fam, "bf16", "hf", dir, sizeof dir), 0);
+    ea_engine_opts o = {.model_path = dir, .threads = 2, .max_tokens = 64, .max_ctx = 128, .max_seqs = max_seqs};
+    CHECK_EQ(ea_engine_create(&o, e), EA_OK);
+}
+
 /* The decode loop allocates nothing: every buffer is sized at create. */
 TEST(decode_loop_allocates_nothing) {
     const char *fams[] = {"qwen3_moe", "deepseek_v3"};
     for (int fi = 0; fi < 2; fi++) {
-        char dir[1200];
-        CHECK_EQ(make_model(fams[fi], "bf16", "hf", dir, sizeof dir), 0);
-        ea_engine_opts o = {.model_path = dir, .threads = 2, .max_tokens = 64, .max_ctx = 128, .max_seqs = 4};
         ea_engine *e;
-        CHECK_EQ(ea_engine_create(&o, &e), EA_OK);
+        bf16_engine(fams[fi], 4, &e);
+        CHECK(e);
         int V = e->m->cfg.vocab_size;
         float *logits = malloc(sizeof(float) * (size_t)V * 4);
         int32_t tok[4] = {1, 2, 3, 4}, pos[4], seq[4] = {0, 1, 2, 3}, rows[4] = {0, 1, 2, 3};
@@ -369,11 +377,9 @@ TEST(decode_loop_allocates_nothing) {
 TEST(phase_clocks_cover_the_step) {
     const char *fams[] = {"qwen3_moe", "deepseek_v3"};
     for (int fi = 0; fi < 2; fi++) {
-        char dir[1200];
-        CHECK_EQ(make_model(fams[fi], "bf16", "hf", dir, sizeof dir), 0);
-        ea_engine_opts o = {.model_path = dir, .threads = 2, .max_tokens = 64, .max_ctx = 128, .max_seqs = 2};
         ea_engine *e;
-        CHECK_EQ(ea_engine_create(&o, &e), EA_OK);
+        bf16_engine(fams[fi], 2, &e);
+        CHECK(e);
         int V = e->m->cfg.vocab_size;
         float *plain = malloc(sizeof(float) * (size_t)V * 2), *timed = malloc(sizeof(float) * (size_t)V * 2);
         int32_t tok[2] = {5, 9}, pos[2] = {0, 0}, seq[2] = {0, 1}, rows[2] = {0, 1};
