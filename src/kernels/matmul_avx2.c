@@ -562,29 +562,96 @@ EA__T2 void ea__avx2_q8_xv(const int8_t *xq, int k, uint8_t *xv) {
     }
 }
 
-/* The blocks of a Q8_0x8 group against one token laid out in xv: the same
- * isums as ea__q8_tokens2 and the same float steps after them. */
-__attribute__((noinline)) EA__T2 static void ea__q8_group2_decode(const uint8_t *w, int nb, const uint8_t *xv,
-                                                                  const float *xd, __m256 *acc, const uint8_t *pf,
-                                                                  int pf_lines) {
+/* The blocks of one Q8_0x8 group (TWO: of two, w and w2, block by block)
+ * against one token laid out in xv: the same isums as ea__q8_tokens2 and
+ * the same float steps after them, group w into the lanes acc, w2 into acc2.
+ * The two groups share the x loads; each prefetches its own lines. */
+EA__INL EA__T2 void ea__q8_decode_blocks(const uint8_t *w, const uint8_t *w2, int nb, const uint8_t *xv,
+                                         const float *xd, __m256 *acc, __m256 *acc2, const uint8_t *pf, int pf_lines,
+                                         const uint8_t *pf2, int pf_lines2, const int TWO) {
     const __m256i one = _mm256_set1_epi16(1);
     for (int b = 0; b < nb; b++) {
         for (int l = 0; l < pf_lines; l++) _mm_prefetch((const char *)pf + ((size_t)b * pf_lines + l) * 64, _MM_HINT_NTA);
-        const uint8_t *wb = w + (size_t)b * EA_Q8X8_BLOCK;
+        if (TWO)
+            for (int l = 0; l < pf_lines2; l++)
+                _mm_prefetch((const char *)pf2 + ((size_t)b * pf_lines2 + l) * 64, _MM_HINT_NTA);
+        const uint8_t *wb = w + (size_t)b * EA_Q8X8_BLOCK, *wb2 = TWO ? w2 + (size_t)b * EA_Q8X8_BLOCK : NULL;
         const __m256i *xb = (const __m256i *)(xv + (size_t)b * EA__Q8_XV_BLOCK);
-        __m256i s = _mm256_load_si256(xb + 2);
+        __m256i s = _mm256_load_si256(xb + 2), s2 = s;
 #pragma GCC unroll 8
         for (int r = 0; r < 8; r++) {
             int32_t xa, xm; /* dword r of |x| and of the masks */
             memcpy(&xa, (const uint8_t *)xb + 4 * r, 4);
             memcpy(&xm, (const uint8_t *)xb + 32 + 4 * r, 4);
+            __m256i a = _mm256_set1_epi32(xa), mk = _mm256_set1_epi32(xm);
             __m256i wr = _mm256_loadu_si256((const __m256i *)(wb + 16) + r);
-            __m256i p16 = _mm256_maddubs_epi16(_mm256_set1_epi32(xa), _mm256_xor_si256(wr, _mm256_set1_epi32(xm)));
-            s = _mm256_add_epi32(s, _mm256_madd_epi16(p16, one));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_xor_si256(wr, mk)), one));
+            if (TWO) {
+                __m256i wr2 = _mm256_loadu_si256((const __m256i *)(wb2 + 16) + r);
+                s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_xor_si256(wr2, mk)), one));
+            }
         }
-        __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)), _mm256_set1_ps(xd[b]));
-        __m256 *ac = acc + b % 16;
-        *ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, b < 16 ? _mm256_setzero_ps() : *ac);
+        __m256 xs = _mm256_set1_ps(xd[b]);
+        __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)), xs);
+        acc[b % 16] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, b < 16 ? _mm256_setzero_ps() : acc[b % 16]);
+        if (TWO) {
+            __m256 d2 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb2)), xs);
+            acc2[b % 16] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s2), d2, b < 16 ? _mm256_setzero_ps() : acc2[b % 16]);
+        }
+    }
+}
+__attribute__((noinline)) EA__T2 static void ea__q8_group2_decode(const uint8_t *w, int nb, const uint8_t *xv,
+                                                                  const float *xd, __m256 *acc, const uint8_t *pf,
+                                                                  int pf_lines) {
+    ea__q8_decode_blocks(w, NULL, nb, xv, xd, acc, NULL, pf, pf_lines, NULL, 0, 0);
+}
+__attribute__((noinline)) EA__T2 static void ea__q8_group2_decode2(const uint8_t *w, const uint8_t *w2, int nb,
+                                                                   const uint8_t *xv, const float *xd, __m256 *acc,
+                                                                   __m256 *acc2, const uint8_t *pf, int pf_lines,
+                                                                   const uint8_t *pf2, int pf_lines2) {
+    ea__q8_decode_blocks(w, w2, nb, xv, xd, acc, acc2, pf, pf_lines, pf2, pf_lines2, 1);
+}
+
+/* Rows [jb, jb + nr) of one token's y: the canonical tree over a group's 16 lane vectors. */
+EA__INL EA__T2 void ea__q8_store_group(float *yr, const __m256 *acc, int nr) {
+    __m256 y = ea__tree16v(acc, 1);
+    if (nr == 8) _mm256_storeu_ps(yr, y);
+    else {
+        float tmp[8];
+        _mm256_storeu_ps(tmp, y);
+        memcpy(yr, tmp, sizeof(float) * (size_t)nr);
+    }
+}
+
+/* Decode: one token (laid out in p->xv) against the Q8_0x8 copy. The chunk's
+ * ng groups run as two sequential streams, group g beside group g + ng/2
+ * (and the last one alone when ng is odd): one core then keeps two
+ * hardware-prefetched streams in flight, which read the bandwidth that a
+ * single stream with the same arithmetic between its loads does not
+ * (docs/kernels.md, "two streams"). Every row is computed as alone. */
+EA__T2 static void ea__rows_avx2_q8_decode(const ea__mm *p, int j0, int j1, ea__scratch *s) {
+    int nb = p->k / EA_QK8_0;
+    __m256 *acc = (__m256 *)s->buf, *acc2 = acc + 16;
+    for (int q = nb < 16 ? nb : 16; q < 16; q++) acc[q] = acc2[q] = _mm256_setzero_ps(); /* lanes no block reaches */
+    size_t stride = ea_q8p_group_bytes((size_t)p->k, EA_Q8X8_ROWS), pf_bytes;
+    const uint8_t *w0 = ea__w_row(p, j0);
+    int ng = (j1 - j0 + 7) / 8, h = ng / 2, full_lines = ea__pf_lines(w0, stride, nb);
+    for (int g = 0; g < h; g++) {
+        /* stream 1 prefetches its next group (none after its last: stream 2 has read it); stream 2 its
+         * next, the odd group, or what the thread reads after this chunk */
+        int ja = j0 + 8 * g, jb = j0 + 8 * (g + h);
+        const uint8_t *wa = w0 + (size_t)g * stride, *wb = w0 + (size_t)(g + h) * stride;
+        const uint8_t *pfb = ea__pf_after(p, s, jb, j1, 8, &pf_bytes);
+        ea__q8_group2_decode2(wa, wb, nb, p->xv, p->xd, acc, acc2, wa + stride, g + 1 < h ? full_lines : 0, pfb,
+                              ea__pf_lines(pfb, pf_bytes, nb));
+        ea__q8_store_group(p->y + ja, acc, 8);
+        ea__q8_store_group(p->y + jb, acc2, j1 - jb < 8 ? j1 - jb : 8);
+    }
+    if (ng % 2) {
+        int jb = j0 + 8 * (ng - 1);
+        const uint8_t *pf = ea__pf_after(p, s, jb, j1, 8, &pf_bytes);
+        ea__q8_group2_decode(w0 + (size_t)(ng - 1) * stride, nb, p->xv, p->xd, acc, pf, ea__pf_lines(pf, pf_bytes, nb));
+        ea__q8_store_group(p->y + jb, acc, j1 - jb);
     }
 }
 
@@ -638,6 +705,10 @@ __attribute__((noinline)) EA__T2 static void ea__q8_group2_packed(const uint8_t 
  * scratch per (token, lane); the canonical tree adds the 16 lane vectors,
  * giving 8 outputs of a token at once. */
 EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
+    if (p->xv) {
+        ea__rows_avx2_q8_decode(p, j0, j1, s);
+        return;
+    }
     int k = p->k, nb = k / EA_QK8_0, m = p->m, n = p->n;
     size_t rb = p->row_bytes;
     __m256 *acc = (__m256 *)s->buf;                                   /* [token][lane] */
@@ -668,19 +739,9 @@ EA__T2 void ea__rows_avx2_q8(const ea__mm *p, int j0, int j1, ea__scratch *s) {
             int nt = m - i0 < EA__Q8_TOK ? m - i0 : EA__Q8_TOK;
             const int8_t *xq = p->xq + (size_t)i0 * k;
             const float *xd = p->xd + (size_t)i0 * nb;
-            if (p->xv) ea__q8_group2_decode(w, nb, p->xv, xd, acc, pf, pf_lines);
-            else if (p->wp) ea__q8_group2_packed(w, nb, xq, k, xd, nt, acc, pf, i0 == 0 ? pf_lines : 0);
+            if (p->wp) ea__q8_group2_packed(w, nb, xq, k, xd, nt, acc, pf, i0 == 0 ? pf_lines : 0);
             else ea__q8_group2(w, rb, nb, xq, k, xd, nt, wt, acc, pf, i0 == 0 ? pf_lines : 0);
-            for (int t = 0; t < nt; t++) { /* canonical tree over the lanes */
-                __m256 y = ea__tree16v(acc + t * 16, 1);
-                float *yr = p->y + (size_t)(i0 + t) * n + jb;
-                if (nr == 8) _mm256_storeu_ps(yr, y);
-                else {
-                    float tmp[8];
-                    _mm256_storeu_ps(tmp, y);
-                    memcpy(yr, tmp, sizeof(float) * (size_t)nr);
-                }
-            }
+            for (int t = 0; t < nt; t++) ea__q8_store_group(p->y + (size_t)(i0 + t) * n + jb, acc + t * 16, nr);
         }
     }
 }
