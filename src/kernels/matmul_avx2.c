@@ -145,8 +145,8 @@ EA__INL EA__T2 void ea__tile2(const ea__mm *p, int i0, int j0, const int MR, con
         for (int b = 0; b < MR; b++) p->y[(size_t)(i0 + b) * p->n + j0 + a] = ea__reduce16_avx2(acc[0][a][b], acc[1][a][b]);
 }
 
-/* Decode (m = 1) of the 4 bf16 rows of the Fx4 group at j0 (k a multiple
- * of 16): a step's 16 elements of a row are one 32-byte load, and
+/* Decode (m = 1) of the 4 bf16 rows of the Fx4 group at j0 (TWO: and of
+ * the group at j1, step by step beside it; k a multiple of 16): a step's 16 elements of a row are one 32-byte load, and
  * vpunpck{l,h}wd with zeros makes them f32 without a shift: the low vector
  * holds elements 0-3 and 8-11, the high one 4-7 and 12-15, so x's step is
  * loaded in the same order. Every canonical lane still takes its
@@ -202,9 +202,9 @@ EA__INL EA__T2 void ea__bf16_decode4(const ea__mm *p, int j0, int j1, const int 
 
 EA__INL EA__T2 void ea__rows2(const ea__mm *p, int j0, int j1, const ea_dtype dt) {
     int j = j0, m = p->m;
-    if (m == 1 && p->wp) { /* decode from an Fx4 copy: one group per tile, one stream */
+    if (m == 1 && p->wp) { /* decode from an Fx4 copy: one group per tile (bf16: two groups, two streams) */
         for (; j < j1 && j % EA_FX4_ROWS; j++) ea__tile2(p, 0, j, 1, 1, dt);
-        if (dt == EA_BF16 && p->k % EA_FX4_STEP == 0) { /* two streams, as the q8_0 decode loop */
+        if (dt == EA_BF16 && p->k % EA_FX4_STEP == 0) { /* group g beside g + ng/2, as the q8_0 decode loop */
             int ng = (j1 - j) / EA_FX4_ROWS, h = ng / 2;
             for (int g = 0; g < h; g++) ea__bf16_decode4(p, j + g * EA_FX4_ROWS, j + (g + h) * EA_FX4_ROWS, 1);
             j += 2 * h * EA_FX4_ROWS;
