@@ -145,21 +145,26 @@ EA__INL EA__T2 void ea__tile2(const ea__mm *p, int i0, int j0, const int MR, con
         for (int b = 0; b < MR; b++) p->y[(size_t)(i0 + b) * p->n + j0 + a] = ea__reduce16_avx2(acc[0][a][b], acc[1][a][b]);
 }
 
-/* Decode (m = 1) of the 4 bf16 rows of the Fx4 group at j0 (TWO: and of
- * the group at j1, step by step beside it; k a multiple of 16): a step's 16 elements of a row are one 32-byte load, and
- * vpunpck{l,h}wd with zeros makes them f32 without a shift: the low vector
- * holds elements 0-3 and 8-11, the high one 4-7 and 12-15, so x's step is
- * loaded in the same order. Every canonical lane still takes its
- * fma(w, x, acc) in increasing k, and the final sum is the canonical tree
- * (ea__reduce16_avx2) with the lanes where they now are: the same bits as
- * ea__tile2 with one token and four rows (bench_matmul m = 1, 1 thread, in
- * cache: 12.2 -> 19.9 GB/s on an AVX2-only EPYC). */
-EA__INL EA__T2 void ea__bf16_decode4(const ea__mm *p, int j0, int j1, const int TWO) {
+/* Decode (m = 1) of the 4 rows of the Fx4 group at j0 (TWO: and of the
+ * group at j1, step by step beside it; k a multiple of 16). A step's 16
+ * elements of a row become two f32 vectors, one per half of the canonical
+ * lanes, multiplied by x's step in the same lane order; every canonical
+ * lane takes its fma(w, x, acc) in increasing k and the final sum is the
+ * canonical tree, so the bits are those of ea__tile2 with one token and
+ * four rows. f16: two vcvtph2ps, lanes in order (half h = elements 8h..8h+7),
+ * then ea__reduce16_avx2. bf16: one 32-byte load, and vpunpck{l,h}wd with
+ * zeros makes f32 without a shift, the low vector holding elements 0-3 and
+ * 8-11, the high one 4-7 and 12-15: x's step is loaded in that order and
+ * the tree is taken on the lanes where they now are (bench_matmul m = 1,
+ * 1 thread, in cache: 12.2 -> 19.9 GB/s on an AVX2-only EPYC). f32: two
+ * plain loads, lanes in order. */
+EA__INL EA__T2 void ea__fx4_decode4(const ea__mm *p, int j0, int j1, const int TWO, const ea_dtype dt) {
     int k = p->k;
-    const uint8_t *g[2] = {ea__f_row(p, j0, 2), TWO ? ea__f_row(p, j1, 2) : NULL}; /* step s at g + s * 128 */
+    const size_t eb = dt == EA_F32 ? 4 : 2, rs = EA_FX4_STEP * eb; /* bytes of a row's step */
+    const uint8_t *g[2] = {ea__f_row(p, j0, eb), TWO ? ea__f_row(p, j1, eb) : NULL}; /* step s at g + s * 4 rs */
     /* 3 groups ahead (ea__tile2: 6 rows): this loop takes a step in fewer
      * cycles; in 4 alternated decode runs 12 rows beat 6 every time (by 1-8%) */
-    const size_t pf_ahead = 12 * (size_t)k * 2;
+    const size_t pf_ahead = 12 * (size_t)k * eb;
     const float *x = p->x;
     const __m256i z = _mm256_setzero_si256();
     __m256 acc[2][4][2];
@@ -168,30 +173,54 @@ EA__INL EA__T2 void ea__bf16_decode4(const ea__mm *p, int j0, int j1, const int 
 #pragma GCC unroll 4
         for (int a = 0; a < 4; a++) acc[t][a][0] = acc[t][a][1] = _mm256_setzero_ps();
     for (int kk = 0; kk < k; kk += 16) {
-        __m256 xl = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x + kk)), _mm_loadu_ps(x + kk + 8), 1);
-        __m256 xh = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x + kk + 4)), _mm_loadu_ps(x + kk + 12), 1);
+        __m256 xl, xh;
+        if (dt == EA_BF16) {
+            xl = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x + kk)), _mm_loadu_ps(x + kk + 8), 1);
+            xh = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x + kk + 4)), _mm_loadu_ps(x + kk + 12), 1);
+        } else {
+            xl = _mm256_loadu_ps(x + kk);
+            xh = _mm256_loadu_ps(x + kk + 8);
+        }
 #pragma GCC unroll 2
         for (int t = 0; t <= TWO; t++) {
-            const uint8_t *st = g[t] + (size_t)(kk / 16) * 128;
-            _mm_prefetch((const char *)st + pf_ahead, _MM_HINT_T0);
-            _mm_prefetch((const char *)st + pf_ahead + 64, _MM_HINT_T0);
+            const uint8_t *st = g[t] + (size_t)(kk / 16) * EA_FX4_ROWS * rs;
+#pragma GCC unroll 4
+            for (size_t l = 0; l < EA_FX4_ROWS * rs; l += 64) _mm_prefetch((const char *)st + pf_ahead + l, _MM_HINT_T0);
 #pragma GCC unroll 4
             for (int a = 0; a < 4; a++) {
-                __m256i w = _mm256_loadu_si256((const __m256i *)(st + 32 * a));
-                acc[t][a][0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w)), xl, acc[t][a][0]);
-                acc[t][a][1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w)), xh, acc[t][a][1]);
+                const uint8_t *wr = st + (size_t)a * rs;
+                __m256 lo, hi;
+                if (dt == EA_BF16) {
+                    __m256i w = _mm256_loadu_si256((const __m256i *)wr);
+                    lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w));
+                    hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w));
+                } else if (dt == EA_F16) {
+                    lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wr));
+                    hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wr + 16)));
+                } else {
+                    lo = _mm256_loadu_ps((const float *)wr);
+                    hi = _mm256_loadu_ps((const float *)wr + 8);
+                }
+                acc[t][a][0] = _mm256_fmadd_ps(lo, xl, acc[t][a][0]);
+                acc[t][a][1] = _mm256_fmadd_ps(hi, xh, acc[t][a][1]);
             }
         }
     }
 #pragma GCC unroll 2
     for (int t = 0; t <= TWO; t++)
 #pragma GCC unroll 4
-        for (int a = 0; a < 4; a++) { /* lanes 0-3 | 8-11 and 4-7 | 12-15: s8 = lane l + lane l + 8, then as ea__reduce16_avx2 */
+        for (int a = 0; a < 4; a++) {
+            float *y = &p->y[(t ? j1 : j0) + a];
+            if (dt != EA_BF16) {
+                *y = ea__reduce16_avx2(acc[t][a][0], acc[t][a][1]);
+                continue;
+            }
+            /* lanes 0-3 | 8-11 and 4-7 | 12-15: s8 = lane l + lane l + 8, then as ea__reduce16_avx2 */
             __m128 s8a = _mm_add_ps(_mm256_castps256_ps128(acc[t][a][0]), _mm256_extractf128_ps(acc[t][a][0], 1));
             __m128 s8b = _mm_add_ps(_mm256_castps256_ps128(acc[t][a][1]), _mm256_extractf128_ps(acc[t][a][1], 1));
             __m128 s4 = _mm_add_ps(s8a, s8b);
             __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-            p->y[(t ? j1 : j0) + a] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+            *y = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
         }
 }
 
@@ -202,13 +231,13 @@ EA__INL EA__T2 void ea__bf16_decode4(const ea__mm *p, int j0, int j1, const int 
 
 EA__INL EA__T2 void ea__rows2(const ea__mm *p, int j0, int j1, const ea_dtype dt) {
     int j = j0, m = p->m;
-    if (m == 1 && p->wp) { /* decode from an Fx4 copy: one group per tile (bf16: two groups, two streams) */
+    if (m == 1 && p->wp) { /* decode from an Fx4 copy: two groups at a time, two streams */
         for (; j < j1 && j % EA_FX4_ROWS; j++) ea__tile2(p, 0, j, 1, 1, dt);
-        if (dt == EA_BF16 && p->k % EA_FX4_STEP == 0) { /* group g beside g + ng/2, as the q8_0 decode loop */
+        if (p->k % EA_FX4_STEP == 0) { /* group g beside g + ng/2, as the q8_0 decode loop */
             int ng = (j1 - j) / EA_FX4_ROWS, h = ng / 2;
-            for (int g = 0; g < h; g++) ea__bf16_decode4(p, j + g * EA_FX4_ROWS, j + (g + h) * EA_FX4_ROWS, 1);
+            for (int g = 0; g < h; g++) ea__fx4_decode4(p, j + g * EA_FX4_ROWS, j + (g + h) * EA_FX4_ROWS, 1, dt);
             j += 2 * h * EA_FX4_ROWS;
-            for (; j + EA_FX4_ROWS <= j1; j += EA_FX4_ROWS) ea__bf16_decode4(p, j, 0, 0);
+            for (; j + EA_FX4_ROWS <= j1; j += EA_FX4_ROWS) ea__fx4_decode4(p, j, 0, 0, dt);
         }
         for (; j + EA_FX4_ROWS <= j1; j += EA_FX4_ROWS) ea__tile2(p, 0, j, 1, EA_FX4_ROWS, dt);
     } else if (m == 1) /* decode from the rows: more W rows in flight */

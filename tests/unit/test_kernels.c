@@ -185,7 +185,7 @@ static const shape shapes[] = {
     {EA_BF16, 75, 160},  {EA_BF16, 131, 1},   {EA_BF16, 67, 1024}, {EA_BF16, 33, 31},   {EA_Q8_0, 37, 32},
     {EA_Q8_0, 75, 96},   {EA_Q8_0, 131, 544}, {EA_Q8_0, 33, 1024}, {EA_Q8_0, 9, 416},
     /* a chunk of 21 rows: the avx2 decode loops' pairs of streams, an odd group, a short last group / row */
-    {EA_Q8_0, 53, 96}, {EA_BF16, 53, 160},
+    {EA_Q8_0, 53, 96}, {EA_BF16, 53, 160}, {EA_F16, 53, 160}, {EA_F32, 53, 160},
 };
 #define NSH (int)(sizeof shapes / sizeof shapes[0])
 
