@@ -576,7 +576,7 @@ EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int
 /* ---- q8_0 decode: x laid out for the Q8_0x8 runs ---------------------------------- */
 
 /* One token's x, laid out once per product for the packed decode loop
- * (ea__q8_group2_decode): per block b, EA__Q8_XV_BLOCK bytes =
+ * (ea__q8_decode_blocks): per block b, EA__Q8_XV_BLOCK bytes =
  *   |x| (32 bytes), masks (32 bytes: 0xff where x < 0, else 0), and
  *   c_b = the sum of |x| over the block's negative x, in all 8 lanes.
  * Run r then takes dword r of |x| and of the masks, broadcast. With them a
