@@ -29,6 +29,17 @@
 #define EA__T2 __attribute__((target("avx2,fma,f16c")))
 #define EA__INL static inline __attribute__((always_inline))
 
+/* v stays a running sum: an empty asm that GCC must assume reads and
+ * changes it. Integer adds associate, so without it GCC turns the q8
+ * tiles' chains of 8 runs (s += madd(...)) into trees over all the runs'
+ * products at once — 32 live vectors in the 4-token tile — and spills them
+ * to the stack. The tile cuts its chains every second run (pairs of
+ * products, then the sum): faster than a cut at every run, and no spills.
+ * The sums are exact integers either way, so no bit depends on it
+ * (docs/kernels.md, 2026-11-27 afternoon). The decode loop keeps GCC's
+ * trees: with two chains they fit in the registers. */
+#define ea__chain(v) __asm__("" : "+x"(v))
+
 /* 8 consecutive weights at w as f32. */
 EA__INL EA__T2 __m256 ea__ld8(const uint8_t *w, ea_dtype dt) {
     switch (dt) {
@@ -563,6 +574,7 @@ EA__INL EA__T2 void ea__q8_tokens2(const int8_t *xq, int k, const float *xd, int
             memcpy(&xv, xq + (size_t)t * k + (size_t)b * EA_QK8_0 + 4 * r, 4);
             __m256i p16 = _mm256_maddubs_epi16(a, _mm256_sign_epi8(_mm256_set1_epi32(xv), wr));
             s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p16, one));
+            if (r % 2) ea__chain(s[t]);
         }
     }
 #pragma GCC unroll 4
