@@ -37,7 +37,7 @@
  * products, then the sum): faster than a cut at every run, and no spills.
  * The sums are exact integers either way, so no bit depends on it
  * (docs/kernels.md, 2026-11-27 afternoon). The decode loop keeps GCC's
- * trees: with two chains they fit in the registers. */
+ * trees (2 spills a block): cutting its two chains was not faster. */
 #define ea__chain(v) __asm__("" : "+x"(v))
 
 /* 8 consecutive weights at w as f32. */
