@@ -49,11 +49,15 @@ EA__INL EA__T2 __m256 ea__ld8(const uint8_t *w, ea_dtype dt) {
     }
 }
 
-EA__INL EA__T2 float ea__reduce16_avx2(__m256 a0, __m256 a1) {
-    __m256 s8 = _mm256_add_ps(a0, a1);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+/* The canonical tree's last levels: (s4[0] + s4[2]) + (s4[1] + s4[3]). */
+EA__INL EA__T2 float ea__sum4_avx2(__m128 s4) {
     __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+EA__INL EA__T2 float ea__reduce16_avx2(__m256 a0, __m256 a1) {
+    __m256 s8 = _mm256_add_ps(a0, a1);
+    return ea__sum4_avx2(_mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1)));
 }
 
 /* The canonical tree (ea__reduce16_avx2) over 16 lane vectors at once —
@@ -229,9 +233,7 @@ EA__INL EA__T2 void ea__fx4_decode4(const ea__mm *p, int j0, int j1, const int T
             /* lanes 0-3 | 8-11 and 4-7 | 12-15: s8 = lane l + lane l + 8, then as ea__reduce16_avx2 */
             __m128 s8a = _mm_add_ps(_mm256_castps256_ps128(acc[t][a][0]), _mm256_extractf128_ps(acc[t][a][0], 1));
             __m128 s8b = _mm_add_ps(_mm256_castps256_ps128(acc[t][a][1]), _mm256_extractf128_ps(acc[t][a][1], 1));
-            __m128 s4 = _mm_add_ps(s8a, s8b);
-            __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-            *y = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+            *y = ea__sum4_avx2(_mm_add_ps(s8a, s8b));
         }
 }
 
