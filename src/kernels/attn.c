@@ -4,7 +4,8 @@
  *
  * Scratch layout (floats): qt (dk x 16) the tile's queries transposed, one
  * row per lane; kw (8 x dk rounded up to 16) the keys of one step of the
- * scores widened to f32 (f16 / bf16 caches); st (keys x 16) the scores, then
+ * scores widened to f32 (f16 / bf16 caches); vc (64 x dv rounded up to 32)
+ * one chunk of values as f32 (AVX2); st (keys x 16) the scores, then
  * the exp terms, of key j for all 16 rows at st[16 j + r] (before the scores
  * it holds the query rows being transposed).
  *
@@ -21,7 +22,8 @@
  *           row's last key), 64 elements of the value per pass, one lane per
  *           element, accumulators in registers.
  * AVX2 variant: the same on 8-lane halves — scores for 8 rows (8 keys at a
- * time) or 16 rows (4 keys at a time, two halves), values 32 elements per pass.
+ * time) or 16 rows (4 keys at a time, two halves), values 32 elements per pass
+ * over chunks of 64 keys copied to vc.
  */
 #include "kernels/attn.h"
 
@@ -36,15 +38,23 @@
 
 #include "tensor/dtype.h"
 
-size_t ea_k_attend_scratch(int dk, int max_keys) {
+/* Keys per chunk of the AVX2 values (ea__attend_avx2_dt). */
+#define EA__ATT_KC 64
+
+static inline size_t ea__dv32(int dv) { return ((size_t)dv + 31) & ~(size_t)31; }
+
+size_t ea_k_attend_scratch(int dk, int dv, int max_keys) {
     size_t dk16 = ((size_t)dk + 15) & ~(size_t)15, keys = (size_t)max_keys > dk16 ? (size_t)max_keys : dk16;
-    return (size_t)EA_K_ATTN_ROWS * (dk16 + keys) + 8 * dk16 + 16;
+    return (size_t)EA_K_ATTN_ROWS * (dk16 + keys) + 8 * dk16 + EA__ATT_KC * ea__dv32(dv) + 16;
 }
 
 /* The scratch's parts (layout above). */
 static inline float *ea__kw(const ea_k_attn_kv *kv, float *scratch) { return scratch + (size_t)EA_K_ATTN_ROWS * kv->dk; }
-static inline float *ea__st(const ea_k_attn_kv *kv, float *scratch) {
+static inline float *ea__vc(const ea_k_attn_kv *kv, float *scratch) {
     return ea__kw(kv, scratch) + 8 * (((size_t)kv->dk + 15) & ~(size_t)15);
+}
+static inline float *ea__st(const ea_k_attn_kv *kv, float *scratch) {
+    return ea__vc(kv, scratch) + EA__ATT_KC * ea__dv32(kv->dv);
 }
 
 /* ---- cache elements ----------------------------------------------------------- */
@@ -376,36 +386,65 @@ EA__T256 static inline __attribute__((always_inline)) void ea__scores8(const ea_
     }
 }
 
+/* x[i] = column i of the 8 x 8 matrix whose rows were x[0..7]. */
+EA__T256 static inline __attribute__((always_inline)) void ea__transpose8(__m256 *x) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(x[i], x[i + 1]), t[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]);
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++)
+        x[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), x[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+}
+
 EA__T256 static inline __attribute__((always_inline)) void ea__st8(float *p, __m256i m, int full, __m256 x) {
     if (full) _mm256_storeu_ps(p, x);
     else _mm256_maskstore_ps(p, m, x);
 }
 
-/* Keys per pass of the AVX2 values: every (row pair, 32 elements) pass over
- * a chunk of this many keys runs before the next chunk, so the chunk's
- * values (64 x 512 bytes for 128 f32) are read from memory once and come
- * from L1 / L2 for the other passes of the tile. */
-#define EA__ATT_KC 64
-/* Keys ahead whose whole values the first pass over a chunk prefetches. */
+/* Keys ahead whose whole values the copy of a chunk prefetches. */
 #define EA__ATT_PF 16
 
+/* The values of keys [j0, j1) as f32, one after another in vc (key j at
+ * vc + (j - j0) * dv32, zeros past dv): every (row pair, 32 elements) pass
+ * of the chunk then reads them from L1. In the cache a head's value is a
+ * strided part of its row — 1 KB apart for four KV heads of 64 f32 — so 64
+ * keys of it fall into a quarter of L1's sets and were read from L2 by every
+ * pass. Widening is exact, so the passes see the cache's values. */
+EA__T256 static inline __attribute__((always_inline)) void ea__copy_values(const ea_k_attn_kv *kv, int j0, int j1,
+                                                                           int n_keys, float *vc, size_t dv32,
+                                                                           const int dt) {
+    size_t vb = (size_t)kv->dv * ea__esz(dt);
+    int bs = kv->block_size, jp = j0 + EA__ATT_PF;
+    ea__walk w = {kv, j0 / bs, j0 % bs}, wp = {kv, jp / bs, jp % bs};
+    for (int j = j0; j < j1; j++, ea__walk_next(&w)) {
+        if (jp < n_keys) ea__prefetch_row(kv->v, &wp, kv->v_stride, vb, dt), jp++;
+        const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt);
+        float *o = vc + (size_t)(j - j0) * dv32;
+        if (dt == EA_F32) memcpy(o, v, vb);
+        else ea__widen8(v, kv->dv, o, dt);
+        for (size_t d = (size_t)kv->dv; d < dv32; d++) o[d] = 0.0f;
+    }
+}
+
 /* ea__values64 for elements [d0, d0 + 32) in 4 ymm per row, over the keys
- * [j0, j1) only: a row's sums so far (j0 > 0) come from its output and go
- * back there, multiplied by its 1/sum in the chunk that holds its last key.
- * Every lane still takes its fused multiply-adds in increasing j: chunks
- * change where the accumulators wait, not the operations. full: all 32
- * elements exist (plain loads), else lanes past dv are masked. */
-EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea_k_attn_kv *kv, const float *st, int d0,
-                                                                        int j0, int j1, int ra, int la, float inva,
-                                                                        float *oa, int rb, int lb, float invb,
-                                                                        float *ob, int full, int pf, const int dt) {
-    const size_t es = ea__esz(dt);
+ * [j0, j1) of a chunk copied to vc (ea__copy_values): a row's sums so far
+ * (j0 > 0) come from its output and go back there, multiplied by its 1/sum in
+ * the chunk that holds its last key. Every lane still takes its fused
+ * multiply-adds in increasing j: chunks change where the accumulators wait,
+ * not the operations. full: all 32 elements exist, else the outputs' lanes
+ * past dv are masked. */
+EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea_k_attn_kv *kv, const float *vc,
+                                                                        size_t dv32, const float *st, int d0, int j0,
+                                                                        int j1, int ra, int la, float inva, float *oa,
+                                                                        int rb, int lb, float invb, float *ob,
+                                                                        int full) {
     int act_a = j0 <= la, act_b = rb >= 0 && j0 <= lb;
     if (!act_a && !act_b) return;
     __m256i m[4];
-    int nv[4];
 #pragma GCC unroll 4
-    for (int s = 0; s < 4; s++) m[s] = ea__mask8(nv[s] = kv->dv - d0 - 8 * s);
+    for (int s = 0; s < 4; s++) m[s] = ea__mask8(kv->dv - d0 - 8 * s);
     __m256 a[4], b[4], c[4];
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) {
@@ -415,20 +454,13 @@ EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea
                                : _mm256_setzero_ps();
     }
     int both = rb >= 0 ? (la < lb ? la : lb) : -1, jend = both < j1 - 1 ? both : j1 - 1;
-    ea__walk w = {kv, j0 / kv->block_size, j0 % kv->block_size};
-    /* pf (the chunk's first pass): the whole values EA__ATT_PF keys ahead, from memory; the other
-     * passes of the chunk find them in cache */
-    int pmax = la > lb ? la : lb, jp = j0 + EA__ATT_PF;
-    size_t vb = (size_t)kv->dv * es;
-    ea__walk wp = {kv, jp / kv->block_size, jp % kv->block_size};
+    const float *v = vc + d0;
     int j = j0;
-    for (; j <= jend; j++, ea__walk_next(&w)) {
-        if (pf && jp <= pmax) ea__prefetch_row(kv->v, &wp, kv->v_stride, vb, dt), jp++;
-        const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
+    for (; j <= jend; j++, v += dv32) {
         __m256 ea = _mm256_set1_ps(st[16 * j + ra]), eb = _mm256_set1_ps(st[16 * j + rb]);
 #pragma GCC unroll 4
         for (int s = 0; s < 4; s++) {
-            __m256 x = ea__kv8(v + 8 * s * es, m[s], nv[s], full, dt);
+            __m256 x = _mm256_load_ps(v + 8 * s);
             a[s] = _mm256_fmadd_ps(ea, x, a[s]);
             b[s] = _mm256_fmadd_ps(eb, x, b[s]);
         }
@@ -437,12 +469,10 @@ EA__T256 static inline __attribute__((always_inline)) void ea__values32(const ea
     int r = rb >= 0 && lb > la ? rb : ra, last = r == ra ? la : lb, jl = last < j1 - 1 ? last : j1 - 1;
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) c[s] = r == ra ? a[s] : b[s];
-    for (; j <= jl; j++, ea__walk_next(&w)) {
-        if (pf && jp <= pmax) ea__prefetch_row(kv->v, &wp, kv->v_stride, vb, dt), jp++;
-        const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
+    for (; j <= jl; j++, v += dv32) {
         __m256 e = _mm256_set1_ps(st[16 * j + r]);
 #pragma GCC unroll 4
-        for (int s = 0; s < 4; s++) c[s] = _mm256_fmadd_ps(e, ea__kv8(v + 8 * s * es, m[s], nv[s], full, dt), c[s]);
+        for (int s = 0; s < 4; s++) c[s] = _mm256_fmadd_ps(e, _mm256_load_ps(v + 8 * s), c[s]);
     }
     __m256 ia = _mm256_set1_ps(j1 > la ? inva : 1.0f), ib = _mm256_set1_ps(rb >= 0 && j1 > lb ? invb : 1.0f);
 #pragma GCC unroll 4
@@ -461,9 +491,20 @@ EA__T256 static inline __attribute__((always_inline)) void ea__attend_avx2_dt(co
                                                                               float *scratch, const int dt) {
     int dk = kv->dk, n_keys = ea__n_keys(n_rows, last), nh = n_rows > 8 ? 2 : 1;
     float *qt = scratch, *kw = ea__kw(kv, scratch), *st = ea__st(kv, scratch);
-    /* qt[16 d + r] = q[r][d], 0 for the rows >= n_rows of the halves in use */
-    for (int d = 0; d < dk; d++)
-        for (int r = 0; r < 8 * nh; r++) qt[16 * d + r] = r < n_rows ? q[r][d] : 0.0f;
+    /* qt[16 d + r] = q[r][d], 0 for the rows >= n_rows of the halves in use: 8 x 8 transposes */
+    int d8 = dk & ~7;
+    for (int h = 0; h < nh; h++) {
+        for (int d = 0; d < d8; d += 8) {
+            __m256 x[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) x[i] = 8 * h + i < n_rows ? _mm256_loadu_ps(q[8 * h + i] + d) : _mm256_setzero_ps();
+            ea__transpose8(x);
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) _mm256_store_ps(qt + 16 * (d + i) + 8 * h, x[i]);
+        }
+        for (int d = d8; d < dk; d++)
+            for (int r = 8 * h; r < 8 * h + 8; r++) qt[16 * d + r] = r < n_rows ? q[r][d] : 0.0f;
+    }
     if (nh == 1) ea__scores8(kv, qt, n_keys, kw, st, 1, dt);
     else ea__scores8(kv, qt, n_keys, kw, st, 2, dt);
 
@@ -489,16 +530,19 @@ EA__T256 static inline __attribute__((always_inline)) void ea__attend_avx2_dt(co
         _mm256_storeu_ps(inv + 8 * h, _mm256_div_ps(_mm256_set1_ps(1.0f), sum));
     }
 
+    float *vc = ea__vc(kv, scratch);
+    size_t dv32 = ea__dv32(kv->dv);
     for (int j0 = 0; j0 < n_keys; j0 += EA__ATT_KC) { /* a chunk of keys, then rows two at a time */
         int j1 = n_keys - j0 < EA__ATT_KC ? n_keys : j0 + EA__ATT_KC;
+        ea__copy_values(kv, j0, j1, n_keys, vc, dv32, dt);
         for (int r = 0; r < n_rows; r += 2) {
             int rb = r + 1 < n_rows ? r + 1 : -1;
             int lb = rb >= 0 ? last[rb] : -1;
             float invb = rb >= 0 ? inv[rb] : 0.0f, *ob = rb >= 0 ? out[rb] : NULL;
             for (int d0 = 0; d0 < kv->dv; d0 += 32)
                 if (kv->dv - d0 >= 32)
-                    ea__values32(kv, st, d0, j0, j1, r, last[r], inv[r], out[r], rb, lb, invb, ob, 1, r + d0 == 0, dt);
-                else ea__values32(kv, st, d0, j0, j1, r, last[r], inv[r], out[r], rb, lb, invb, ob, 0, r + d0 == 0, dt);
+                    ea__values32(kv, vc, dv32, st, d0, j0, j1, r, last[r], inv[r], out[r], rb, lb, invb, ob, 1);
+                else ea__values32(kv, vc, dv32, st, d0, j0, j1, r, last[r], inv[r], out[r], rb, lb, invb, ob, 0);
         }
     }
 }

@@ -49,8 +49,9 @@ typedef struct {
     int block_size;
 } ea_k_attn_kv;
 
-/* Floats of scratch ea_k_attend needs for keys up to max_keys and width dk. */
-size_t ea_k_attend_scratch(int dk, int max_keys);
+/* Floats of scratch ea_k_attend needs for keys up to max_keys, keys of dk
+ * elements and values of dv (or fewer). */
+size_t ea_k_attend_scratch(int dk, int dv, int max_keys);
 
 /* Attention of n_rows (1..16) query rows: q[r] (dk floats) over positions
  * 0..last[r] into out[r] (dv floats). scratch: ea_k_attend_scratch floats,

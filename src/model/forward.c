@@ -262,7 +262,8 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
     f->route_scratch = ea__buf(T * 2 * E, &ok); /* per token, so tokens route in parallel */
     /* attention: a key width of q_dim/n_heads (MLA: latent + rope), tiles per KV head and sequence run */
     int n_kvh = f->mla ? 1 : f->nkv, group = f->mla ? c->n_heads : f->nh / f->nkv;
-    f->scores_per_thread = (ea_k_attend_scratch(f->mla ? f->kv_dim : c->head_dim, o->max_ctx) + 15) & ~(size_t)15;
+    int att_w = f->mla ? f->kv_dim : c->head_dim; /* key width, and a bound on the value's (MLA: the latent) */
+    f->scores_per_thread = (ea_k_attend_scratch(att_w, att_w, o->max_ctx) + 15) & ~(size_t)15;
     f->scores = ea__buf((size_t)f->n_threads * f->scores_per_thread, &ok);
     f->max_tiles = n_kvh * (o->max_tokens * group / EA_K_ATTN_ROWS + o->max_tokens + 1);
     f->tiles = ea_calloc((size_t)f->max_tiles, sizeof *f->tiles);

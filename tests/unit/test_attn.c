@@ -86,7 +86,7 @@ static int check_config(int dk, int dv, int bs, int n_pos, int shared_v, double 
         last[r] = n_pos - 1 - (r / 4) * 3 - (r == 13 ? 5 : 0);
         if (last[r] < 0) last[r] = 0;
     }
-    size_t ns = ea_k_attend_scratch(dk, n_pos);
+    size_t ns = ea_k_attend_scratch(dk, dv, n_pos);
     float *scr = aligned_alloc(64, ((ns * sizeof(float)) + 63) & ~(size_t)63);
     int ok = 1;
     ea_k_attend(&c.kv, 16, (const float *const *)q, last, o1, scr);
@@ -165,7 +165,7 @@ static int check_half(int dk, int dv, int bs, int n_pos, int shared_v, ea_dtype 
         last[r] = n_pos - 1 - (r / 4) * 3;
         if (last[r] < 0) last[r] = 0;
     }
-    size_t ns = ea_k_attend_scratch(dk, n_pos);
+    size_t ns = ea_k_attend_scratch(dk, dv, n_pos);
     float *scr = aligned_alloc(64, ((ns * sizeof(float)) + 63) & ~(size_t)63);
     int ok = 1;
     static const int sizes[] = {16, 9, 1};
