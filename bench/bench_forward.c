@@ -312,8 +312,7 @@ int main(int argc, char **argv) {
                      bl[bi] == 1 && bw_all[0] > 0 ? median(bw_all, rounds) : 0);
     }
     if (s != EA_OK) fprintf(stderr, "bench_forward: %s: %s\n", ea_status_text(s), ea_errmsg());
-    int kd, vd;
-    ea_forward_kv_dims(c, &kd, &vd);
+    int kd = e->kv.k_dim, vd = e->kv.v_dim;
     double kv_bytes = (double)ea_kv_bytes_per_block(e->kv.dtype, e->kv.n_layers, kd, vd, e->kv.block_size) * e->kv.n_blocks;
     printf("{\"bench\":\"memory\",\"weights_bytes\":%lld,\"kv_bytes\":%.0f,\"kv_values_per_token_per_layer\":%d,"
            "\"peak_rss_bytes\":%zu}\n",

@@ -40,6 +40,14 @@
 
 /* Keys per chunk of the AVX2 values (ea__attend_avx2_dt). */
 #define EA__ATT_KC 64
+/* Steps of the AVX2 scores ahead whose keys a step prefetches. */
+#ifndef EA__ATT_SPF
+#define EA__ATT_SPF 1
+#endif
+/* Keys ahead whose whole values the copy of a chunk prefetches. */
+#ifndef EA__ATT_PF
+#define EA__ATT_PF 16
+#endif
 
 static inline size_t ea__dv32(int dv) { return ((size_t)dv + 31) & ~(size_t)31; }
 
@@ -60,11 +68,6 @@ static inline float *ea__st(const ea_k_attn_kv *kv, float *scratch) {
 /* ---- cache elements ----------------------------------------------------------- */
 
 static inline size_t ea__esz(int dt) { return dt == EA_F32 ? 4 : 2; }
-
-/* Element 0 of cache row `row` of part (k or v, stride elements a row). */
-static inline const uint8_t *ea__row(const void *part, size_t row, size_t stride, int dt) {
-    return (const uint8_t *)part + row * stride * ea__esz(dt);
-}
 
 /* Element i of a row at p, as f32 (exact). */
 static inline float ea__el(const uint8_t *p, int i, int dt) {
@@ -89,8 +92,16 @@ typedef struct {
     int blk, off;
 } ea__walk;
 
-static inline size_t ea__walk_row(const ea__walk *w) {
-    return (size_t)w->kv->blocks[w->blk] * (size_t)w->kv->block_size + (size_t)w->off;
+/* Element 0 of the key / value at the walk's position. */
+static inline const uint8_t *ea__key(const ea__walk *w, int dt) {
+    const ea_k_attn_kv *kv = w->kv;
+    return (const uint8_t *)kv->k +
+           ((size_t)kv->blocks[w->blk] * kv->k_block + (size_t)w->off * kv->k_stride) * ea__esz(dt);
+}
+static inline const uint8_t *ea__val(const ea__walk *w, int dt) {
+    const ea_k_attn_kv *kv = w->kv;
+    return (const uint8_t *)kv->v +
+           ((size_t)kv->blocks[w->blk] * kv->v_block + (size_t)w->off * kv->v_stride) * ea__esz(dt);
 }
 
 static inline void ea__walk_next(ea__walk *w) {
@@ -100,9 +111,10 @@ static inline void ea__walk_next(ea__walk *w) {
     }
 }
 
-/* Start reading the row (bytes bytes) at the walk's position, and step the walk. */
-static inline void ea__prefetch_row(const void *part, ea__walk *w, size_t stride, size_t bytes, int dt) {
-    const char *row = (const char *)ea__row(part, ea__walk_row(w), stride, dt);
+/* Start reading the key (value: the value) at the walk's position, and step the walk. */
+static inline void ea__prefetch_row(ea__walk *w, int value, int dt) {
+    const char *row = (const char *)(value ? ea__val(w, dt) : ea__key(w, dt));
+    size_t bytes = (size_t)(value ? w->kv->dv : w->kv->dk) * ea__esz(dt);
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T0);
     ea__walk_next(w);
 }
@@ -118,7 +130,7 @@ static inline __attribute__((always_inline)) void ea__step_keys(const ea_k_attn_
                                                                int dt) {
     size_t dk16 = ((size_t)kv->dk + 15) & ~(size_t)15;
     for (int u = 0; u < nu; u++) {
-        const uint8_t *row = ea__row(kv->k, ea__walk_row(w), kv->k_stride, dt);
+        const uint8_t *row = ea__key(w, dt);
         if (dt == EA_F32) kp[u] = (const float *)row;
         else if (u < nk) {
             kp[u] = kw + u * dk16;
@@ -144,7 +156,7 @@ void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, 
     for (int r = 0; r < n_rows; r++) {
         ea__walk w = {kv, 0, 0};
         for (int j = 0; j <= last[r]; j++, ea__walk_next(&w)) {
-            const uint8_t *k = ea__row(kv->k, ea__walk_row(&w), kv->k_stride, kv->dtype);
+            const uint8_t *k = ea__key(&w, kv->dtype);
             float acc = 0.0f;
             for (int d = 0; d < kv->dk; d++) acc = fmaf(q[r][d], ea__el(k, d, kv->dtype), acc);
             st[16 * j + r] = acc * kv->scale;
@@ -162,7 +174,7 @@ void ea_k_attend_ref(const ea_k_attn_kv *kv, int n_rows, const float *const *q, 
             ea__walk wv = {kv, 0, 0};
             float acc = 0.0f;
             for (int j = 0; j <= last[r]; j++, ea__walk_next(&wv))
-                acc = fmaf(st[16 * j + r], ea__el(ea__row(kv->v, ea__walk_row(&wv), kv->v_stride, kv->dtype), d, kv->dtype),
+                acc = fmaf(st[16 * j + r], ea__el(ea__val(&wv, kv->dtype), d, kv->dtype),
                            acc);
             out[r][d] = acc * inv;
         }
@@ -228,7 +240,7 @@ EA__T512 static inline __attribute__((always_inline)) void ea__values64(const ea
     ea__walk w = {kv, 0, 0};
     int j = 0;
     for (; j <= both; j++, ea__walk_next(&w)) {
-        const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
+        const uint8_t *v = ea__val(&w, dt) + (size_t)d0 * es;
         __m512 x0 = ea__kv16(v, m0, dt), x1 = ea__kv16(v + 16 * es, m1, dt);
         __m512 x2 = ea__kv16(v + 32 * es, m2, dt), x3 = ea__kv16(v + 48 * es, m3, dt);
         __m512 ea = _mm512_set1_ps(st[16 * j + ra]), eb = _mm512_set1_ps(st[16 * j + rb]);
@@ -241,7 +253,7 @@ EA__T512 static inline __attribute__((always_inline)) void ea__values64(const ea
     int r = rb >= 0 && lb > la ? rb : ra, last = r == ra ? la : lb;
     __m512 c0 = r == ra ? a0 : b0, c1 = r == ra ? a1 : b1, c2 = r == ra ? a2 : b2, c3 = r == ra ? a3 : b3;
     for (; j <= last; j++, ea__walk_next(&w)) {
-        const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt) + (size_t)d0 * es;
+        const uint8_t *v = ea__val(&w, dt) + (size_t)d0 * es;
         __m512 e = _mm512_set1_ps(st[16 * j + r]);
         c0 = _mm512_fmadd_ps(e, ea__kv16(v, m0, dt), c0);
         c1 = _mm512_fmadd_ps(e, ea__kv16(v + 16 * es, m1, dt), c1);
@@ -356,16 +368,16 @@ EA__T256 static inline __attribute__((always_inline)) void ea__scores8(const ea_
     int dk = kv->dk, nu = 8 / nh;
     __m256 sc = _mm256_set1_ps(kv->scale);
     ea__walk w = {kv, 0, 0};
+    int jp = nu * EA__ATT_SPF; /* the keys EA__ATT_SPF steps ahead, from memory while this step computes: a
+                                * cache row is one head's part of a strided row, and the hardware
+                                * prefetcher stops at every page */
+    ea__walk wp = {kv, jp / kv->block_size, jp % kv->block_size};
     for (int j0 = 0; j0 < n_keys; j0 += nu) {
         int nk = n_keys - j0 < nu ? n_keys - j0 : nu;
         const float *kp[8];
         ea__step_keys(kv, &w, nu, nk, kw, kp, ea__widen8, dt);
-        { /* the next step's keys, from memory while this step computes: a cache row is one head's
-           * part of a strided row, and the hardware prefetcher stops at every page */
-            ea__walk wn = w;
-            for (int u = 0; u < nu && j0 + nu + u < n_keys; u++)
-                ea__prefetch_row(kv->k, &wn, kv->k_stride, (size_t)dk * ea__esz(dt), dt);
-        }
+        for (int u = 0; u < nu && jp < n_keys; u++, jp++)
+            ea__prefetch_row(&wp, 0, dt);
         __m256 acc[8];
 #pragma GCC unroll 8
         for (int u = 0; u < 8; u++) acc[u] = _mm256_setzero_ps();
@@ -403,8 +415,6 @@ EA__T256 static inline __attribute__((always_inline)) void ea__st8(float *p, __m
     else _mm256_maskstore_ps(p, m, x);
 }
 
-/* Keys ahead whose whole values the copy of a chunk prefetches. */
-#define EA__ATT_PF 16
 
 /* The values of keys [j0, j1) as f32, one after another in vc (key j at
  * vc + (j - j0) * dv32, zeros past dv): every (row pair, 32 elements) pass
@@ -419,8 +429,8 @@ EA__T256 static inline __attribute__((always_inline)) void ea__copy_values(const
     int bs = kv->block_size, jp = j0 + EA__ATT_PF;
     ea__walk w = {kv, j0 / bs, j0 % bs}, wp = {kv, jp / bs, jp % bs};
     for (int j = j0; j < j1; j++, ea__walk_next(&w)) {
-        if (jp < n_keys) ea__prefetch_row(kv->v, &wp, kv->v_stride, vb, dt), jp++;
-        const uint8_t *v = ea__row(kv->v, ea__walk_row(&w), kv->v_stride, dt);
+        if (jp < n_keys) ea__prefetch_row(&wp, 1, dt), jp++;
+        const uint8_t *v = ea__val(&w, dt);
         float *o = vc + (size_t)(j - j0) * dv32;
         if (dt == EA_F32) memcpy(o, v, vb);
         else ea__widen8(v, kv->dv, o, dt);
@@ -564,8 +574,8 @@ void ea_k_attend_prefetch(const ea_k_attn_kv *kv, int n_rows, const int32_t *las
     if (n_keys > 64) n_keys = 64;
     ea__walk w = {kv, 0, 0};
     for (int j = 0; j < n_keys; j++, ea__walk_next(&w)) {
-        const char *k = (const char *)ea__row(kv->k, ea__walk_row(&w), kv->k_stride, kv->dtype);
-        const char *v = (const char *)ea__row(kv->v, ea__walk_row(&w), kv->v_stride, kv->dtype);
+        const char *k = (const char *)ea__key(&w, kv->dtype);
+        const char *v = (const char *)ea__val(&w, kv->dtype);
         for (size_t b = 0; b < (size_t)kv->dk * ea__esz(kv->dtype); b += 64) _mm_prefetch(k + b, _MM_HINT_T1);
         for (size_t b = 0; b < (size_t)kv->dv * ea__esz(kv->dtype); b += 64) _mm_prefetch(v + b, _MM_HINT_T1);
     }

@@ -32,10 +32,12 @@
 #define EA_K_ATTN_ROWS 16
 
 /* Where the keys and values of one sequence and one KV head are. Position p
- * is cache row c = blocks[p / block_size] * block_size + p % block_size; its
- * key is element c * k_stride of k (dk elements), its value element
- * c * v_stride of v (dv elements). v may point into the keys (MLA: the value
- * is the latent part). Elements are of dtype: EA_F32, or EA_F16 / EA_BF16
+ * is in block b = blocks[p / block_size] at offset i = p % block_size; its
+ * key is element b * k_block + i * k_stride of k (dk elements), its value
+ * element b * v_block + i * v_stride of v (dv elements). A cache that keeps
+ * each head's rows of a block together (model/kv_cache.h) has k_stride = dk
+ * and k_block = the block's elements of all heads. v may point into the keys
+ * (MLA: the value is the latent part). Elements are of dtype: EA_F32, or EA_F16 / EA_BF16
  * (tensor/dtype.h), which every variant widens to f32 exactly before the
  * operations below, so a cache of rounded values gives the bits of an f32
  * cache holding the same values. */
@@ -44,7 +46,7 @@ typedef struct {
     float scale;
     int dtype;
     const void *k, *v;
-    size_t k_stride, v_stride;
+    size_t k_stride, v_stride, k_block, v_block;
     const int32_t *blocks;
     int block_size;
 } ea_k_attn_kv;

@@ -127,13 +127,15 @@ static ea_status ea__dbo_check(int tp, int lanes, const char *backend) {
     return EA_OK;
 }
 
-void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim) {
-    if (c->kv_lora_rank > 0) {
+void ea_forward_kv_dims(const ea_model_config *c, const ea_forward_tp *tp, int *k_dim, int *v_dim, int *n_heads) {
+    if (c->kv_lora_rank > 0) { /* one head: the latent and the rope part (tensor parallelism refuses MLA) */
         *k_dim = c->kv_lora_rank + c->qk_rope_head_dim;
         *v_dim = 0;
+        *n_heads = 1;
     } else {
-        *k_dim = c->n_kv_heads * c->head_dim;
-        *v_dim = c->n_kv_heads * c->head_dim;
+        *n_heads = tp ? tp->n_kv_heads : c->n_kv_heads;
+        *k_dim = *n_heads * c->head_dim;
+        *v_dim = *n_heads * c->head_dim;
     }
 }
 
@@ -216,6 +218,11 @@ ea_status ea_forward_create(const ea_model *m, ea_kctx *kctx, ea_pool *pool, ea_
 
     ea_status s = EA_OK;
     if (c->kv_lora_rank > 0) s = ea__mla_create(f); /* sets q_dim, kv_dim, rot, attn_scale */
+    int kd, vd, kh;
+    ea_forward_kv_dims(c, o->tp, &kd, &vd, &kh);
+    if (s == EA_OK && kv && (kv->k_dim != kd || kv->v_dim != vd || kv->n_heads != kh))
+        s = ea_err(EA_ERR_INVALID_ARG, "KV cache of key / value widths %d / %d in %d heads; this model needs %d / %d in %d",
+                   kv->k_dim, kv->v_dim, kv->n_heads, kd, vd, kh);
     int att_dim = f->q_dim;
     if (f->mla && c->n_heads * c->v_head_dim > att_dim) att_dim = c->n_heads * c->v_head_dim;
     f->att_dim = att_dim;
@@ -365,15 +372,17 @@ static void ea__tile_kv(const ea_forward *f, const ea__attn_tile *tl, const floa
         last[i] = f->run_pos[t];
     }
     const ea_kv_cache *kv = f->kv;
-    size_t layer_rows = (size_t)f->run_layer * kv->n_blocks * kv->block_size;
+    size_t layer_blocks = (size_t)f->run_layer * kv->n_blocks;
     *a = (ea_k_attn_kv){.dk = io->dk,
                         .dv = io->dv,
                         .scale = io->scale,
                         .dtype = kv->dtype,
-                        .k = io->k + (layer_rows * io->k_stride + (size_t)tl->kvh * io->k_hs) * kv->esz,
-                        .v = io->v + (layer_rows * io->v_stride + (size_t)tl->kvh * io->v_hs) * kv->esz,
+                        .k = io->k + (layer_blocks * io->k_block + (size_t)tl->kvh * io->k_hs) * kv->esz,
+                        .v = io->v + (layer_blocks * io->v_block + (size_t)tl->kvh * io->v_hs) * kv->esz,
                         .k_stride = io->k_stride,
                         .v_stride = io->v_stride,
+                        .k_block = io->k_block,
+                        .v_block = io->v_block,
                         .blocks = kv->tables + (size_t)f->run_seq[tl->t0] * kv->max_blocks_per_seq,
                         .block_size = kv->block_size};
 }
@@ -488,9 +497,11 @@ static ea_status ea__attention(ea_forward *f, int l, int n) {
     f->run_layer = kvl;
     ea__over_tokens(f, n, ea__qk_rope_store, v);
     const ea_kv_cache *kv = f->kv;
+    size_t bs = (size_t)kv->block_size; /* a block keeps each head's rows together (model/kv_cache.h) */
     ea__attn_io io = {.q = f->q, .k = kv->k, .v = kv->v, .o = f->att,
                       .q_ts = (size_t)f->q_dim, .q_hs = (size_t)hd, .o_ts = (size_t)f->q_dim, .o_hs = (size_t)hd,
-                      .k_hs = (size_t)hd, .v_hs = (size_t)hd, .k_stride = (size_t)kv->k_dim, .v_stride = (size_t)kv->v_dim,
+                      .k_hs = bs * hd, .v_hs = bs * hd, .k_stride = (size_t)hd, .v_stride = (size_t)hd,
+                      .k_block = bs * kv->k_dim, .v_block = bs * kv->v_dim,
                       .dk = hd, .dv = hd, .group = f->nh / f->nkv, .n_kv_heads = f->nkv, .scale = f->attn_scale};
     ea__attend(f, kvl, n, &io);
     if (c->attn_gate) /* o = attn · sigmoid(gate), before o_proj */

@@ -106,7 +106,9 @@ void ea_forward_set_times(ea_forward *f, ea_forward_times *t);
 /* Layers that keep K/V in the KV cache: all but the DeltaNet layers. */
 int ea_forward_kv_layers(const ea_model_config *c);
 
-/* The KV widths this model needs per token per layer (k_dim, v_dim). */
-void ea_forward_kv_dims(const ea_model_config *c, int *k_dim, int *v_dim);
+/* The KV cache this model needs (ea_kv_init): widths per token per layer
+ * (k_dim, v_dim) and the heads they hold, for this rank's heads under tensor
+ * parallelism (tp, or NULL). */
+void ea_forward_kv_dims(const ea_model_config *c, const ea_forward_tp *tp, int *k_dim, int *v_dim, int *n_heads);
 
 #endif

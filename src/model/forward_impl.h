@@ -17,13 +17,14 @@ typedef struct {
 /* What attention reads and writes for one layer (ea__attend): query row of
  * (token t, head h) at q + t*q_ts + h*q_hs (dk floats), its output at
  * o + t*o_ts + h*o_hs (dv floats); heads h = g*group .. g*group+group-1 read
- * KV head g, whose key of cache row c is element g*k_hs + c*k_stride of k
- * (and the value likewise of v), elements of the cache's dtype. */
+ * KV head g, whose key at offset i of cache block b of the layer is element
+ * b*k_block + g*k_hs + i*k_stride of the layer's part of k (and the value
+ * likewise of v), elements of the cache's dtype (model/kv_cache.h). */
 typedef struct {
     const float *q;
     const uint8_t *k, *v;
     float *o;
-    size_t q_ts, q_hs, o_ts, o_hs, k_hs, v_hs, k_stride, v_stride;
+    size_t q_ts, q_hs, o_ts, o_hs, k_hs, v_hs, k_stride, v_stride, k_block, v_block;
     int dk, dv, group, n_kv_heads;
     float scale;
 } ea__attn_io;

@@ -17,12 +17,15 @@ int ea_kv_dtype_parse(const char *name) {
     return d == EA_F32 || d == EA_F16 || d == EA_BF16 ? d : -1;
 }
 
-ea_status ea_kv_init(ea_kv_cache *kv, ea_dtype dtype, int n_layers, int k_dim, int v_dim, int n_blocks,
+ea_status ea_kv_init(ea_kv_cache *kv, ea_dtype dtype, int n_layers, int k_dim, int v_dim, int n_heads, int n_blocks,
                      int block_size, int max_seqs, int max_ctx) {
     memset(kv, 0, sizeof *kv);
     if (n_blocks <= 0 || block_size <= 0 || max_seqs <= 0 || max_ctx <= 0)
         return ea_err(EA_ERR_INVALID_ARG, "kv cache: blocks %d, block size %d, seqs %d, ctx %d", n_blocks,
                       block_size, max_seqs, max_ctx);
+    if (n_heads <= 0 || k_dim <= 0 || v_dim < 0 || k_dim % n_heads || v_dim % n_heads)
+        return ea_err(EA_ERR_INVALID_ARG, "kv cache: %d heads do not divide key / value widths %d / %d", n_heads,
+                      k_dim, v_dim);
     if (dtype != EA_F32 && dtype != EA_F16 && dtype != EA_BF16)
         return ea_err(EA_ERR_INVALID_ARG, "kv cache: element dtype %d (f32, f16 or bf16)", (int)dtype);
     kv->dtype = dtype;
@@ -32,6 +35,7 @@ ea_status ea_kv_init(ea_kv_cache *kv, ea_dtype dtype, int n_layers, int k_dim, i
     kv->block_size = block_size;
     kv->k_dim = k_dim;
     kv->v_dim = v_dim;
+    kv->n_heads = n_heads;
     kv->max_seqs = max_seqs;
     kv->max_blocks_per_seq = (max_ctx + block_size - 1) / block_size;
     size_t per = (size_t)n_layers * n_blocks * block_size;
@@ -50,20 +54,30 @@ ea_status ea_kv_init(ea_kv_cache *kv, ea_dtype dtype, int n_layers, int k_dim, i
     return EA_OK;
 }
 
-/* Element 0 of position pos's row in part (k or v, dim elements per row). */
-static uint8_t *ea__kv_row(const ea_kv_cache *kv, uint8_t *part, int dim, int layer, int s, int pos) {
+/* Element 0 of head h's part of position pos's row in part (k or v, dim elements a row). */
+static uint8_t *ea__kv_head(const ea_kv_cache *kv, uint8_t *part, int dim, int layer, int s, int pos, int h) {
     int32_t b = kv->tables[(size_t)s * kv->max_blocks_per_seq + pos / kv->block_size];
-    return part + (((size_t)layer * kv->n_blocks + b) * kv->block_size + pos % kv->block_size) * dim * kv->esz;
+    size_t hd = (size_t)(dim / kv->n_heads), block = ((size_t)layer * kv->n_blocks + (size_t)b) * kv->block_size * dim;
+    return part + (block + ((size_t)h * kv->block_size + (size_t)(pos % kv->block_size)) * hd) * kv->esz;
 }
 
 void ea_kv_put(ea_kv_cache *kv, int layer, int s, int pos, const float *k, const float *v) {
-    ea_dtypes[kv->dtype].from_f32(k, ea__kv_row(kv, kv->k, kv->k_dim, layer, s, pos), (size_t)kv->k_dim);
-    if (kv->v_dim) ea_dtypes[kv->dtype].from_f32(v, ea__kv_row(kv, kv->v, kv->v_dim, layer, s, pos), (size_t)kv->v_dim);
+    size_t khd = (size_t)(kv->k_dim / kv->n_heads), vhd = (size_t)(kv->v_dim / kv->n_heads);
+    for (int h = 0; h < kv->n_heads; h++) {
+        ea_dtypes[kv->dtype].from_f32(k + h * khd, ea__kv_head(kv, kv->k, kv->k_dim, layer, s, pos, h), khd);
+        if (kv->v_dim) ea_dtypes[kv->dtype].from_f32(v + h * vhd, ea__kv_head(kv, kv->v, kv->v_dim, layer, s, pos, h), vhd);
+    }
 }
 
 void ea_kv_get_k(const ea_kv_cache *kv, int layer, int s, int pos, int off, int n, float *out) {
     EA_ASSERT(off >= 0 && n >= 0 && off + n <= kv->k_dim);
-    ea_dtypes[kv->dtype].to_f32(ea__kv_row(kv, kv->k, kv->k_dim, layer, s, pos) + (size_t)off * kv->esz, out, (size_t)n);
+    int hd = kv->k_dim / kv->n_heads;
+    while (n > 0) { /* the part of each head the range crosses */
+        int h = off / hd, e = off % hd, c = hd - e < n ? hd - e : n;
+        ea_dtypes[kv->dtype].to_f32(ea__kv_head(kv, kv->k, kv->k_dim, layer, s, pos, h) + (size_t)e * kv->esz, out,
+                                    (size_t)c);
+        off += c, out += c, n -= c;
+    }
 }
 
 void ea_kv_deinit(ea_kv_cache *kv) {

@@ -187,7 +187,8 @@ ea_status ea__mla_attention(ea_forward *f, int l, int n_tok) {
         }
         ea__attn_io io = {.q = f->mla_qabs, .k = f->kv->k, .v = f->kv->k, .o = f->mla_ctx,
                           .q_ts = (size_t)(C + r), .q_hs = T * (C + r), .o_ts = (size_t)C, .o_hs = T * C,
-                          .k_stride = (size_t)f->kv_dim, .v_stride = (size_t)f->kv_dim,
+                          .k_stride = (size_t)f->kv_dim, .v_stride = (size_t)f->kv_dim, /* one head: the latent */
+                          .k_block = (size_t)f->kv->block_size * f->kv_dim, .v_block = (size_t)f->kv->block_size * f->kv_dim,
                           .dk = C + r, .dv = C, .group = H, .n_kv_heads = 1, .scale = f->attn_scale};
         ea__attend(f, l, n_tok, &io);
         for (int h = 0; h < H; h++) { /* o[h] = W_UV[h] · ctx[h] */

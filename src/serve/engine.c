@@ -221,8 +221,9 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
     if ((s = apply_test_router_bias(e)) != EA_OK) goto fail;
     if ((s = moe_chain(e)) != EA_OK) goto fail;
 
-    int kd, vd;
-    ea_forward_kv_dims(c, &kd, &vd);
+    int kd, vd, kh;
+    const ea_forward_tp *tp = e->par ? ea_ep_engine_forward_tp(e->par) : NULL;
+    ea_forward_kv_dims(c, tp, &kd, &vd, &kh);
     int kv_layers = ea_forward_kv_layers(c); /* hybrids: the full-attention layers only */
     size_t per_block = ea_kv_bytes_per_block(eo->kv_dtype, kv_layers, kd, vd, eo->block_size);
     int blocks_full = eo->max_seqs * ((eo->max_ctx + eo->block_size - 1) / eo->block_size);
@@ -241,7 +242,7 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
                 (double)per_block * n_blocks / (1 << 20), eo->max_seqs,
                 (double)ea_lin_state_bytes_per_seq(c) / 1024.0, (double)state_bytes / (1 << 20),
                 (ea_lin_state_bytes_per_seq(c) + per_block - 1) / per_block);
-    if ((s = ea_kv_init(&e->kv, eo->kv_dtype, kv_layers, kd, vd, n_blocks, eo->block_size, eo->max_seqs,
+    if ((s = ea_kv_init(&e->kv, eo->kv_dtype, kv_layers, kd, vd, kh, n_blocks, eo->block_size, eo->max_seqs,
                         eo->max_ctx)) != EA_OK)
         goto fail;
     if (c->n_linear_layers > 0 && (s = ea_lin_state_init(&e->lin, c, eo->max_seqs)) != EA_OK) goto fail;
@@ -252,7 +253,7 @@ ea_status ea_engine_create(const ea_engine_opts *o, ea_engine **out) {
                 (long long)n_blocks * eo->block_size,
                 (size_t)(((size_t)((eo->max_ctx + eo->block_size - 1) / eo->block_size) * per_block + (1u << 20) - 1) >> 20));
     ea_forward_opts fo = {.max_tokens = eo->max_tokens, .max_ctx = eo->max_ctx, .kctx_router = e->kctx_router,
-                         .mla_expanded = eo->mla_expanded, .tp = e->par ? ea_ep_engine_forward_tp(e->par) : NULL,
+                         .mla_expanded = eo->mla_expanded, .tp = tp,
                          .lin = c->n_linear_layers > 0 ? &e->lin : NULL, .dbo_min_tokens = eo->dbo_min_tokens};
     if ((s = ea_forward_create(e->m, e->kctx, e->pool, e->be, &e->kv, &fo, &e->fw)) != EA_OK) goto fail;
     EA_LOGD("engine: %s, %d threads, isa %s, kv %s %d blocks x %d tokens (%.1f MiB)", ea_arch_names[c->arch],

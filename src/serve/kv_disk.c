@@ -32,7 +32,7 @@
 
 #define EA__KVD_MAGIC "EAKVBLK1"
 #define EA__KVD_MAGIC_STATE "EALSTAT1" /* a recurrent-state snapshot (kind 1) */
-#define EA__KVD_VERSION 1u
+#define EA__KVD_VERSION 2u /* 2: a block keeps each KV head's rows together (model/kv_cache.h) */
 #define EA__KVD_HDR 64
 
 typedef struct {

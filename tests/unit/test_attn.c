@@ -33,23 +33,25 @@ static void cache_make(cache *c, int dk, int dv, int bs, int n_pos, int shared_v
     memset(c, 0, sizeof *c);
     c->dk = dk, c->dv = dv, c->bs = bs, c->n_pos = n_pos, c->shared_v = shared_v;
     int nb = (n_pos + bs - 1) / bs;
-    /* blocks in reverse order with a gap, so position order != memory order */
+    /* blocks in reverse order with a gap, so position order != memory order; a block holds this
+     * head's rows and, after them, another head's (model/kv_cache.h), so k_block != bs * k_stride */
     for (int b = 0; b < nb; b++) c->blocks[b] = 2 * (nb - 1 - b) + 1;
-    size_t rows = (size_t)(2 * nb + 2) * bs;
+    size_t rows = (size_t)(2 * nb + 2) * bs * 2;
     c->k = malloc(rows * dk * sizeof(float));
     c->v = malloc(rows * dv * sizeof(float));
     for (size_t i = 0; i < rows * dk; i++) c->k[i] = rnd(s) * 2;
     for (size_t i = 0; i < rows * dv; i++) c->v[i] = rnd(s);
     c->kv = (ea_k_attn_kv){.dk = dk, .dv = dv, .scale = 1.0f / sqrtf((float)dk), .k = c->k,
                            .v = shared_v ? c->k : c->v, .k_stride = (size_t)dk,
-                           .v_stride = shared_v ? (size_t)dk : (size_t)dv, .blocks = c->blocks, .block_size = bs};
+                           .v_stride = shared_v ? (size_t)dk : (size_t)dv, .k_block = 2 * (size_t)bs * dk,
+                           .v_block = 2 * (size_t)bs * (shared_v ? dk : dv), .blocks = c->blocks, .block_size = bs};
 }
 
 static const float *key_at(const cache *c, int p) {
-    return (const float *)c->kv.k + ((size_t)c->blocks[p / c->bs] * c->bs + p % c->bs) * c->kv.k_stride;
+    return (const float *)c->kv.k + (size_t)c->blocks[p / c->bs] * c->kv.k_block + (size_t)(p % c->bs) * c->kv.k_stride;
 }
 static const float *val_at(const cache *c, int p) {
-    return (const float *)c->kv.v + ((size_t)c->blocks[p / c->bs] * c->bs + p % c->bs) * c->kv.v_stride;
+    return (const float *)c->kv.v + (size_t)c->blocks[p / c->bs] * c->kv.v_block + (size_t)(p % c->bs) * c->kv.v_stride;
 }
 
 /* double-precision softmax attention of one row */
@@ -145,7 +147,7 @@ static int check_half(int dk, int dv, int bs, int n_pos, int shared_v, ea_dtype 
     cache c;
     cache_make(&c, dk, dv, bs, n_pos, shared_v, &s);
     int nb = (n_pos + bs - 1) / bs;
-    size_t rows = (size_t)(2 * nb + 2) * bs, nk = rows * dk, nv = rows * dv;
+    size_t rows = (size_t)(2 * nb + 2) * bs * 2, nk = rows * dk, nv = rows * dv;
     uint16_t *hk = malloc(nk * 2), *hv = malloc(nv * 2);
     /* round the f32 cache in place, keep the half copy */
     ea_dtypes[dt].from_f32(c.k, hk, nk);

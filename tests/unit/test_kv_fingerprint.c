@@ -39,11 +39,11 @@ static int visit(const char *path, int how, int put, char *dir, size_t dn, int *
         for (int l = 0; !rc && l < c->n_layers; l++)
             if (c->layer_is_moe[l]) rc = ea_model_load_experts(m, l, mask) != EA_OK;
     }
-    int kd, vd;
-    ea_forward_kv_dims(c, &kd, &vd);
+    int kd, vd, kh;
+    ea_forward_kv_dims(c, NULL, &kd, &vd, &kh);
     ea_kv_cache kv;
     ea_kv_disk *d = NULL;
-    if (!rc && ea_kv_init(&kv, EA_F32, c->n_layers, kd, vd, 2, 4, 1, 8) == EA_OK) {
+    if (!rc && ea_kv_init(&kv, EA_F32, c->n_layers, kd, vd, kh, 2, 4, 1, 8) == EA_OK) {
         for (size_t i = 0; i < (size_t)c->n_layers * 2 * 4 * (size_t)kd; i++) ((float *)kv.k)[i] = (float)i;
         ea_kv_disk_opts o = {.dir = g_disk, .mode = "single", .world = 1, .rank = 0};
         if (ea_kv_disk_open(&o, m, &kv, &d) == EA_OK) {
