@@ -369,8 +369,8 @@ EA__T256 static inline __attribute__((always_inline)) void ea__scores8(const ea_
     __m256 sc = _mm256_set1_ps(kv->scale);
     ea__walk w = {kv, 0, 0};
     int jp = nu * EA__ATT_SPF; /* the keys EA__ATT_SPF steps ahead, from memory while this step computes: a
-                                * cache row is one head's part of a strided row, and the hardware
-                                * prefetcher stops at every page */
+                                * block holds few of a head's rows, and the hardware prefetcher stops at
+                                * every page */
     ea__walk wp = {kv, jp / kv->block_size, jp % kv->block_size};
     for (int j0 = 0; j0 < n_keys; j0 += nu) {
         int nk = n_keys - j0 < nu ? n_keys - j0 : nu;
@@ -398,30 +398,19 @@ EA__T256 static inline __attribute__((always_inline)) void ea__scores8(const ea_
     }
 }
 
-/* x[i] = column i of the 8 x 8 matrix whose rows were x[0..7]. */
-EA__T256 static inline __attribute__((always_inline)) void ea__transpose8(__m256 *x) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(x[i], x[i + 1]), t[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]);
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-    }
-    for (int i = 0; i < 4; i++)
-        x[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), x[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-}
-
 EA__T256 static inline __attribute__((always_inline)) void ea__st8(float *p, __m256i m, int full, __m256 x) {
     if (full) _mm256_storeu_ps(p, x);
     else _mm256_maskstore_ps(p, m, x);
 }
 
-
 /* The values of keys [j0, j1) as f32, one after another in vc (key j at
  * vc + (j - j0) * dv32, zeros past dv): every (row pair, 32 elements) pass
- * of the chunk then reads them from L1. In the cache a head's value is a
- * strided part of its row — 1 KB apart for four KV heads of 64 f32 — so 64
- * keys of it fall into a quarter of L1's sets and were read from L2 by every
- * pass. Widening is exact, so the passes see the cache's values. */
+ * of the chunk then reads them from L1 by pointer, with no walk of the paged
+ * cache and (f16 / bf16) no widening of its own. Made when a head's value was
+ * a strided part of a 1 KB row (before the cache kept a head's rows
+ * together), so that 64 keys of it fell into a quarter of L1's sets and every
+ * pass read them from L2 (docs/kernels.md). Widening is exact, so the passes
+ * see the cache's values. */
 EA__T256 static inline __attribute__((always_inline)) void ea__copy_values(const ea_k_attn_kv *kv, int j0, int j1,
                                                                            int n_keys, float *vc, size_t dv32,
                                                                            const int dt) {
@@ -505,12 +494,12 @@ EA__T256 static inline __attribute__((always_inline)) void ea__attend_avx2_dt(co
     int d8 = dk & ~7;
     for (int h = 0; h < nh; h++) {
         for (int d = 0; d < d8; d += 8) {
-            __m256 x[8];
+            __m256 x[8], xt[8];
 #pragma GCC unroll 8
             for (int i = 0; i < 8; i++) x[i] = 8 * h + i < n_rows ? _mm256_loadu_ps(q[8 * h + i] + d) : _mm256_setzero_ps();
-            ea__transpose8(x);
+            ea__tr8(x, xt);
 #pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) _mm256_store_ps(qt + 16 * (d + i) + 8 * h, x[i]);
+            for (int i = 0; i < 8; i++) _mm256_store_ps(qt + 16 * (d + i) + 8 * h, xt[i]);
         }
         for (int d = d8; d < dk; d++)
             for (int r = 8 * h; r < 8 * h + 8; r++) qt[16 * d + r] = r < n_rows ? q[r][d] : 0.0f;

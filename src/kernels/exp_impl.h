@@ -1,7 +1,8 @@
 /*
  * exp_impl.h — the exp of the kernels (ea_k_expf in ops.h) in its AVX-512
  * and AVX2 forms, for the files that vectorise over it (ops.c: SiLU; attn.c:
- * softmax), and the tail mask of their AVX2 loops. Internal to src/kernels/.
+ * softmax), the tail mask of their AVX2 loops, and an 8 x 8 transpose (attn.c,
+ * matmul_avx2.c). Internal to src/kernels/.
  *
  * exp(x) = 2^n · (1 + r + r²·P(r)) with n = rint(x·log2 e), r = x − n·ln2 in
  * two fused steps (ln2 split in a high part exact in 9 bits and a low part),
@@ -68,6 +69,28 @@ EA__T256 static inline __m256 ea__expf8(__m256 x) {
 /* Lanes i < n set (all ones), for maskload / maskstore / blendv of a tail. */
 EA__T256 static inline __m256i ea__mask8(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* 8 x 8 transpose: r[c] lane l -> o[l] lane c. */
+EA__T256 static inline __attribute__((always_inline)) void ea__tr8(const __m256 *r, __m256 *o) {
+    __m256 t[8], u[8];
+#pragma GCC unroll 4
+    for (int c = 0; c < 8; c += 2) {
+        t[c] = _mm256_unpacklo_ps(r[c], r[c + 1]);
+        t[c + 1] = _mm256_unpackhi_ps(r[c], r[c + 1]);
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < 8; c += 4) {
+        u[c] = _mm256_shuffle_ps(t[c], t[c + 2], 0x44);
+        u[c + 1] = _mm256_shuffle_ps(t[c], t[c + 2], 0xee);
+        u[c + 2] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0x44);
+        u[c + 3] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0xee);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        o[c] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x20);
+        o[c + 4] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x31);
+    }
 }
 
 #endif

@@ -24,6 +24,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/exp_impl.h"
 #include "kernels/matmul_impl.h"
 
 #define EA__T2 __attribute__((target("avx2,fma,f16c")))
@@ -363,28 +364,6 @@ void ea__avx2_bc_x(const float *x, int m, int k, int i0, int i1, float *xp) {
         const float *xr = x + (size_t)i * k;
         for (int l = 0; l < 16 && l < k; l++)
             for (int kk = l, st = 0; kk < k; kk += 16, st++) o[((size_t)l * ns + (size_t)st) * (size_t)mr] = xr[kk];
-    }
-}
-
-/* 8 x 8 transpose: r[c] lane l -> o[l] lane c. */
-EA__INL EA__T2 void ea__tr8(const __m256 *r, __m256 *o) {
-    __m256 t[8], u[8];
-#pragma GCC unroll 4
-    for (int c = 0; c < 8; c += 2) {
-        t[c] = _mm256_unpacklo_ps(r[c], r[c + 1]);
-        t[c + 1] = _mm256_unpackhi_ps(r[c], r[c + 1]);
-    }
-#pragma GCC unroll 2
-    for (int c = 0; c < 8; c += 4) {
-        u[c] = _mm256_shuffle_ps(t[c], t[c + 2], 0x44);
-        u[c + 1] = _mm256_shuffle_ps(t[c], t[c + 2], 0xee);
-        u[c + 2] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0x44);
-        u[c + 3] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0xee);
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        o[c] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x20);
-        o[c + 4] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x31);
     }
 }
 
