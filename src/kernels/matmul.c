@@ -274,6 +274,10 @@ static void ea__pack_q8(const ea_tensor *w, int rows, uint8_t *o) {
         uint8_t *q = o;
         for (size_t b = 0; b < nb; b++) {
             if (rows == EA_Q8X8_ROWS) q = ea__pack_q8_scales(row, nr, rows, b, q);
+            if (rows == EA_Q8X16_ROWS && b % 2 == 0) { /* the pair's scales: b's, then b + 1's (or zeros) */
+                q = ea__pack_q8_scales(row, nr, rows, b, q);
+                q = ea__pack_q8_scales(row, b + 1 < nb ? nr : 0, rows, b + 1, q); /* nr 0: zeros */
+            }
             for (int d = 0; d < 8; d++) /* run d: dword d of each row's block b */
                 for (int r = 0; r < rows; r++, q += 4) {
                     uint32_t v = 0; /* padding rows: zero bytes */
@@ -284,8 +288,6 @@ static void ea__pack_q8(const ea_tensor *w, int rows, uint8_t *o) {
                     memcpy(q, &v, 4);
                 }
         }
-        if (rows != EA_Q8X8_ROWS)
-            for (size_t b = 0; b < nb; b++) q = ea__pack_q8_scales(row, nr, rows, b, q);
         memset(q, 0, gb - (size_t)(q - o));
     }
 }

@@ -312,19 +312,21 @@ EA__T5V static void ea__q8_packed(const ea__mm *p, int j0, int j1, ea__scratch *
         }
     for (int g0 = j0; g0 < j1; g0 += EA_Q8X16_ROWS) {
         const uint8_t *G = ea__w_row(p, g0);
-        const uint16_t *D = (const uint16_t *)(G + (size_t)nb * 512);
         int nr = j1 - g0 < EA_Q8X16_ROWS ? j1 - g0 : EA_Q8X16_ROWS;
         for (int i0 = 0; i0 < m; i0 += EA__Q16_MT) {
             int mt = m - i0 < EA__Q16_MT ? m - i0 : EA__Q16_MT;
             for (int q = 0; q < mt * 16; q++) acc[q] = _mm512_setzero_ps();
             for (int b = 0; b < nb; b++) {
-                const uint8_t *wb = G + (size_t)b * 512;
+                /* block b's bytes: the pair's scales and b's runs (even b, 9 lines), or b's runs (odd b, 8) */
+                const uint8_t *pair = G + (size_t)(b / 2) * EA_Q8X16_PAIR, *wb = pair + 64 + (size_t)(b & 1) * 512;
+                const char *pf = (const char *)pair + (b & 1) * 576 + EA__Q16_PF;
                 __m512i W[8];
 #pragma GCC unroll 8
                 for (int t = 0; t < 8; t++) W[t] = _mm512_loadu_si512(wb + 64 * t);
 #pragma GCC unroll 8
-                for (int t = 0; t < 8; t++) _mm_prefetch((const char *)wb + EA__Q16_PF + 64 * t, _MM_HINT_T0);
-                __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(D + (size_t)b * 16)));
+                for (int t = 0; t < 8; t++) _mm_prefetch(pf + 64 * t, _MM_HINT_T0);
+                if (!(b & 1)) _mm_prefetch(pf + 512, _MM_HINT_T0);
+                __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pair + (size_t)(b & 1) * 32)));
                 for (int i = 0; i < mt; i++) {
                     size_t row = (size_t)(i0 + i);
                     const ea__i32u *xw = (const ea__i32u *)(xq + row * (size_t)k + (size_t)b * EA_QK8_0);

@@ -42,13 +42,15 @@ typedef struct {
  * batch-1 decode on an AMD EPYC read 10 instead of 13 GB/s per core
  * (docs/kernels.md). Q8_0x16 (R = 16, the AVX-512 VNNI kernel) stores each
  * qs byte as w + 128 (w XOR 0x80), the unsigned operand of vpdpbusd, and
- * keeps all nb blocks' runs first (512 bytes a block, cache-line aligned for
- * its 64-byte loads), then all nb blocks' scales. A group is padded with
- * zeros to a multiple of 64 bytes; either takes R * 34 * nb bytes before the
- * padding. */
+ * goes by pairs of blocks, so that its 64-byte loads stay on cache lines:
+ * the scales of blocks b and b + 1 (64 bytes; zeros after the last block
+ * when nb is odd), then b's runs (512 bytes), then b + 1's (512). A group
+ * is padded with zeros to a multiple of 64 bytes; either takes R * 34 * nb
+ * bytes before the padding. */
 #define EA_Q8X8_ROWS 8
 #define EA_Q8X16_ROWS 16
-#define EA_Q8X8_BLOCK (8 * 34) /* bytes of one block of a Q8_0x8 group */
+#define EA_Q8X8_BLOCK (8 * 34)       /* bytes of one block of a Q8_0x8 group */
+#define EA_Q8X16_PAIR (2 * 16 * 34) /* bytes of a pair of blocks of a Q8_0x16 group */
 static inline size_t ea_q8p_group_bytes(size_t k, int rows) {
     return (k / EA_QK8_0 * 34 * (size_t)rows + 63) & ~(size_t)63;
 }
