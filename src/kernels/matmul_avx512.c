@@ -295,6 +295,76 @@ size_t ea__avx512_q8_scratch_bytes(int m, int k) {
  * acc[i][b % 16] then takes fma(isum, dw * dx, acc) in increasing b: for
  * every row the canonical 16 chains of matmul_impl.h, one row per lane, and
  * the final tree is 15 vertical adds. */
+
+/* Block b of group G: its 8 runs into W, its 16 scales as f32; prefetches
+ * the same bytes EA__Q16_PF further on (even b: the pair's scales and b's
+ * runs, 9 lines; odd b: b's runs, 8). Sending the prefetch past a chunk's
+ * end to the next chunk's first rows (s->pf_next) instead measured the
+ * same (bench_matmul, expert shapes, Zen 5). */
+EA__INL EA__T5V __m512 ea__q16_load(const uint8_t *G, int b, __m512i W[8]) {
+    const uint8_t *pair = G + (size_t)(b / 2) * EA_Q8X16_PAIR, *wb = pair + 64 + (size_t)(b & 1) * 512;
+    const char *pf = (const char *)pair + (b & 1) * 576 + EA__Q16_PF;
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; t++) W[t] = _mm512_loadu_si512(wb + 64 * t);
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; t++) _mm_prefetch(pf + 64 * t, _MM_HINT_T0);
+    if (!(b & 1)) _mm_prefetch(pf + 512, _MM_HINT_T0);
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pair + (size_t)(b & 1) * 32)));
+}
+
+/* One X row's block (its 32 int8 at xw, -128 * their sum sxb, scale xdb)
+ * against a loaded block: acc + isum * (dw * dx), lane = W row. */
+EA__INL EA__T5V __m512 ea__q16_row(const __m512i W[8], __m512 dw, const ea__i32u *xw, int32_t sxb, float xdb,
+                                   __m512 acc) {
+    /* two chains (integer adds: exact in any order); x dwords as broadcast operands */
+    __m512i s0 = _mm512_set1_epi32(sxb), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int t = 0; t < 8; t += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, W[t], _mm512_set1_epi32(xw[t]));
+        s1 = _mm512_dpbusd_epi32(s1, W[t + 1], _mm512_set1_epi32(xw[t + 1]));
+    }
+    __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xdb));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), d, acc);
+}
+
+/* The canonical tree over a row's 16 lane accumulators; its nr outputs to y. */
+EA__INL EA__T5V void ea__q16_store(const __m512 *a, float *y, int nr) {
+    __m512 s8[8], s4[4];
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(a[l], a[l + 8]);
+#pragma GCC unroll 4
+    for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
+    __m512 v = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
+    _mm512_mask_storeu_ps(y, (__mmask16)((1u << nr) - 1), v);
+}
+
+/* Decode (m = 1): the chunk's ng groups as two streams, group g beside
+ * group g + ng/2 (the last one alone when ng is odd), as the AVX2 decode
+ * loop does (docs/kernels.md, "two streams"). On a Zen 5, 2 threads, the
+ * LM head read 5-20% more with two; the expert shapes the same. Every row takes the operations of ea__q8_packed's loop. */
+EA__T5V static void ea__q8_packed_decode(const ea__mm *p, int j0, int j1, const int32_t *sx) {
+    int nb = p->k / EA_QK8_0, ng = (j1 - j0 + EA_Q8X16_ROWS - 1) / EA_Q8X16_ROWS, h = ng / 2;
+    const ea__i32u *xw = (const ea__i32u *)p->xq;
+    for (int g = 0; g < h + ng % 2; g++) {
+        int two = g < h, ga = two ? g : ng - 1, jb = j0 + (g + h) * EA_Q8X16_ROWS;
+        const uint8_t *G = ea__w_row(p, j0 + ga * EA_Q8X16_ROWS), *G2 = two ? ea__w_row(p, jb) : NULL;
+        __m512 acc[16], acc2[16];
+        for (int q = 0; q < 16; q++) acc[q] = acc2[q] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m512i W[8];
+            __m512 dw = ea__q16_load(G, b, W);
+            acc[b & 15] = ea__q16_row(W, dw, xw + 8 * b, sx[b], p->xd[b], acc[b & 15]);
+            if (two) {
+                dw = ea__q16_load(G2, b, W);
+                acc2[b & 15] = ea__q16_row(W, dw, xw + 8 * b, sx[b], p->xd[b], acc2[b & 15]);
+            }
+        }
+        int ja = j0 + ga * EA_Q8X16_ROWS;
+        ea__q16_store(acc, p->y + ja, j1 - ja < EA_Q8X16_ROWS ? j1 - ja : EA_Q8X16_ROWS);
+        if (two) ea__q16_store(acc2, p->y + jb, j1 - jb < EA_Q8X16_ROWS ? j1 - jb : EA_Q8X16_ROWS);
+    }
+}
+
 EA__T5V static void ea__q8_packed(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     int k = p->k, nb = k / EA_QK8_0, m = p->m;
     const int8_t *xq = p->xq;
@@ -310,6 +380,10 @@ EA__T5V static void ea__q8_packed(const ea__mm *p, int j0, int j1, ea__scratch *
             int32_t sum = (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
             sx[(size_t)i * nb + b] = -128 * sum;
         }
+    if (m == 1) {
+        ea__q8_packed_decode(p, j0, j1, sx);
+        return;
+    }
     for (int g0 = j0; g0 < j1; g0 += EA_Q8X16_ROWS) {
         const uint8_t *G = ea__w_row(p, g0);
         int nr = j1 - g0 < EA_Q8X16_ROWS ? j1 - g0 : EA_Q8X16_ROWS;
@@ -317,41 +391,16 @@ EA__T5V static void ea__q8_packed(const ea__mm *p, int j0, int j1, ea__scratch *
             int mt = m - i0 < EA__Q16_MT ? m - i0 : EA__Q16_MT;
             for (int q = 0; q < mt * 16; q++) acc[q] = _mm512_setzero_ps();
             for (int b = 0; b < nb; b++) {
-                /* block b's bytes: the pair's scales and b's runs (even b, 9 lines), or b's runs (odd b, 8) */
-                const uint8_t *pair = G + (size_t)(b / 2) * EA_Q8X16_PAIR, *wb = pair + 64 + (size_t)(b & 1) * 512;
-                const char *pf = (const char *)pair + (b & 1) * 576 + EA__Q16_PF;
                 __m512i W[8];
-#pragma GCC unroll 8
-                for (int t = 0; t < 8; t++) W[t] = _mm512_loadu_si512(wb + 64 * t);
-#pragma GCC unroll 8
-                for (int t = 0; t < 8; t++) _mm_prefetch(pf + 64 * t, _MM_HINT_T0);
-                if (!(b & 1)) _mm_prefetch(pf + 512, _MM_HINT_T0);
-                __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pair + (size_t)(b & 1) * 32)));
+                __m512 dw = ea__q16_load(G, b, W);
                 for (int i = 0; i < mt; i++) {
                     size_t row = (size_t)(i0 + i);
                     const ea__i32u *xw = (const ea__i32u *)(xq + row * (size_t)k + (size_t)b * EA_QK8_0);
-                    /* two chains (integer adds: exact in any order); x dwords as broadcast operands */
-                    __m512i s0 = _mm512_set1_epi32(sx[row * (size_t)nb + (size_t)b]), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                    for (int t = 0; t < 8; t += 2) {
-                        s0 = _mm512_dpbusd_epi32(s0, W[t], _mm512_set1_epi32(xw[t]));
-                        s1 = _mm512_dpbusd_epi32(s1, W[t + 1], _mm512_set1_epi32(xw[t + 1]));
-                    }
-                    __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xd[row * (size_t)nb + (size_t)b]));
                     __m512 *a = &acc[i * 16 + (b & 15)];
-                    *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), d, *a);
+                    *a = ea__q16_row(W, dw, xw, sx[row * (size_t)nb + (size_t)b], xd[row * (size_t)nb + (size_t)b], *a);
                 }
             }
-            for (int i = 0; i < mt; i++) {
-                const __m512 *a = &acc[i * 16];
-                __m512 s8[8], s4[4];
-#pragma GCC unroll 8
-                for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(a[l], a[l + 8]);
-#pragma GCC unroll 4
-                for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
-                __m512 y = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
-                _mm512_mask_storeu_ps(p->y + (size_t)(i0 + i) * p->n + g0, (__mmask16)((1u << nr) - 1), y);
-            }
+            for (int i = 0; i < mt; i++) ea__q16_store(&acc[i * 16], p->y + (size_t)(i0 + i) * p->n + g0, nr);
         }
     }
 }

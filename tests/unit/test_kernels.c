@@ -349,6 +349,23 @@ TEST(packed_copy_same_bits_as_rows) {
                     bad = 1;
                 }
             }
+            /* decode inside a batch: 8 products of one token each, so that a product's
+             * rows are cut at its end into chunks of any number of groups (the two-stream
+             * decode loops' odd last group among them, e.g. n = 37) */
+            enum { NB8 = 8 };
+            ea_k_mm bm[NB8];
+            float *yb = malloc((size_t)NB8 * n * sizeof(float));
+            for (int q = 0; q < NB8; q++) bm[q] = (ea_k_mm){&packed_t, x + (size_t)q * k, 1, yb + (size_t)q * n};
+            ea_k_matmul_batch(c, bm, NB8);
+            for (int q = 0; q < NB8 && !bad; q++) {
+                ea_k_matmul(c, &rows_t, x + (size_t)q * k, 1, yr);
+                if (memcmp(yb + (size_t)q * n, yr, (size_t)n * sizeof(float))) {
+                    fprintf(stderr, "  %s %s n=%d k=%d: batch of decodes, member %d: packed != rows\n", lay[L].isa,
+                            dn, n, k, q);
+                    bad = 1;
+                }
+            }
+            free(yb);
             ea_k_matmul(c, &rows_t, x, MAXM, yr);
             for (int r0 = 3; r0 <= rows && r0 < n && !bad; r0 += rows - 3) { /* 3: the copy is dropped; rows: kept */
                 int nr = n - r0 > 13 ? 13 : n - r0;
