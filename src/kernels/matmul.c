@@ -215,8 +215,8 @@ static ea__rows_fn ea__pick(const ea_kctx *ctx, ea_dtype dt, int m);
 static int ea__pack_rows_of(ea__rows_fn fn) {
     return fn == ea__rows_avx2_q8     ? EA_Q8X8_ROWS
            : fn == ea__rows_avx512_q8 ? EA_Q8X16_ROWS
-           : fn == ea__rows_avx2_f    ? EA_FX4_ROWS
-                                      : 0;
+           : fn == ea__rows_avx2_f || fn == ea__rows_avx512_bf16 ? EA_FX4_ROWS
+                                                               : 0;
 }
 
 /* A context of the ISA a new context picks: the copy its kernel for dt

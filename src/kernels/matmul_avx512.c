@@ -198,10 +198,61 @@ EA__INL EA__T5B void ea__tile_bf(const ea__mm *p, int i0, int j0, const int MR, 
         for (int b = 0; b < MR; b++) p->y[(size_t)(i0 + b) * p->n + j0 + a] = ea__reduce16_avx512(acc[a][b]);
 }
 
+/* Prefetch distance in an Fx4 copy, in bytes (the decode loop below). */
+#define EA__FX4_PF 4096
+
+/* Decode (m = 1) of the 4 rows of the Fx4 group at ja (TWO: and of the group
+ * at jb, step by step beside it). Row a's elements [kk, kk + 32) are the
+ * a-th 32 bytes of the copy's steps kk/16 and kk/16 + 1 (zeros past its last
+ * step, as the rows' masked loads give zeros past k); put together they are
+ * the zmm ea__tile_bf loads from the row, so every row runs the same
+ * VDPBF16PS chain on the same operands: the same bits. A group is one
+ * sequential stream where a tile of rows is 8 (docs/kernels.md). */
+EA__INL EA__T5B void ea__bf_decode4(const ea__mm *p, int ja, int jb, const int TWO) {
+    int kp = ea__k32(p->k), steps = (p->k + EA_FX4_STEP - 1) / EA_FX4_STEP;
+    const size_t rs = EA_FX4_STEP * 2, ss = EA_FX4_ROWS * rs; /* bytes of a row's step, of a step */
+    const uint8_t *g[2] = {ea__w_row(p, ja), TWO ? ea__w_row(p, jb) : NULL};
+    __m512 acc[2][4];
+#pragma GCC unroll 2
+    for (int t = 0; t <= TWO; t++)
+#pragma GCC unroll 4
+        for (int a = 0; a < 4; a++) acc[t][a] = _mm512_setzero_ps();
+    for (int kk = 0; kk < kp; kk += 32) {
+        int st = kk / EA_FX4_STEP;
+        __m512bh xv = (__m512bh)_mm512_loadu_si512(p->xp + kk);
+#pragma GCC unroll 2
+        for (int t = 0; t <= TWO; t++) {
+            const uint8_t *w = g[t] + (size_t)st * ss;
+#pragma GCC unroll 4
+            for (int l = 0; l < 4; l++) _mm_prefetch((const char *)w + EA__FX4_PF + 64 * l, _MM_HINT_T0);
+#pragma GCC unroll 4
+            for (int a = 0; a < 4; a++) {
+                __m256i lo = _mm256_loadu_si256((const __m256i *)(w + (size_t)a * rs));
+                __m256i hi = st + 1 < steps ? _mm256_loadu_si256((const __m256i *)(w + ss + (size_t)a * rs))
+                                            : _mm256_setzero_si256();
+                __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                acc[t][a] = _mm512_dpbf16_ps(acc[t][a], (__m512bh)wv, xv);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t <= TWO; t++)
+#pragma GCC unroll 4
+        for (int a = 0; a < 4; a++) p->y[(t ? jb : ja) + a] = ea__reduce16_avx512(acc[t][a]);
+}
+
 EA__T5B void ea__rows_avx512_bf16(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     (void)s;
-#define EA__TILE_BF(i, j, MR, NR) ea__tile_bf(p, i, j, MR, NR)
-    EA__TILE_ORDER(EA__TILE_BF, p->m, j0, j1);
+    int j = j0;
+    if (p->m == 1 && p->wp) { /* decode from an Fx4 copy: group g beside g + ng/2, two streams */
+        for (; j < j1 && j % EA_FX4_ROWS; j++) ea__tile_bf(p, 0, j, 1, 1);
+        int ng = (j1 - j) / EA_FX4_ROWS, h = ng / 2;
+        for (int g = 0; g < h; g++) ea__bf_decode4(p, j + g * EA_FX4_ROWS, j + (g + h) * EA_FX4_ROWS, 1);
+        j += 2 * h * EA_FX4_ROWS;
+        for (; j + EA_FX4_ROWS <= j1; j += EA_FX4_ROWS) ea__bf_decode4(p, j, 0, 0);
+    }
+#define EA__TILE_BF(i, jj, MR, NR) ea__tile_bf(p, i, jj, MR, NR)
+    EA__TILE_ORDER(EA__TILE_BF, p->m, j, j1); /* the rows (p->w), also when there is a copy */
 #undef EA__TILE_BF
 }
 

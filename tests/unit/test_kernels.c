@@ -295,7 +295,7 @@ TEST(batch_equals_single_calls) {
     CHECK(!bad);
 }
 
-/* A kernel on its packed copy (avx2: Q8_0x8 and Fx4, avx512: Q8_0x16) == on
+/* A kernel on its packed copy (avx2: Q8_0x8 and Fx4, avx512: Q8_0x16, avx512_bf16: Fx4) == on
  * the rows, bit for bit, at every batch size and on row views (a view keeps
  * the copy only from a group's first row). */
 TEST(packed_copy_same_bits_as_rows) {
@@ -312,7 +312,10 @@ TEST(packed_copy_same_bits_as_rows) {
         const char *isa;
         int q8; /* 1: the q8_0 shapes, 0: the f32/f16/bf16 ones */
         int rows;
-    } lay[] = {{"avx2", 1, EA_Q8X8_ROWS}, {"avx512", 1, EA_Q8X16_ROWS}, {"avx2", 0, EA_FX4_ROWS}};
+    } lay[] = {{"avx2", 1, EA_Q8X8_ROWS},
+               {"avx512", 1, EA_Q8X16_ROWS},
+               {"avx2", 0, EA_FX4_ROWS},
+               {"avx512_bf16", 0, EA_FX4_ROWS}}; /* bf16 only: its f32 / f16 read the rows */
     static const int NL = (int)(sizeof lay / sizeof lay[0]);
     static const int sm[] = {1, 2, 5, 16, 17, 65};
     int bad = 0, ran = 0;
@@ -422,6 +425,10 @@ TEST(isa_selection) {
         CHECK_EQ(ea_k_pack_rows_isa("avx512", EA_BF16), 0); /* the AVX-512 F kernel reads the rows */
         int r = ea_k_pack_rows_isa("avx512", EA_Q8_0); /* 16 with VNNI, else the avx2 kernel's 8 */
         CHECK(r == EA_Q8X16_ROWS || r == EA_Q8X8_ROWS);
+    }
+    if (ea_k_isa_supported("avx512_bf16")) {
+        CHECK_EQ(ea_k_pack_rows_isa("avx512_bf16", EA_BF16), EA_FX4_ROWS); /* decode reads the copy */
+        CHECK_EQ(ea_k_pack_rows_isa("avx512_bf16", EA_F32), 0);
     }
 }
 
