@@ -392,7 +392,8 @@ EA__INL EA__T5V void ea__q16_store(const __m512 *a, float *y, int nr) {
 /* Decode (m = 1): the chunk's ng groups as two streams, group g beside
  * group g + ng/2 (the last one alone when ng is odd), as the AVX2 decode
  * loop does (docs/kernels.md, "two streams"). On a Zen 5, 2 threads, the
- * LM head read 5-20% more with two; the expert shapes the same. Every row takes the operations of ea__q8_packed's loop. */
+ * LM head read 5-20% more with two; the expert shapes the same. Every row
+ * takes the operations of ea__q8_packed's loop. */
 EA__T5V static void ea__q8_packed_decode(const ea__mm *p, int j0, int j1, const int32_t *sx) {
     int nb = p->k / EA_QK8_0, ng = (j1 - j0 + EA_Q8X16_ROWS - 1) / EA_Q8X16_ROWS, h = ng / 2;
     const ea__i32u *xw = (const ea__i32u *)p->xq;
