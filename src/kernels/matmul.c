@@ -416,7 +416,8 @@ static int ea__claim(ea__job *jb, int *q, int *a, int *b) {
 static void ea__task_rows(void *arg, int task, int thread) {
     (void)task;
     ea__job *jb = arg;
-    ea__scratch s = {jb->ctx->tscratch + (size_t)thread * jb->ctx->tscratch_bytes, jb->ctx->tscratch_bytes, NULL, 0};
+    ea__scratch s = {jb->ctx->tscratch + (size_t)thread * jb->ctx->tscratch_bytes, jb->ctx->tscratch_bytes};
+    ea__rows_fn last_fn = NULL; /* s.held_xq is only good for the function that left it */
     const ea__prob *last = NULL; /* inline prep: the product whose activations this thread holds */
     int last_xv = 0;             /* ... and whether its xv is laid out */
     int q = 0, a, b;
@@ -434,6 +435,7 @@ static void ea__task_rows(void *arg, int task, int thread) {
             if (!(last && last->prep == pr->prep && last->p.x == pr->p.x && last->p.m == pr->p.m && last->p.k == pr->p.k)) {
                 ea__prep_block(jb->ctx, pr->prep, &mine, 0);
                 last_xv = 0;
+                s.held_xq = NULL;
             }
             if (pr->fn == ea__rows_avx2_q8 && mine.m == 1 && mine.wp) { /* the packed decode loop's x */
                 mine.xv = (const uint8_t *)mine.xp;
@@ -449,6 +451,8 @@ static void ea__task_rows(void *arg, int task, int thread) {
             s.pf_next = ea__w_row(&nx->p, na);
             s.pf_bytes = (size_t)(nb - na < 32 ? nb - na : 32) * nx->p.row_bytes;
         }
+        if (pr->fn != last_fn) s.held_xq = NULL;
+        last_fn = pr->fn;
         pr->fn(&mine, a, b, &s);
         more = more_n;
         q = qn;

@@ -274,6 +274,7 @@ EA__INL EA__T5V __m512i ea__blocksum(const __m512i P[8]) {
 EA__T5V static void ea__q8_rows(const ea__mm *p, int j0, int j1, ea__scratch *s) {
     int k = p->k, nb = k / EA_QK8_0, m = p->m;
     __m512 *acc = (__m512 *)s->buf; /* m accumulators (driver sizes it) */
+    s->held_xq = NULL;               /* over whatever ea__q8_packed left */
     const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i didx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                             _mm512_set1_epi32((int)sizeof(ea_block_q8_0)));
@@ -424,14 +425,22 @@ EA__T5V static void ea__q8_packed(const ea__mm *p, int j0, int j1, ea__scratch *
     int32_t *sx = (int32_t *)s->buf; /* (m, nb): -128 * the sum of each X block */
     __m512 *acc = (__m512 *)(s->buf + ea__q16_sx_bytes(m, k)); /* (EA__Q16_MT, 16) */
     const __m256i flip = _mm256_set1_epi8((char)0x80);
-    for (int i = 0; i < m; i++)
-        for (int b = 0; b < nb; b++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(xq + (size_t)i * k + (size_t)b * EA_QK8_0));
-            __m256i u = _mm256_sad_epu8(_mm256_xor_si256(v, flip), _mm256_setzero_si256()); /* sums of x + 128 */
-            __m128i h = _mm_add_epi64(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
-            int32_t sum = (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
-            sx[(size_t)i * nb + b] = -128 * sum;
-        }
+    /* the sums, unless this thread's previous chunk left them for the same X
+     * (the chunks of one product, gate and up on one x): a batch-64 LM head
+     * is some 150 chunks per thread */
+    if (!(s->held_xq == xq && s->held_m == m && s->held_k == k)) {
+        for (int i = 0; i < m; i++)
+            for (int b = 0; b < nb; b++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(xq + (size_t)i * k + (size_t)b * EA_QK8_0));
+                __m256i u = _mm256_sad_epu8(_mm256_xor_si256(v, flip), _mm256_setzero_si256()); /* sums of x + 128 */
+                __m128i h = _mm_add_epi64(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+                int32_t sum = (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+                sx[(size_t)i * nb + b] = -128 * sum;
+            }
+        s->held_xq = xq;
+        s->held_m = m;
+        s->held_k = k;
+    }
     if (m == 1) {
         ea__q8_packed_decode(p, j0, j1, sx);
         return;

@@ -63,6 +63,13 @@ typedef struct {
      * product's first rows), for prefetching; NULL when there are none */
     const uint8_t *pf_next;
     size_t pf_bytes;
+    /* What buf holds between two calls of the same rows function in one
+     * task: the X (xq, m, k) whose per-block values a rows function left
+     * there (the Q8_0x16 loop's block sums), or NULL. The driver clears it
+     * when the function changes or a thread's activations are prepared anew
+     * (so the same xq may hold another X). */
+    const int8_t *held_xq;
+    int held_m, held_k;
 } ea__scratch;
 
 typedef void (*ea__rows_fn)(const ea__mm *p, int j0, int j1, ea__scratch *s);

@@ -320,13 +320,14 @@ TEST(packed_copy_same_bits_as_rows) {
     static const int sm[] = {1, 2, 5, 16, 17, 65};
     int bad = 0, ran = 0;
     for (int L = 0; L < NL && !bad; L++) {
-        ea_kctx *c = NULL;
+        ea_kctx *c = NULL, *c1 = NULL; /* c1: one thread */
         if (!ea_k_isa_supported(lay[L].isa) || ea_kctx_create(pool2, MAXM, 1024, &c) != EA_OK ||
             ea_kctx_set_isa(c, lay[L].isa) != EA_OK) {
             fprintf(stderr, "  (skipping %s: not supported here)\n", lay[L].isa);
             ea_kctx_destroy(c);
             continue;
         }
+        if (ea_kctx_create(NULL, MAXM, 1024, &c1) != EA_OK || ea_kctx_set_isa(c1, lay[L].isa) != EA_OK) bad = 1;
         int rows = lay[L].rows;
         for (int s = 0; s < NSH && !bad; s++) {
             if ((shapes[s].dt == EA_Q8_0) != lay[L].q8) continue;
@@ -369,6 +370,22 @@ TEST(packed_copy_same_bits_as_rows) {
                 }
             }
             free(yb);
+            /* one thread, one x shared by copy / rows / copy: the rows kernel's use of the
+             * scratch must not leave the third product the first one's per-X values */
+            if (c1) {
+                float *y3 = malloc((size_t)3 * 17 * n * sizeof(float));
+                ea_k_mm b3[3] = {{&packed_t, x, 17, y3}, {&rows_t, x, 17, y3 + (size_t)17 * n},
+                                 {&packed_t, x, 17, y3 + (size_t)34 * n}};
+                ea_k_matmul_batch(c1, b3, 3);
+                ea_k_matmul(c1, &rows_t, x, 17, yr);
+                for (int q = 0; q < 3 && !bad; q++)
+                    if (memcmp(y3 + (size_t)q * 17 * n, yr, (size_t)17 * n * sizeof(float))) {
+                        fprintf(stderr, "  %s %s n=%d k=%d: copy/rows/copy on one x, member %d differs\n",
+                                lay[L].isa, dn, n, k, q);
+                        bad = 1;
+                    }
+                free(y3);
+            }
             ea_k_matmul(c, &rows_t, x, MAXM, yr);
             for (int r0 = 3; r0 <= rows && r0 < n && !bad; r0 += rows - 3) { /* 3: the copy is dropped; rows: kept */
                 int nr = n - r0 > 13 ? 13 : n - r0;
@@ -390,6 +407,7 @@ TEST(packed_copy_same_bits_as_rows) {
             wmat_free(&w);
         }
         ea_kctx_destroy(c);
+        ea_kctx_destroy(c1);
     }
     fprintf(stderr, "  %d shape/layout pairs\n", ran);
     CHECK(!bad);
