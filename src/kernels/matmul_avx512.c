@@ -64,6 +64,38 @@ EA__INL EA__T5 float ea__reduce16_avx512(__m512 a) {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+/* The canonical tree (ea__reduce16_avx512) of a 4 x 4 tile's 16 accumulators
+ * at once, and their stores: step by step every add pairs the same two
+ * partial sums as the one-accumulator tree (lanes l and l + 8, then l and
+ * l + 4, l and l + 2, l and l + 1), but each add serves 2, 4, 8 or 16
+ * accumulators, so 15 adds and 30 shuffles replace 16 trees of 4 adds and
+ * 4 shuffles. acc[a][b]: W row j0 + a, X row i0 + b; lane group b of the
+ * result holds X row b's four outputs. */
+EA__INL EA__T5 void ea__store4x4(__m512 acc[8][4], float *y, size_t n) {
+    __m512 t[8], u[4], w[2];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; p++) { /* accumulators 2p, 2p + 1 (index a * 4 + b): lanes l + (l + 8) */
+        __m512 v0 = acc[(2 * p) / 4][(2 * p) % 4], v1 = acc[(2 * p + 1) / 4][(2 * p + 1) % 4];
+        t[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) /* l + (l + 4) */
+        u[q] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * q], t[2 * q + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(t[2 * q], t[2 * q + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+#pragma GCC unroll 2
+    for (int r = 0; r < 2; r++) /* l + (l + 2) */
+        w[r] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * r], u[2 * r + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(u[2 * r], u[2 * r + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* l + (l + 1): lane 4b + a is accumulator (a, b) */
+    __m512 z = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm_storeu_ps(y, _mm512_extractf32x4_ps(z, 0));
+    _mm_storeu_ps(y + n, _mm512_extractf32x4_ps(z, 1));
+    _mm_storeu_ps(y + 2 * n, _mm512_extractf32x4_ps(z, 2));
+    _mm_storeu_ps(y + 3 * n, _mm512_extractf32x4_ps(z, 3));
+}
+
 EA__INL EA__T5 void ea__tile5(const ea__mm *p, int i0, int j0, const int MR, const int NR, const ea_dtype dt) {
     int k = p->k, kmain = k & ~15;
     size_t eb = (size_t)ea_dtypes[dt].block_bytes;
@@ -104,6 +136,10 @@ EA__INL EA__T5 void ea__tile5(const ea__mm *p, int i0, int j0, const int MR, con
 #pragma GCC unroll 8
             for (int a = 0; a < NR; a++) acc[a][b] = _mm512_fmadd_ps(wv[a], xv, acc[a][b]);
         }
+    }
+    if (MR == 4 && NR == 4) {
+        ea__store4x4(acc, p->y + (size_t)i0 * p->n + j0, (size_t)p->n);
+        return;
     }
 #pragma GCC unroll 8
     for (int a = 0; a < NR; a++)
@@ -191,6 +227,10 @@ EA__INL EA__T5B void ea__tile_bf(const ea__mm *p, int i0, int j0, const int MR, 
 #pragma GCC unroll 8
             for (int a = 0; a < NR; a++) acc[a][b] = _mm512_dpbf16_ps(acc[a][b], (__m512bh)wv[a], xv);
         }
+    }
+    if (MR == 4 && NR == 4) {
+        ea__store4x4(acc, p->y + (size_t)i0 * p->n + j0, (size_t)p->n);
+        return;
     }
 #pragma GCC unroll 8
     for (int a = 0; a < NR; a++)
