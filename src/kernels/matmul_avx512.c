@@ -150,13 +150,25 @@ EA__INL EA__T5 void ea__tile5(const ea__mm *p, int i0, int j0, const int MR, con
 /* Which (i, j) the f32 and bf16 rows functions compute together (never how
  * one is computed): with fewer than 4 X rows (decode) 8 W rows at a time, for
  * more W rows in flight; else 4 x 4 tiles; then the edges. TILE(i, j, MR, NR)
- * computes one tile. */
-#define EA__TILE_ORDER(TILE, m, j0, j1)                                     \
+ * computes one tile. The inner loop rereads its operand whole once per step
+ * of the outer one, so it runs over whichever is smaller: the X rows
+ * (m * XB bytes, as the tile reads them) or the chunk's W rows. A 512-token
+ * prefill's router (64 f32 rows of 4 KiB against 2 MiB of X) otherwise
+ * rereads X from L3 for every 4 W rows. */
+#define EA__TILE_ORDER(TILE, m, j0, j1, XB, WB)                             \
     do {                                                                    \
         int j_ = (j0);                                                      \
         if ((m) < 4)                                                        \
             for (; j_ + 8 <= (j1); j_ += 8)                                 \
                 for (int i_ = 0; i_ < (m); i_++) TILE(i_, j_, 1, 8);        \
+        if ((size_t)(m) * (XB) > (size_t)((j1) - j_) * (WB)) {              \
+            int jt = j_ + (((j1) - j_) & ~3), i_ = 0;                       \
+            for (; i_ + 4 <= (m); i_ += 4)                                  \
+                for (int t_ = j_; t_ < jt; t_ += 4) TILE(i_, t_, 4, 4);     \
+            for (; i_ < (m); i_++)                                          \
+                for (int t_ = j_; t_ < jt; t_ += 4) TILE(i_, t_, 1, 4);     \
+            j_ = jt;                                                        \
+        }                                                                   \
         for (; j_ + 4 <= (j1); j_ += 4) {                                   \
             int i_ = 0;                                                     \
             for (; i_ + 4 <= (m); i_ += 4) TILE(i_, j_, 4, 4);              \
@@ -168,7 +180,7 @@ EA__INL EA__T5 void ea__tile5(const ea__mm *p, int i0, int j0, const int MR, con
 
 EA__INL EA__T5 void ea__rows5(const ea__mm *p, int j0, int j1, const ea_dtype dt) {
 #define EA__TILE5(i, j, MR, NR) ea__tile5(p, i, j, MR, NR, dt)
-    EA__TILE_ORDER(EA__TILE5, p->m, j0, j1);
+    EA__TILE_ORDER(EA__TILE5, p->m, j0, j1, (size_t)p->k * 4, p->row_bytes); /* X as f32 */
 #undef EA__TILE5
 }
 
@@ -292,7 +304,8 @@ EA__T5B void ea__rows_avx512_bf16(const ea__mm *p, int j0, int j1, ea__scratch *
         for (; j + EA_FX4_ROWS <= j1; j += EA_FX4_ROWS) ea__bf_decode4(p, j, 0, 0);
     }
 #define EA__TILE_BF(i, jj, MR, NR) ea__tile_bf(p, i, jj, MR, NR)
-    EA__TILE_ORDER(EA__TILE_BF, p->m, j, j1); /* the rows (p->w), also when there is a copy */
+    /* the rows (p->w), also when there is a copy; X as padded bf16 */
+    EA__TILE_ORDER(EA__TILE_BF, p->m, j, j1, (size_t)ea__k32(p->k) * 2, p->row_bytes);
 #undef EA__TILE_BF
 }
 
