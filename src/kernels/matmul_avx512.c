@@ -151,17 +151,20 @@ EA__INL EA__T5 void ea__tile5(const ea__mm *p, int i0, int j0, const int MR, con
  * one is computed): with fewer than 4 X rows (decode) 8 W rows at a time, for
  * more W rows in flight; else 4 x 4 tiles; then the edges. TILE(i, j, MR, NR)
  * computes one tile. The inner loop rereads its operand whole once per step
- * of the outer one, so it runs over whichever is smaller: the X rows
- * (m * XB bytes, as the tile reads them) or the chunk's W rows. A 512-token
+ * of the outer one. It runs over the X rows (m * XB bytes, as the tile reads
+ * them) unless they pass EA__X_L2 bytes, half of a 1 MiB L2, and the chunk's
+ * W rows are fewer bytes: then X rows are the outer loop. A 512-token
  * prefill's router (64 f32 rows of 4 KiB against 2 MiB of X) otherwise
- * rereads X from L3 for every 4 W rows. */
+ * rereads X from L3 for every 4 W rows; at batch 64 (256 KiB of X, in L2)
+ * the swap measured slower. */
+#define EA__X_L2 ((size_t)512 << 10)
 #define EA__TILE_ORDER(TILE, m, j0, j1, XB, WB)                             \
     do {                                                                    \
         int j_ = (j0);                                                      \
         if ((m) < 4)                                                        \
             for (; j_ + 8 <= (j1); j_ += 8)                                 \
                 for (int i_ = 0; i_ < (m); i_++) TILE(i_, j_, 1, 8);        \
-        if ((size_t)(m) * (XB) > (size_t)((j1) - j_) * (WB)) {              \
+        if ((size_t)(m) * (XB) > EA__X_L2 && (size_t)(m) * (XB) > (size_t)((j1) - j_) * (WB)) { \
             int jt = j_ + (((j1) - j_) & ~3), i_ = 0;                       \
             for (; i_ + 4 <= (m); i_ += 4)                                  \
                 for (int t_ = j_; t_ < jt; t_ += 4) TILE(i_, t_, 4, 4);     \
