@@ -413,45 +413,51 @@ TEST(packed_copy_same_bits_as_rows) {
     CHECK(!bad);
 }
 
-/* X larger than half an L2 (EA__X_L2) and than the chunk's W rows: the
- * AVX-512 tiles run X rows outer (a prefill's router). Every row of a
- * 302-token product must equal that row alone, with the row (302 % 4) and
- * column (37 % 4) edges. */
+/* X larger than half an L2 (EA__X_L2): the AVX-512 tiles run the chunk's W
+ * rows in blocks of at most 256 KiB, X rows outer in each. Every row of a
+ * 302-token product must equal that row alone: 37 W rows (the column edge,
+ * 2 threads) and 600 (one thread: 96- and 160-row chunks of several f32 and
+ * bf16 blocks), with the row edge (302 % 4). */
 TEST(x_rows_outer_same_bits_as_one_row) {
     static const struct {
         const char *isa;
         ea_dtype dt;
     } cs[] = {{"avx512", EA_F32}, {"avx512", EA_BF16}, {"avx512_bf16", EA_BF16}, {"avx512_bf16", EA_F32}};
-    enum { M = 302, N = 37, K = 1024 };
+    static const int ns[] = {37, 600};
+    enum { M = 302, K = 1024 };
     int bad = 0, ran = 0;
-    for (size_t q = 0; q < sizeof cs / sizeof cs[0] && !bad; q++) {
-        ea_kctx *c = NULL;
-        if (!ea_k_isa_supported(cs[q].isa)) continue;
-        if (ea_kctx_create(pool2, M, K, &c) != EA_OK || ea_kctx_set_isa(c, cs[q].isa) != EA_OK) {
-            ea_kctx_destroy(c);
-            bad = 1;
-            break;
-        }
-        wmat w;
-        wmat_make(&w, cs[q].dt, N, K);
-        float *x = malloc((size_t)M * K * sizeof(float)), *y = malloc((size_t)M * N * sizeof(float)), y1[N];
-        for (size_t e = 0; e < (size_t)M * K; e++) x[e] = frand();
-        ea_k_matmul(c, &w.t, x, M, y);
-        for (int i = 0; i < M && !bad; i++) {
-            ea_k_matmul(c, &w.t, x + (size_t)i * K, 1, y1);
-            if (memcmp(y1, y + (size_t)i * N, sizeof y1)) {
-                fprintf(stderr, "  %s %s: row %d of %d differs from the row alone\n", cs[q].isa,
-                        ea_dtypes[cs[q].dt].name, i, M);
+    for (size_t q = 0; q < sizeof cs / sizeof cs[0] && !bad; q++)
+        for (int v = 0; v < 2 && !bad; v++) {
+            int n = ns[v];
+            ea_kctx *c = NULL;
+            if (!ea_k_isa_supported(cs[q].isa)) continue;
+            if (ea_kctx_create(v ? NULL : pool2, M, K, &c) != EA_OK || ea_kctx_set_isa(c, cs[q].isa) != EA_OK) {
+                ea_kctx_destroy(c);
                 bad = 1;
+                break;
             }
+            wmat w;
+            wmat_make(&w, cs[q].dt, n, K);
+            float *x = malloc((size_t)M * K * sizeof(float)), *y = malloc((size_t)M * n * sizeof(float));
+            float *y1 = malloc((size_t)n * sizeof(float));
+            for (size_t e = 0; e < (size_t)M * K; e++) x[e] = frand();
+            ea_k_matmul(c, &w.t, x, M, y);
+            for (int i = 0; i < M && !bad; i++) {
+                ea_k_matmul(c, &w.t, x + (size_t)i * K, 1, y1);
+                if (memcmp(y1, y + (size_t)i * n, (size_t)n * sizeof(float))) {
+                    fprintf(stderr, "  %s %s n=%d: row %d of %d differs from the row alone\n", cs[q].isa,
+                            ea_dtypes[cs[q].dt].name, n, i, M);
+                    bad = 1;
+                }
+            }
+            free(x);
+            free(y);
+            free(y1);
+            wmat_free(&w);
+            ea_kctx_destroy(c);
+            ran++;
         }
-        free(x);
-        free(y);
-        wmat_free(&w);
-        ea_kctx_destroy(c);
-        ran++;
-    }
-    fprintf(stderr, "  %d isa/dtype pairs\n", ran);
+    fprintf(stderr, "  %d isa/dtype/shape cases\n", ran);
     CHECK(!bad);
 }
 
