@@ -152,31 +152,24 @@ EA__INL EA__T5 void ea__tile5(const ea__mm *p, int i0, int j0, const int MR, con
  * more W rows in flight; else 4 x 4 tiles; then the edges. TILE(i, j, MR, NR)
  * computes one tile. The inner loop rereads its operand whole once per step
  * of the outer one. It runs over the X rows (m * XB bytes, as the tile reads
- * them) while they fit in half of a 1 MiB L2 (EA__X_L2). Past that, the
- * chunk's W rows go in blocks of at most EA__W_L2 bytes (WB each), and each
- * block runs with X rows outer: the block is reread from L2, X once per
- * block. A 512-token prefill's router (64 f32 rows of 4 KiB against 2 MiB
- * of X) and its attention products (1 MiB of bf16 X against 512-row chunks
- * of 1 MiB) otherwise reread X from L3 for every 4 W rows; at batch 64
- * (256 KiB of X, in L2) X rows outer measured slower. */
+ * them) unless they pass EA__X_L2 bytes, half of a 1 MiB L2, and the chunk's
+ * W rows are fewer bytes: then X rows are the outer loop. A 512-token
+ * prefill's router (64 f32 rows of 4 KiB against 2 MiB of X) otherwise
+ * rereads X from L3 for every 4 W rows; at batch 64 (256 KiB of X, in L2)
+ * the swap measured slower. */
 #define EA__X_L2 ((size_t)512 << 10)
-#define EA__W_L2 ((size_t)256 << 10)
 #define EA__TILE_ORDER(TILE, m, j0, j1, XB, WB)                             \
     do {                                                                    \
         int j_ = (j0);                                                      \
         if ((m) < 4)                                                        \
             for (; j_ + 8 <= (j1); j_ += 8)                                 \
                 for (int i_ = 0; i_ < (m); i_++) TILE(i_, j_, 1, 8);        \
-        if ((size_t)(m) * (XB) > EA__X_L2) {                                \
-            int jb_ = (int)(EA__W_L2 / (WB)) & ~3, jt = j_ + (((j1) - j_) & ~3); \
-            if (jb_ < 4) jb_ = 4;                                           \
-            for (; j_ < jt; j_ += jb_) {                                    \
-                int je = jt - j_ < jb_ ? jt : j_ + jb_, i_ = 0;             \
-                for (; i_ + 4 <= (m); i_ += 4)                              \
-                    for (int t_ = j_; t_ < je; t_ += 4) TILE(i_, t_, 4, 4); \
-                for (; i_ < (m); i_++)                                      \
-                    for (int t_ = j_; t_ < je; t_ += 4) TILE(i_, t_, 1, 4); \
-            }                                                               \
+        if ((size_t)(m) * (XB) > EA__X_L2 && (size_t)(m) * (XB) > (size_t)((j1) - j_) * (WB)) { \
+            int jt = j_ + (((j1) - j_) & ~3), i_ = 0;                       \
+            for (; i_ + 4 <= (m); i_ += 4)                                  \
+                for (int t_ = j_; t_ < jt; t_ += 4) TILE(i_, t_, 4, 4);     \
+            for (; i_ < (m); i_++)                                          \
+                for (int t_ = j_; t_ < jt; t_ += 4) TILE(i_, t_, 1, 4);     \
             j_ = jt;                                                        \
         }                                                                   \
         for (; j_ + 4 <= (j1); j_ += 4) {                                   \
