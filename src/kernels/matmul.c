@@ -424,11 +424,12 @@ static void ea__task_rows(void *arg, int task, int thread) {
     ea__rows_fn last_fn = NULL; /* s.held_xq is only good for the function that left it */
     const ea__prob *last = NULL; /* inline prep: the product whose activations this thread holds */
     int last_xv = 0;             /* ... and whether its xv is laid out */
-    int q = 0, a, b, ahead; /* ahead: the next chunk is claimed before this one runs */
+    int q = 0, a, b;
     int more = ea__claim(jb, &q, &a, &b);
     while (more) {
         int qn = q, na, nb;
-        ahead = jb->n_rows - __atomic_load_n(&jb->next_row, __ATOMIC_RELAXED) > 32 * (int64_t)jb->ctx->n_threads;
+        /* ahead: the next chunk is claimed before this one runs */
+        int ahead = jb->n_rows - __atomic_load_n(&jb->next_row, __ATOMIC_RELAXED) > 32 * (int64_t)jb->ctx->n_threads;
         int more_n = ahead ? ea__claim(jb, &qn, &na, &nb) : 0;
         const ea__prob *pr = &jb->pr[q];
         ea__mm mine = pr->p;
