@@ -392,12 +392,14 @@ static void ea__task_prep(void *arg, int task, int thread) {
  * its end): large while there is much to do, small at the end, so the
  * threads finish within a few 32-row chunks of each other (guided
  * scheduling). Returns 0 when no rows are left. */
+#define EA__CHUNK_MIN 32 /* rows of the smallest chunk */
+
 static int ea__claim(ea__job *jb, int *q, int *a, int *b) {
     int64_t cur = __atomic_load_n(&jb->next_row, __ATOMIC_RELAXED);
     for (;;) {
         if (cur >= jb->n_rows) return 0;
         int64_t sz = ((jb->n_rows - cur) / (4 * (int64_t)jb->ctx->n_threads) + 31) & ~(int64_t)31;
-        sz = sz < 32 ? 32 : sz > 512 ? 512 : sz;
+        sz = sz < EA__CHUNK_MIN ? EA__CHUNK_MIN : sz > 512 ? 512 : sz;
         while (*q + 1 < jb->n_pr && jb->pr[*q + 1].row0 <= cur) (*q)++;
         const ea__prob *pr = &jb->pr[*q];
         int64_t end = cur + sz < pr->row0 + pr->p.n ? cur + sz : pr->row0 + pr->p.n;
@@ -429,7 +431,7 @@ static void ea__task_rows(void *arg, int task, int thread) {
     while (more) {
         int qn = q, na, nb;
         /* ahead: the next chunk is claimed before this one runs */
-        int ahead = jb->n_rows - __atomic_load_n(&jb->next_row, __ATOMIC_RELAXED) > 32 * (int64_t)jb->ctx->n_threads;
+        int ahead = jb->n_rows - __atomic_load_n(&jb->next_row, __ATOMIC_RELAXED) > EA__CHUNK_MIN * (int64_t)jb->ctx->n_threads;
         int more_n = ahead ? ea__claim(jb, &qn, &na, &nb) : 0;
         const ea__prob *pr = &jb->pr[q];
         ea__mm mine = pr->p;
