@@ -253,8 +253,12 @@ EA__INL EA__T5B void ea__tile_bf(const ea__mm *p, int i0, int j0, const int MR, 
         for (int b = 0; b < MR; b++) p->y[(size_t)(i0 + b) * p->n + j0 + a] = ea__reduce16_avx512(acc[a][b]);
 }
 
-/* Prefetch distance in an Fx4 copy, in bytes (the decode loop below). */
-#define EA__FX4_PF 4096
+/* Prefetch distance in an Fx4 copy, in bytes (the decode loop below). On a
+ * Zen 5, bf16 bench_forward at batch 1 (2 threads, the distances taking
+ * the decode steps in turn in one process): 4 KiB 33.9 / 28.8 / 45.8 tok/s
+ * against 34.5 / 30.0 / 50.4 at 2 KiB; then 2 KiB 50.1 / 50.3 / 50.0, 1 KiB
+ * 48.8 / 50.1 / 48.6, 512 B 46.1 / 46.5 / 48.4 (as EA__Q16_PF_DECODE). */
+#define EA__FX4_PF 2048
 
 /* Decode (m = 1) of the 4 rows of the Fx4 group at ja (TWO: and of the group
  * at jb, step by step beside it). Row a's elements [kk, kk + 32) are the
@@ -384,11 +388,23 @@ typedef int32_t ea__i32u __attribute__((may_alias, aligned(1)));
 /* Rows of X per pass over a group's blocks: their accumulators (16 zmm each)
  * stay in L1 while the group's W (16 rows) is reread from L1/L2 per pass. */
 #define EA__Q16_MT 16
-/* Prefetch distance in the copy, in bytes (16 blocks of 16 rows). bench_matmul
- * on an AMD EPYC (Zen 5), q8_0 m = 8, 1 thread, GOP/s for 0 / 1 / 2 / 4 / 8 /
- * 16 / 32 KiB: LM head 114 / 162 / 151 / 188 / 200-240 / 269 / 243, expert up
- * 110 / 155 / 163 / 199 / 204 / 236 / 240; m = 1 within noise from 4 KiB on. */
+/* Prefetch distance in the copy, in bytes, for batches (16 blocks of 16 rows).
+ * bench_matmul on an AMD EPYC (Zen 5), q8_0 m = 8, 1 thread, GOP/s for 0 / 1
+ * / 2 / 4 / 8 / 16 / 32 KiB: LM head 114 / 162 / 151 / 188 / 200-240 / 269 /
+ * 243, expert up 110 / 155 / 163 / 199 / 204 / 236 / 240. */
 #define EA__Q16_PF 8192
+/* ... and for decode (m = 1), where the loop streams at the memory's speed
+ * and the hardware prefetcher runs ahead of it: further software prefetches
+ * only crowd it. The same Zen 5, 2 threads, one process timing the
+ * distances call by call in turn (GB/s, three runs): expert up x 8 (batch
+ * call) 46.8 / 47.6 / 43.6 at 8 KiB, 49.3 / 49.7 / 46.2 at 2 KiB; down x 8
+ * 43.0 / 43.4 / 41.3 and 46.0 / 46.5 / 43.9; LM head 53.5 / 50.6 / 50.1 and
+ * 55.9 / 54.5 / 54.3. 1 KiB and 512 bytes read less than 2 KiB. In
+ * bench_forward, q8_0 batch 1, the distances taking the decode steps in
+ * turn: 2 KiB 65.9 / 65.1 / 58.0 tok/s against 62.7 / 61.4 / 56.9 at 8 KiB;
+ * then 2 KiB 82.9 / 79.7 / 75.8, 4 KiB 82.8 / 79.6 / 74.3, 1 KiB 77.9 /
+ * 75.8 / 72.7. */
+#define EA__Q16_PF_DECODE 2048
 
 static size_t ea__q16_sx_bytes(int m, int k) { return ((size_t)m * (size_t)(k / EA_QK8_0) * 4 + 63) & ~(size_t)63; }
 
@@ -405,13 +421,13 @@ size_t ea__avx512_q8_scratch_bytes(int m, int k) {
  * the final tree is 15 vertical adds. */
 
 /* Block b of group G: its 8 runs into W, its 16 scales as f32; prefetches
- * the same bytes EA__Q16_PF further on (even b: the pair's scales and b's
- * runs, 9 lines; odd b: b's runs, 8). Sending the prefetch past a chunk's
- * end to the next chunk's first rows (s->pf_next) instead measured the
- * same (bench_matmul, expert shapes, Zen 5). */
-EA__INL EA__T5V __m512 ea__q16_load(const uint8_t *G, int b, __m512i W[8]) {
+ * the same bytes PF further on (even b: the pair's scales and b's runs, 9
+ * lines; odd b: b's runs, 8). Sending the prefetch past a chunk's end to
+ * the next chunk's first rows (s->pf_next) instead measured the same
+ * (bench_matmul, expert shapes, Zen 5). */
+EA__INL EA__T5V __m512 ea__q16_load(const uint8_t *G, int b, __m512i W[8], const int PF) {
     const uint8_t *pair = G + (size_t)(b / 2) * EA_Q8X16_PAIR, *wb = pair + 64 + (size_t)(b & 1) * 512;
-    const char *pf = (const char *)pair + (b & 1) * 576 + EA__Q16_PF;
+    const char *pf = (const char *)pair + (b & 1) * 576 + PF;
 #pragma GCC unroll 8
     for (int t = 0; t < 8; t++) W[t] = _mm512_loadu_si512(wb + 64 * t);
 #pragma GCC unroll 8
@@ -461,10 +477,10 @@ EA__T5V static void ea__q8_packed_decode(const ea__mm *p, int j0, int j1, const 
         for (int q = 0; q < 16; q++) acc[q] = acc2[q] = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
             __m512i W[8];
-            __m512 dw = ea__q16_load(G, b, W);
+            __m512 dw = ea__q16_load(G, b, W, EA__Q16_PF_DECODE);
             acc[b & 15] = ea__q16_row(W, dw, xw + 8 * b, sx[b], p->xd[b], acc[b & 15]);
             if (two) {
-                dw = ea__q16_load(G2, b, W);
+                dw = ea__q16_load(G2, b, W, EA__Q16_PF_DECODE);
                 acc2[b & 15] = ea__q16_row(W, dw, xw + 8 * b, sx[b], p->xd[b], acc2[b & 15]);
             }
         }
@@ -512,7 +528,7 @@ EA__T5V static void ea__q8_packed(const ea__mm *p, int j0, int j1, ea__scratch *
                 for (int q = nb < 16 ? nb : 16; q < 16; q++) acc[i * 16 + q] = _mm512_setzero_ps();
             for (int b = 0; b < nb; b++) {
                 __m512i W[8];
-                __m512 dw = ea__q16_load(G, b, W);
+                __m512 dw = ea__q16_load(G, b, W, EA__Q16_PF);
                 for (int i = 0; i < mt; i++) {
                     size_t row = (size_t)(i0 + i);
                     const ea__i32u *xw = (const ea__i32u *)(xq + row * (size_t)k + (size_t)b * EA_QK8_0);
