@@ -416,8 +416,9 @@ TEST(packed_copy_same_bits_as_rows) {
 /* X larger than half an L2 (EA__X_L2) and than the chunk's W rows: the
  * AVX-512 tiles run X rows outer (a prefill's router). Every row of a
  * 302-token product must equal that row alone: 37 W rows (the column edge,
- * 2 threads) and 600 (one thread, chunks of 160 down to 32 rows), with the
- * row edge (302 % 4). */
+ * 2 threads) and 600 (one thread, chunks of 320, 160, 64, 32 and 24 rows;
+ * f32's 320 rows are more bytes than X, so that chunk runs W rows outer),
+ * with the row edge (302 % 4). */
 TEST(x_rows_outer_same_bits_as_one_row) {
     static const struct {
         const char *isa;
