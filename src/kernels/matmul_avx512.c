@@ -225,11 +225,31 @@ EA__T5B void ea__bf16_rows(const float *x, int k, int i0, int i1, uint16_t *xb) 
     }
 }
 
+/* The zmm of elements [kk, kk + 32) of the 4 rows of the Fx4 group at g
+ * (steps st = kk/16 and st + 1 of `steps`): the 256 bytes of the two steps
+ * are rows 0-3's first halves, then their second halves, and each row's
+ * pair of 32-byte halves is put together with one shuffle. Past the last
+ * step the copy holds zeros, as the rows' masked loads give past k; the
+ * zmm are those ea__tile_bf loads from the rows. */
+EA__INL EA__T5B void ea__fx4_w4(const uint8_t *g, int st, int steps, __m512i wv[4]) {
+    const uint8_t *w = g + (size_t)st * (EA_FX4_ROWS * EA_FX4_STEP * 2);
+    __m512i lo01 = _mm512_loadu_si512(w), lo23 = _mm512_loadu_si512(w + 64);
+    __m512i hi01 = st + 1 < steps ? _mm512_loadu_si512(w + 128) : _mm512_setzero_si512();
+    __m512i hi23 = st + 1 < steps ? _mm512_loadu_si512(w + 192) : _mm512_setzero_si512();
+    wv[0] = _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(1, 0, 1, 0));
+    wv[1] = _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(3, 2, 3, 2));
+    wv[2] = _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(1, 0, 1, 0));
+    wv[3] = _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(3, 2, 3, 2));
+}
+
 /* Tile of MR X rows x NR W rows; every (i, j) runs the same VDPBF16PS chain
- * over its 16 lanes whatever the tile (matmul_impl.h). */
-EA__INL EA__T5B void ea__tile_bf(const ea__mm *p, int i0, int j0, const int MR, const int NR) {
-    int k = p->k, kp = ea__k32(k), kmain = k & ~31;
+ * over its 16 lanes whatever the tile (matmul_impl.h). FX: W comes from the
+ * Fx4 copy (NR a multiple of 4, j0 of 4), else from the rows. */
+EA__INL EA__T5B void ea__tile_bf_w(const ea__mm *p, int i0, int j0, const int MR, const int NR, const int FX) {
+    int k = p->k, kp = ea__k32(k), kmain = k & ~31, steps = (k + EA_FX4_STEP - 1) / EA_FX4_STEP;
     const uint16_t *wr[8], *xr[4];
+    const uint8_t *wg = FX ? ea__w_row(p, j0) : NULL;
+    size_t gb = FX ? ea_fx4_group_bytes((size_t)k, 2) : 0;
     __m512 acc[8][4];
 #pragma GCC unroll 8
     for (int a = 0; a < NR; a++) wr[a] = (const uint16_t *)(p->w + (size_t)(j0 + a) * p->row_bytes);
@@ -241,12 +261,23 @@ EA__INL EA__T5B void ea__tile_bf(const ea__mm *p, int i0, int j0, const int MR, 
         for (int b = 0; b < MR; b++) acc[a][b] = _mm512_setzero_ps();
     for (int kk = 0; kk < kp; kk += 32) {
         __m512i wv[8];
-        __mmask32 msk = kk < kmain ? ~(__mmask32)0 : (__mmask32)((1ull << (k - kmain)) - 1);
+        if (FX) {
+#pragma GCC unroll 2
+            for (int q = 0; q < NR / 4; q++) {
+                /* the next tile's group, at the same k, into L2 */
+                const char *nx = (const char *)wg + (size_t)(NR / 4 + q) * gb + (size_t)kk * 8;
+#pragma GCC unroll 4
+                for (int l = 0; l < 4; l++) _mm_prefetch(nx + 64 * l, _MM_HINT_T1);
+                ea__fx4_w4(wg + (size_t)q * gb, kk / EA_FX4_STEP, steps, wv + 4 * q);
+            }
+        } else {
+            __mmask32 msk = kk < kmain ? ~(__mmask32)0 : (__mmask32)((1ull << (k - kmain)) - 1);
 #pragma GCC unroll 8
-        for (int a = 0; a < NR; a++) {
-            /* the next tile's rows, at the same k, into L2 */
-            _mm_prefetch((const char *)(wr[a] + kk) + (size_t)NR * p->row_bytes, _MM_HINT_T1);
-            wv[a] = _mm512_maskz_loadu_epi16(msk, wr[a] + kk);
+            for (int a = 0; a < NR; a++) {
+                /* the next tile's rows, at the same k, into L2 */
+                _mm_prefetch((const char *)(wr[a] + kk) + (size_t)NR * p->row_bytes, _MM_HINT_T1);
+                wv[a] = _mm512_maskz_loadu_epi16(msk, wr[a] + kk);
+            }
         }
 #pragma GCC unroll 4
         for (int b = 0; b < MR; b++) {
@@ -263,6 +294,14 @@ EA__INL EA__T5B void ea__tile_bf(const ea__mm *p, int i0, int j0, const int MR, 
     for (int a = 0; a < NR; a++)
 #pragma GCC unroll 4
         for (int b = 0; b < MR; b++) p->y[(size_t)(i0 + b) * p->n + j0 + a] = ea__reduce16_avx512(acc[a][b]);
+}
+
+/* A tile from the Fx4 copy when there is one and the tile covers whole
+ * groups: batches then read the same huge-page copy as decode, and the rows
+ * (left on the file mapping by the loader) are not read at all. */
+EA__INL EA__T5B void ea__tile_bf(const ea__mm *p, int i0, int j0, const int MR, const int NR) {
+    if (NR % EA_FX4_ROWS == 0 && p->wp && j0 % EA_FX4_ROWS == 0) ea__tile_bf_w(p, i0, j0, MR, NR, 1);
+    else ea__tile_bf_w(p, i0, j0, MR, NR, 0);
 }
 
 /* Prefetch distance in an Fx4 copy, in bytes (the decode loop below). On a
